@@ -1,0 +1,32 @@
+"""Errors raised by sparsesim.
+
+Every error a user can cause derives from :class:`SparsesimError`, so the CLI can print
+one clear line for any of them (and never a traceback).
+"""
+
+
+class SparsesimError(Exception):
+    """Base class for errors caused by input, configuration or files."""
+
+
+class InvalidInputError(SparsesimError, ValueError):
+    """Data with NaN/inf, wrong shapes, dimension mismatches, unusable labels."""
+
+
+class UnknownNameError(SparsesimError, KeyError):
+    """An algorithm, data set or protocol name that is not registered."""
+
+    def __str__(self):  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else ""
+
+
+class DataNotFoundError(SparsesimError, FileNotFoundError):
+    """A data set file is not in the data directory (and could not be fetched)."""
+
+
+class FileFormatError(SparsesimError):
+    """A model, index or data file that is truncated, corrupt or of the wrong format."""
+
+
+class ModelMismatchError(SparsesimError):
+    """A model and an index (or data) that do not belong together."""

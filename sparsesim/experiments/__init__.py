@@ -1,0 +1,86 @@
+"""Paper protocols run by ``sparsesim experiment``.
+
+``PROTOCOLS`` maps a protocol name to the module that implements it. Each module provides
+
+* ``run(config: ExperimentConfig) -> dict`` returning ``{"protocol", "dataset", "results": [...], ...}``
+  where every result is a flat JSON-serialisable dict (one algorithm x seed/fold), and
+* ``format_table(report: dict) -> str`` for the human-readable table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exceptions import UnknownNameError
+
+PROTOCOLS: dict[str, str] = {
+    "sors": "sparsesim.experiments.sors",      # ICDM 2015 SORS: 70/30 split, triplets, MAP
+    "cikm15": "sparsesim.experiments.cikm15",  # CIKM 2015 active learners: 5-fold, AP@10
+    "ijcai17": "sparsesim.experiments.ijcai17",  # IJCAI 2017 OMTRSL: multi-task, AP@k
+    "romco": "sparsesim.experiments.romco",    # ROMCO: online multi-task classification
+    "oht": "sparsesim.experiments.oht",        # online heterogeneous transfer
+}
+
+
+@dataclass
+class ExperimentConfig:
+    """Everything ``sparsesim experiment`` passes to a protocol.
+
+    Attributes
+    ----------
+    dataset : str
+        Registered data set name or a path to a labelled svmlight file.
+    algorithms : list of str
+        Registered algorithm names, run in this order.
+    seeds : list of int
+        One repeat per seed (protocols with folds use the seed for the fold split).
+    triplets : int, optional
+        Training triplets (rounds) per run; ``None`` = the protocol's default.
+    params : dict
+        ``{algorithm_name or "*": {param: value}}`` constructor overrides.
+    n_jobs : int
+        Parallel workers for independent runs (through :func:`sparsesim.parallel.run_parallel`).
+    out_dir : Path, optional
+        Where plots (PNG) and raw results are written.
+    options : dict
+        Protocol-specific options (e.g. ``query_ratio``, ``folds``, ``sweep``).
+    progress : bool
+        Show progress bars on stderr.
+    """
+
+    dataset: str
+    algorithms: list[str]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    triplets: int | None = None
+    params: dict = field(default_factory=dict)
+    n_jobs: int = 1
+    out_dir: Path | None = None
+    options: dict = field(default_factory=dict)
+    progress: bool = False
+
+    def params_for(self, algorithm: str) -> dict:
+        """Constructor overrides for ``algorithm`` (``"*"`` entries first, then its own)."""
+        merged = dict(self.params.get("*", {}))
+        merged.update(self.params.get(algorithm, {}))
+        return merged
+
+
+def get_protocol(name: str):
+    """The module implementing protocol ``name``."""
+    try:
+        module = PROTOCOLS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}") from None
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            raise UnknownNameError(f"protocol {name!r} is not implemented yet") from None
+        raise
+
+
+def run_experiment(name: str, config: ExperimentConfig) -> dict:
+    """Run protocol ``name`` with ``config`` and return its report."""
+    return get_protocol(name).run(config)

@@ -1,0 +1,1 @@
+"""Learners, one module per algorithm family."""
