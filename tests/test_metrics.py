@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import average_precision_score
+
+from sparsesim.evaluation import cosine_scorer, dot_scorer, evaluate_retrieval
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.metrics import (
+    average_precision,
+    average_precision_at_k,
+    mean_average_precision,
+    precision_at_k,
+    rank_by_score,
+    sparsity,
+)
+
+
+def _ref_ap_at_k(rel, k):
+    hits, total = 0, 0.0
+    for i in range(k):
+        if rel[i]:
+            hits += 1
+            total += hits / (i + 1)
+    return total / hits if hits else 0.0
+
+
+def test_average_precision_matches_sklearn_on_random_cases():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = rng.integers(5, 200)
+        scores = rng.normal(size=n)  # continuous: no ties
+        rel = rng.random(n) < rng.uniform(0.05, 0.6)
+        rel[rng.integers(n)] = True
+        order = rank_by_score(scores)
+        ours = average_precision(rel[order])
+        assert ours == pytest.approx(average_precision_score(rel, scores), abs=1e-12)
+
+
+def test_precision_and_cutoff_ap_against_literal_definitions():
+    rng = np.random.default_rng(1)
+    rel = rng.random((40, 30)) < 0.3
+    for k in (1, 3, 10, 30):
+        p = precision_at_k(rel, k)
+        assert np.allclose(p, rel[:, :k].sum(axis=1) / k)
+        apk = average_precision_at_k(rel, k)
+        assert np.allclose(apk, [_ref_ap_at_k(r, k) for r in rel])
+    # perfect ranking: every measure is 1
+    perfect = np.array([True] * 5 + [False] * 5)
+    assert average_precision(perfect) == 1.0
+    assert precision_at_k(perfect, 5) == 1.0 and average_precision_at_k(perfect, 10) == 1.0
+    # a single relevant document at rank 4
+    one = np.array([False, False, False, True, False])
+    assert average_precision(one) == pytest.approx(0.25)
+    assert precision_at_k(one, 4) == pytest.approx(0.25)
+    assert average_precision_at_k(one, 3) == 0.0
+    assert mean_average_precision(np.vstack([perfect, perfect])) == 1.0
+
+
+def test_rank_ties_broken_by_index_and_self_excluded():
+    s = np.array([[0.5, 1.0, 0.5, 1.0, 0.0]])
+    assert rank_by_score(s)[0].tolist() == [1, 3, 0, 2, 4]
+    assert rank_by_score(s, exclude=[1])[0].tolist() == [3, 0, 2, 4]
+    with pytest.raises(InvalidInputError):
+        rank_by_score(np.array([1.0, np.nan]))
+
+
+def test_sparsity():
+    assert sparsity(0, 10) == 1.0
+    assert sparsity(100, 10) == 0.0
+    assert sparsity(10, 10) == pytest.approx(0.9)
+    for bad in [(-1, 5), (26, 5), (1, 0)]:
+        with pytest.raises(InvalidInputError):
+            sparsity(*bad)
+
+
+def _brute_force(S, y, k):
+    """Literal per-query evaluation with sklearn's AP (scores continuous, no ties)."""
+    n = len(y)
+    aps, pks, apks = [], [], []
+    for q in range(n):
+        others = np.array([j for j in range(n) if j != q])
+        rel = y[others] == y[q]
+        aps.append(average_precision_score(rel, S[q, others]))
+        ranked = rel[np.argsort(-S[q, others])]
+        pks.append(ranked[:k].mean())
+        apks.append(_ref_ap_at_k(ranked, k))
+    return np.mean(aps), np.mean(pks), np.mean(apks)
+
+
+def test_evaluate_retrieval_matches_brute_force_and_sklearn():
+    rng = np.random.default_rng(2)
+    n = 120
+    y = rng.integers(0, 4, size=n)
+    y[:8] = [0, 0, 1, 1, 2, 2, 3, 3]
+    X = sp.random(n, 50, density=0.2, random_state=3, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    S = (X @ X.T).toarray() + 1e-9 * rng.normal(size=(n, n))  # break exact ties
+    fn = lambda rows: S[rows]
+    ref = _brute_force(S, y, 10)
+    for block in (1, 7, 1000):
+        res = evaluate_retrieval(fn, y, k=10, block_size=block)
+        assert res["map"] == pytest.approx(ref[0], abs=1e-12)
+        assert res["ap@10"] == pytest.approx(ref[1], abs=1e-12)
+        assert res["map@10"] == pytest.approx(ref[2], abs=1e-12)
+        assert res["n_queries"] == n
+    curves = evaluate_retrieval(fn, y, k=10, ks=range(1, 11))["curves"]
+    assert curves["k"] == list(range(1, 11))
+    assert curves["ap"][-1] == pytest.approx(ref[1])
+    assert curves["ap"][0] == pytest.approx(_brute_force(S, y, 1)[1])
+
+
+def test_evaluate_retrieval_perfect_and_query_subset():
+    y = np.repeat(np.arange(3), 5)
+    onehot = np.eye(3)[y]
+    res = evaluate_retrieval(dot_scorer(sp.csr_matrix(onehot)), y, k=4)
+    assert res["map"] == 1.0 and res["ap@4"] == 1.0 and res["map@4"] == 1.0
+    res = evaluate_retrieval(cosine_scorer(onehot * 3.0), y, k=4, query_rows=[0, 5])
+    assert res["n_queries"] == 2 and res["map"] == 1.0
+    # tied scores: ties ranked by index, so a constant score ranks documents in index order
+    const = lambda rows: np.zeros((len(rows), y.size))
+    r = evaluate_retrieval(const, y, k=4, query_rows=[0])
+    assert r["ap@4"] == 1.0  # documents 1..4 are class 0
+
+
+def test_evaluate_retrieval_bad_input():
+    y = np.repeat(np.arange(3), 4)
+    fn = lambda rows: np.ones((len(rows), y.size))
+    with pytest.raises(InvalidInputError, match="larger"):
+        evaluate_retrieval(fn, y, k=12)
+    with pytest.raises(InvalidInputError):
+        evaluate_retrieval(fn, np.zeros(12), k=2)
+    with pytest.raises(InvalidInputError):
+        evaluate_retrieval(fn, np.array([0, 0, 1]), k=1)
+    with pytest.raises(InvalidInputError, match="shape"):
+        evaluate_retrieval(lambda rows: np.ones((len(rows), 3)), y, k=2)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        evaluate_retrieval(lambda rows: np.full((len(rows), y.size), np.nan), y, k=2)
+    with pytest.raises(InvalidInputError):
+        evaluate_retrieval(fn, y, k=2, query_rows=[100])
+    with pytest.raises(InvalidInputError):
+        evaluate_retrieval(fn, y, k=0)
