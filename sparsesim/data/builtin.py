@@ -183,7 +183,7 @@ def _vectorize(texts, rep, min_df=1, max_features=None):
         vec = CountVectorizer(min_df=min_df, max_features=max_features, dtype=np.float64)
         X = sp.csr_matrix(vec.fit_transform(texts))
         X.sort_indices()
-        return X, vec.get_feature_names_out()
+        return X, np.asarray(vec.get_feature_names_out(), dtype=str)
     return tfidf(texts, min_df=min_df, max_features=max_features)
 
 
@@ -520,8 +520,8 @@ register_dataset(DatasetSpec(
     loader=_M + "load_news20_sample",
     kind="labelled",
     description="Embedded sample of 20news-bydate (shipped in the package; no data directory needed): "
-                "40 documents from each of 10 distinct newsgroups",
-    representation="TF-IDF (min_df=2, <= 5,000 terms, headers except Subject removed), rows L2-normalised",
+                "400 documents x 5,000 terms: 40 from each of 10 distinct newsgroups",
+    representation="TF-IDF (sklearn defaults + English stop words, min_df=2, 5,000 terms; post headers except Subject removed), rows L2-normalised",
     source="derived from 20news-bydate (qwone.com/~jason/20Newsgroups) by scripts/make_sample.py (seed 0)",
     extra={"embedded": True},
 ))

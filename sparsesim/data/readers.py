@@ -332,7 +332,7 @@ def tfidf(counts_or_texts, **vectorizer_options):
     else:
         vec = TfidfVectorizer(dtype=np.float64, **vectorizer_options)
         X = vec.fit_transform(counts_or_texts)
-        vocab = vec.get_feature_names_out()
+        vocab = np.asarray(vec.get_feature_names_out(), dtype=str)
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sort_indices()
     return X, vocab
