@@ -95,7 +95,8 @@ def load_svmlight_set(spec: DatasetSpec, **options) -> LabelledData:
     info_extra = {}
     if "splits" in extra:
         info_extra["split"] = np.concatenate([np.full(len(yy), s) for yy, s in zip(ys, extra["splits"])])
-        info_extra["n_train"] = int(np.sum(info_extra["split"] == "train"))
+        if "train" in extra["splits"]:
+            info_extra["n_train"] = int(np.sum(info_extra["split"] == "train"))
     if extra.get("drop_duplicate_rows"):
         keep = _first_occurrences(X)
         if keep.size < X.shape[0]:
