@@ -32,6 +32,7 @@ def evaluate_retrieval(
     ks: Sequence[int] | None = None,
     query_rows=None,
     progress: Callable[[int, int], None] | None = None,
+    no_relevant: str = "skip",
 ) -> dict:
     """MAP, AP@k and mAP@k of the rankings that ``score_fn`` induces.
 
@@ -58,11 +59,17 @@ def evaluate_retrieval(
         Evaluate only these queries (default: every document).
     progress : callable, optional
         Called as ``progress(done, total)`` after each block.
+    no_relevant : {"skip", "error"}, default "skip"
+        What to do with a query whose class has no other document in the corpus (its average
+        precision is undefined; e.g. a class with one test document after a split): ``"skip"``
+        leaves it out of every average (counted in ``"n_skipped"``), ``"error"`` raises
+        :class:`InvalidInputError`.
 
     Returns
     -------
     dict
-        ``{"map": float, f"ap@{k}": float, f"map@{k}": float, "k": k, "n_queries": int}``, plus
+        ``{"map": float, f"ap@{k}": float, f"map@{k}": float, "k": k, "n_queries": int,
+        "n_skipped": int}`` (``n_queries`` counts the evaluated queries), plus
         ``"curves": {"k": [...], "ap": [...], "map": [...]}`` when ``ks`` is given.
 
     Raises
@@ -73,7 +80,9 @@ def evaluate_retrieval(
     """
     y = np.asarray(y)
     n = y.shape[0] if y.ndim == 1 else -1
-    y = check_labels(y, n, min_per_class=2 if exclude_self else 1)
+    y = check_labels(y, n)
+    if no_relevant not in ("skip", "error"):
+        raise InvalidInputError(f"no_relevant must be 'skip' or 'error', got {no_relevant!r}")
     n_rank = n - 1 if exclude_self else n
     k = _check_k(k, n_rank)
     curve_ks = sorted({_check_k(kk, n_rank) for kk in ks}) if ks is not None else []
@@ -83,8 +92,20 @@ def evaluate_retrieval(
         queries = np.asarray(query_rows, dtype=np.int64).reshape(-1)
         if queries.size and (queries.min() < 0 or queries.max() >= n):
             raise InvalidInputError(f"query rows must lie in [0, {n}); got values outside")
+    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    n_relevant = counts[codes.reshape(-1)[queries]] - (1 if exclude_self else 0)
+    lonely = n_relevant < 1
+    if lonely.any():
+        if no_relevant == "error":
+            shown = ", ".join(map(str, np.unique(y[queries[lonely]])[:5]))
+            raise InvalidInputError(
+                f"class(es) {shown} have a single document, so their queries have no relevant "
+                "document; each class needs at least 2"
+            )
+        queries = queries[~lonely]
+    n_skipped = int(lonely.sum())
     if queries.size == 0:
-        raise InvalidInputError("no query documents to evaluate")
+        raise InvalidInputError("no query documents to evaluate (none has a relevant document)")
     block_size = max(int(block_size), 1)
     kmax = max([k] + curve_ks)
 
@@ -119,6 +140,7 @@ def evaluate_retrieval(
         f"map@{k}": float(sum_apk[k] / nq),
         "k": k,
         "n_queries": int(queries.size),
+        "n_skipped": n_skipped,
     }
     if curve_ks:
         result["curves"] = {

@@ -129,8 +129,10 @@ def test_evaluate_retrieval_bad_input():
         evaluate_retrieval(fn, y, k=12)
     with pytest.raises(InvalidInputError):
         evaluate_retrieval(fn, np.zeros(12), k=2)
+    with pytest.raises(InvalidInputError, match="single document"):
+        evaluate_retrieval(fn, np.array([0, 0, 1]), k=1, no_relevant="error")
     with pytest.raises(InvalidInputError):
-        evaluate_retrieval(fn, np.array([0, 0, 1]), k=1)
+        evaluate_retrieval(fn, np.array([0, 1]), k=1)  # no query has a relevant document
     with pytest.raises(InvalidInputError, match="shape"):
         evaluate_retrieval(lambda rows: np.ones((len(rows), 3)), y, k=2)
     with pytest.raises(InvalidInputError, match="NaN"):
@@ -139,3 +141,14 @@ def test_evaluate_retrieval_bad_input():
         evaluate_retrieval(fn, y, k=2, query_rows=[100])
     with pytest.raises(InvalidInputError):
         evaluate_retrieval(fn, y, k=0)
+
+
+def test_queries_without_relevant_documents_are_skipped():
+    rng = np.random.default_rng(5)
+    y = np.array([0, 0, 0, 1, 1, 2, 1, 0, 3])  # classes 2 and 3 have one document
+    S = rng.normal(size=(9, 9))
+    res = evaluate_retrieval(lambda rows: S[rows], y, k=3)
+    assert res["n_skipped"] == 2 and res["n_queries"] == 7
+    keep = np.flatnonzero(~np.isin(y, [2, 3]))
+    aps = [average_precision_score(np.delete(y == y[q], q), np.delete(S[q], q)) for q in keep]
+    assert res["map"] == pytest.approx(np.mean(aps), abs=1e-12)
