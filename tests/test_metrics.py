@@ -152,3 +152,19 @@ def test_queries_without_relevant_documents_are_skipped():
     keep = np.flatnonzero(~np.isin(y, [2, 3]))
     aps = [average_precision_score(np.delete(y == y[q], q), np.delete(S[q], q)) for q in keep]
     assert res["map"] == pytest.approx(np.mean(aps), abs=1e-12)
+
+
+@pytest.mark.parametrize("levels", [2, 5, 40])  # few tied values, and many (stable-sort fallback)
+def test_tied_scores_match_literal_index_tie_break(levels):
+    rng = np.random.default_rng(levels)
+    n = 90
+    y = rng.integers(0, 3, size=n)
+    S = rng.integers(0, levels, size=(n, n)).astype(float)  # heavy ties
+    res = evaluate_retrieval(lambda rows: S[rows], y, k=7, ks=[1, 3, 7], block_size=16)
+    order = rank_by_score(S, exclude=np.arange(n))
+    rel = y[order] == y[:, None]
+    assert res["map"] == pytest.approx(np.mean(average_precision(rel)), abs=1e-12)
+    assert res["ap@7"] == pytest.approx(np.mean(precision_at_k(rel, 7)), abs=1e-12)
+    assert res["map@7"] == pytest.approx(np.mean(average_precision_at_k(rel, 7)), abs=1e-12)
+    assert res["curves"]["ap"][0] == pytest.approx(np.mean(precision_at_k(rel, 1)), abs=1e-12)
+    assert res["curves"]["map"][1] == pytest.approx(np.mean(average_precision_at_k(rel, 3)), abs=1e-12)
