@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..exceptions import DataNotFoundError, InvalidInputError, UnknownNameError
+from ..exceptions import DataNotFoundError, InvalidInputError
 from .catalog import all_datasets, get_dataset_spec, load_registered
 from .containers import LabelledData
 from .paths import data_home, locate
