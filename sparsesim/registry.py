@@ -88,3 +88,11 @@ register(AlgorithmSpec("cosine", "sparsesim.learners.baselines:Cosine", "baselin
                        "cosine similarity, no training"))
 register(AlgorithmSpec("oasis", "sparsesim.learners.bilinear:OASIS", "similarity",
                        "OASIS: passive-aggressive bilinear similarity (Chechik et al. 2010)"))
+register(AlgorithmSpec("sors-l1", "sparsesim.learners.bilinear:SORS", "similarity",
+                       "SORS-I: proximal L1 on all entries of M (Yao et al. 2015)", {"regularizer": "l1"}))
+register(AlgorithmSpec("sors-offdiag", "sparsesim.learners.bilinear:SORS", "similarity",
+                       "SORS-II: proximal L1 on the off-diagonal entries of M", {"regularizer": "offdiag"}))
+register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "similarity",
+                       "AdaSORS-I: AdaGrad proximal L1 on all entries", {"regularizer": "l1"}))
+register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
+                       "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))

@@ -1,0 +1,356 @@
+"""The hot loop of every first-order bilinear learner: triplets in, sparse M updated in place.
+
+For a triplet (x, x+, x-) with sign y (the OMTRSL protocol's coin flip; +1 otherwise) the
+hinge loss is ``l = max(0, 1 - y * x^T M (x+ - x-))`` and its subgradient is
+``G = -y * x z^T`` with ``z = x+ - x-``. Only the entries (i, j) with x_i != 0 and z_j != 0 are
+read (for the margin) and written (for the update): a step costs O(nnz(x) * nnz(z)), whatever
+d and nnz(M) are.
+
+Update rules (one small function per rule; the paper equation is cited at each):
+
+* OASIS (Chechik et al. 2010):   ``M += tau * y x z^T``, ``tau = min(C, l / ||x z^T||_F^2)``
+* SORS (Yao et al. 2015, eq. 5-7): ``M = prox_{eta_t lam r}(M - eta_t G)``, soft-threshold by
+  ``eta_t * lam`` on every entry (SORS-I) or every off-diagonal entry (SORS-II)
+* AdaSORS (eq. 9-11):            ``H_ij = sqrt(H_ij^2 + G_ij^2)``, ``Sigma = delta + H``,
+  ``M = prox(M - eta_t G / Sigma)`` with threshold ``lam * eta_t / Sigma_ij``
+
+Exact lazy prox: the L1 prox of every untouched entry is deferred. An entry stores the step
+``last`` up to which its shrinkage has been applied; when it is next read or written, the
+shrinkage of steps ``last+1 .. t-1`` is applied at once: soft-thresholding composes, k steps of
+thresholds th_1..th_k equal one step of threshold sum(th) while the sign does not cross zero,
+and an entry that reaches zero stays zero until touched. Under AdaSORS, Sigma_ij only changes
+when the entry is touched, so the accumulated threshold is ``lam * (cum_eta[t-1] - cum_eta[last])
+/ Sigma_ij``. Under SORS, entries that reach zero leave the table (tombstones), so memory
+follows the sparsity of M. Under AdaSORS a zero entry keeps its record, because its H_ij
+is part of the exact state (the next touch must see it): memory follows the set of entries
+ever touched, while the model (and its reported sparsity) keeps only the nonzeros.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .hashstore import HashStore, find, find_or_insert, remove_at
+
+OASIS = 0
+SORS = 1
+ADASORS = 2
+MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
+
+
+@numba.njit(cache=True, inline="always")
+def soft_threshold(v, th):
+    """sign(v) * max(|v| - th, 0): the L1 prox (SORS eq. 6/7, AdaSORS eq. 10/11)."""
+    a = abs(v) - th
+    if a <= 0.0:
+        return 0.0
+    return a if v > 0.0 else -a
+
+
+@numba.njit(cache=True, inline="always")
+def catch_up(v, last, aux, target, cum_eta, lam, mode, delta):
+    """Apply the shrinkage of steps last+1..target that an untouched entry skipped."""
+    if target <= last or v == 0.0 or lam == 0.0:
+        return v
+    th = lam * (cum_eta[target] - cum_eta[last])
+    if mode == ADASORS:
+        th /= delta + aux
+    return soft_threshold(v, th)
+
+
+@numba.njit(cache=True, inline="always")
+def oasis_tau(loss, sq_x, sq_z, C):
+    """OASIS step: tau = min(C, l / ||x z^T||_F^2), with ||x z^T||_F^2 = ||x||^2 ||z||^2."""
+    denom = sq_x * sq_z
+    if denom <= 0.0:
+        return 0.0
+    return min(C, loss / denom)
+
+
+@numba.njit(cache=True, inline="always")
+def proximal_entry(v, g, eta, lam_eta_shrinks, mode, delta, aux):
+    """One entry of the SORS / AdaSORS step, with g = -G_ij.
+
+    Returns the new value and the new H_ij (AdaSORS; unchanged otherwise).
+    SORS eq. (5): v + eta g, then soft-threshold eta * lam (eq. 6/7).
+    AdaSORS eq. (9): H = sqrt(H^2 + g^2), v + eta g / (delta + H), threshold lam eta / (delta + H).
+    """
+    if mode == ADASORS:
+        aux = np.sqrt(aux * aux + g * g)
+        sigma = delta + aux
+        v = v + eta * g / sigma
+        return soft_threshold(v, lam_eta_shrinks / sigma), aux
+    return soft_threshold(v + eta * g, lam_eta_shrinks), aux
+
+
+@numba.njit(cache=True)
+def merge_difference(indptr, indices, data, p, n, zi, zv):
+    """z = x_p - x_n as sorted (index, value) pairs in zi/zv; exact zeros dropped. Returns nnz."""
+    a, a_end = indptr[p], indptr[p + 1]
+    b, b_end = indptr[n], indptr[n + 1]
+    m = 0
+    while a < a_end or b < b_end:
+        if b >= b_end or (a < a_end and indices[a] < indices[b]):
+            j, v = indices[a], data[a]
+            a += 1
+        elif a >= a_end or indices[b] < indices[a]:
+            j, v = indices[b], -data[b]
+            b += 1
+        else:
+            j, v = indices[a], data[a] - data[b]
+            a += 1
+            b += 1
+        if v != 0.0:
+            zi[m] = j
+            zv[m] = v
+            m += 1
+    return m
+
+
+@numba.njit(cache=True)
+def train_triplets(
+    keys, vals, lasts, auxs, counts, shift, max_used,
+    diag, diag_last, diag_aux, d,
+    indptr, indices, data,
+    triplets, signs, start, stop, step,
+    etas, cum_eta, mode, C, lam, delta, prox_diag,
+    zi, zv, slots, losses,
+):
+    """Process triplets[start:stop]; returns (next_triplet, step, inserts_needed).
+
+    Stops early (returning the triplet it could not start and how many inserts it may need)
+    when the table could pass its load limit, so the caller can grow it and call again.
+    ``losses[t]`` receives the hinge loss before the update of triplet t.
+    """
+    lazy = mode != OASIS
+    for t in range(start, stop):
+        a = triplets[t, 0]
+        y = signs[t]
+        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+        lo, hi = indptr[a], indptr[a + 1]
+        need = (hi - lo) * nz
+        if counts[1] + need > max_used:
+            return t, step, need
+        step += 1
+        target = step - 1
+        # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
+        margin = 0.0
+        m = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            base = i * d
+            acc = 0.0
+            for jj in range(nz):
+                j = zi[jj]
+                if j == i:
+                    v = diag[i]
+                    if lazy and prox_diag:
+                        v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
+                        diag[i] = v
+                        diag_last[i] = target
+                    slots[m] = -1
+                else:
+                    s = find(keys, base + j, shift)
+                    slots[m] = s
+                    if s >= 0:
+                        v = vals[s]
+                        if lazy:
+                            v = catch_up(v, lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
+                            vals[s] = v
+                            lasts[s] = target
+                    else:
+                        v = 0.0
+                acc += zv[jj] * v
+                m += 1
+            margin += data[ii] * acc
+        loss = 1.0 - y * margin
+        if loss <= 0.0:
+            losses[t] = 0.0
+            if mode == SORS:  # entries that shrank to zero while catching up leave the table
+                for q in range(m):
+                    s = slots[q]
+                    if s >= 0 and vals[s] == 0.0:
+                        remove_at(keys, s, counts)
+            continue
+        losses[t] = loss
+        if mode == OASIS:
+            sq_x = 0.0
+            for ii in range(lo, hi):
+                sq_x += data[ii] * data[ii]
+            sq_z = 0.0
+            for jj in range(nz):
+                sq_z += zv[jj] * zv[jj]
+            scale = oasis_tau(loss, sq_x, sq_z, C) * y
+            eta = 0.0
+            th = 0.0
+        else:
+            eta = etas[step]
+            th = lam * eta
+            scale = y
+        # pass 2: write the update on the same entries (cached slots stay valid: inserts and
+        # tombstones never move other entries)
+        m = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            xi = data[ii]
+            base = i * d
+            for jj in range(nz):
+                j = zi[jj]
+                g = scale * xi * zv[jj]
+                if j == i:
+                    if mode == OASIS:
+                        diag[i] += g
+                    else:
+                        v, h = proximal_entry(diag[i], g, eta, th if prox_diag else 0.0, mode, delta, diag_aux[i])
+                        diag[i] = v
+                        diag_aux[i] = h
+                        diag_last[i] = step
+                else:
+                    s = slots[m]
+                    if s < 0:
+                        s = find_or_insert(keys, vals, base + j, shift, counts)
+                        if lazy:
+                            lasts[s] = target
+                            if mode == ADASORS:
+                                auxs[s] = 0.0
+                    if mode == OASIS:
+                        v = vals[s] + g
+                    else:
+                        v, h = proximal_entry(vals[s], g, eta, th, mode, delta, auxs[s])
+                        lasts[s] = step
+                        if mode == ADASORS:
+                            auxs[s] = h
+                    vals[s] = v
+                    if v == 0.0 and mode != ADASORS:
+                        remove_at(keys, s, counts)
+                m += 1
+    return stop, step, 0
+
+
+@numba.njit(cache=True)
+def finalize_lazy(keys, vals, lasts, auxs, counts, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta, prox_diag):
+    """Apply all pending shrinkage up to step ``target`` (before export); zeros leave the table."""
+    for s in range(keys.shape[0]):
+        if keys[s] >= 0:
+            v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
+            vals[s] = v
+            lasts[s] = target
+            if v == 0.0 and mode == SORS:
+                remove_at(keys, s, counts)
+    if prox_diag:
+        for i in range(diag.shape[0]):
+            diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
+            diag_last[i] = target
+
+
+class StepSchedule:
+    """Step sizes eta_t (t = 1, 2, ...) and their prefix sums, grown on demand.
+
+    ``kind="constant"``: eta_t = eta0; ``kind="invsqrt"``: eta_t = eta0 / sqrt(t).
+    """
+
+    def __init__(self, eta0: float, kind: str = "constant"):
+        if kind not in ("constant", "invsqrt"):
+            raise ValueError(f"unknown step schedule {kind!r}; use 'constant' or 'invsqrt'")
+        self.eta0 = float(eta0)
+        self.kind = kind
+        self.etas = np.zeros(1)
+        self.cum = np.zeros(1)
+
+    def ensure(self, last_step: int) -> None:
+        n = self.etas.shape[0]
+        if last_step < n:
+            return
+        size = max(last_step + 1, 2 * n)
+        t = np.arange(n, size, dtype=np.float64)
+        new = np.full(t.shape, self.eta0) if self.kind == "constant" else self.eta0 / np.sqrt(t)
+        self.etas = np.concatenate([self.etas, new])
+        self.cum = np.cumsum(self.etas)
+        self.cum[0] = 0.0
+
+
+class BilinearEngine:
+    """A d x d model M (sparse off-diagonal store + dense diagonal) and the triplet update loop.
+
+    Parameters
+    ----------
+    d : int
+    mode : {OASIS, SORS, ADASORS}
+    C : float
+        OASIS aggressiveness.
+    lam : float
+        L1 weight (SORS / AdaSORS).
+    prox_diag : bool
+        Shrink the diagonal too (SORS-I / AdaSORS-I) or exempt it (-II).
+    delta : float
+        AdaSORS smoothing.
+    schedule : StepSchedule
+        eta_t for SORS / AdaSORS.
+    identity : bool
+        M_1 = I (else M_1 = 0).
+    initial_capacity : int
+        Hash slots allocated ahead.
+    """
+
+    def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
+                 identity=True, initial_capacity=1 << 16):
+        self.d = int(d)
+        self.mode = int(mode)
+        self.C = float(C)
+        self.lam = float(lam)
+        self.prox_diag = bool(prox_diag)
+        self.delta = float(delta)
+        self.schedule = schedule or StepSchedule(1.0)
+        self.store = HashStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity)
+        self.n_seen = 0
+        self.n_updates = 0
+
+    def partial_fit(self, X, triplets, signs=None, losses_out=None):
+        """Update M with ``triplets`` (rows of CSR ``X``) in order; returns the hinge losses."""
+        n = triplets.shape[0]
+        triplets = np.ascontiguousarray(triplets, dtype=np.int64)
+        signs = np.ones(n) if signs is None else np.ascontiguousarray(signs, dtype=np.float64)
+        losses = np.zeros(n) if losses_out is None else losses_out
+        if n == 0:
+            return losses
+        row_nnz = np.diff(X.indptr)
+        max_row = int(row_nnz.max()) if row_nnz.size else 0
+        zi = np.empty(2 * max_row + 1, np.int64)
+        zv = np.empty(2 * max_row + 1)
+        slots = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+        st = self.store
+        self.schedule.ensure(st.step + n)
+        pos = 0
+        while pos < n:
+            pos, st.step, need = train_triplets(
+                st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
+                st.shift, st.max_used(), st.diag, st.diag_last, st.diag_aux, self.d,
+                X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
+                self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
+                self.prox_diag, zi, zv, slots, losses,
+            )
+            if pos < n:
+                if self.mode == SORS:
+                    # Sweep before growing: apply all pending shrinkage so entries that decayed to
+                    # zero leave the table; memory then follows the sparsity of M, not the set of
+                    # entries ever touched. O(capacity), amortised over the inserts that filled it.
+                    self.finalize()
+                st.reserve(max(need, 1))
+        self.n_seen += n
+        self.n_updates += int(np.count_nonzero(losses))
+        return losses
+
+    def finalize(self):
+        """Apply pending lazy shrinkage so the stored values are M_{t+1} exactly."""
+        if self.mode == OASIS:
+            return
+        st = self.store
+        finalize_lazy(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
+                      st.diag, st.diag_last, st.diag_aux, st.step, self.schedule.cum, self.lam,
+                      self.mode, self.delta, self.prox_diag)
+
+    def export(self):
+        """(off-diagonal CSR, diagonal copy) of the current M, all shrinkage applied."""
+        self.finalize()
+        return self.store.offdiag_csr(), self.store.diag.copy()

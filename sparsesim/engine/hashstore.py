@@ -1,0 +1,220 @@
+"""A compiled sparse store for the off-diagonal entries of a d x d matrix.
+
+Open addressing with linear probing over one structured array ``table`` whose records hold
+``key = i * d + j`` (int64; ``EMPTY``/``TOMBSTONE`` mark free slots), ``val`` (float64) and,
+for learners that need them, ``last`` (the step at which the entry's lazy shrinkage was last
+applied) and ``aux`` (a per-entry statistic: AdaGrad's H_ij, a diagonal covariance ...).
+Keeping the fields of one entry in one record means one cache miss per random access
+(NOTES.md: the update is bound by random access at ~35-40 ns each).
+
+The diagonal lives in dense length-d arrays beside the table (it is dense under M = I and
+never needs hashing). Growth multiplies the capacity by 4 while small and by 2 when large,
+so a run that grows from an empty table pays amortised O(1) per insert; the caller can size
+the table ahead with ``initial_capacity``.
+
+The functions here are small ``numba.njit`` primitives used by the learners' kernels
+(:mod:`sparsesim.engine.bilinear` and the families built on it).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+EMPTY = np.int64(-1)
+TOMBSTONE = np.int64(-2)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+MAX_LOAD = 0.7
+REBUILD_LOAD = 0.35
+
+FIELDS_BY_LAYOUT = {
+    "plain": [("key", np.int64), ("val", np.float64)],
+    "lazy": [("key", np.int64), ("val", np.float64), ("last", np.int64)],
+    "lazy_aux": [("key", np.int64), ("val", np.float64), ("last", np.int64), ("aux", np.float64)],
+}
+
+
+@numba.njit(cache=True, inline="always")
+def home_slot(key, shift):
+    """Fibonacci hashing: the top bits of key * golden ratio."""
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(shift))
+
+
+@numba.njit(cache=True)
+def find(keys, key, shift):
+    """Slot holding ``key`` or -1."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while True:
+        k = keys[s]
+        if k == key:
+            return s
+        if k == EMPTY:
+            return -1
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def find_or_insert(keys, vals, key, shift, counts):
+    """Slot of ``key``, inserting it with value 0 when absent (reusing the first tombstone seen).
+
+    ``counts[0]`` counts live entries, ``counts[1]`` live + tombstones (what limits probing).
+    """
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    first_tomb = -1
+    while True:
+        k = keys[s]
+        if k == key:
+            return s
+        if k == EMPTY:
+            break
+        if k == TOMBSTONE and first_tomb < 0:
+            first_tomb = s
+        s = (s + 1) & mask
+    if first_tomb >= 0:
+        s = first_tomb
+    else:
+        counts[1] += 1
+    keys[s] = key
+    vals[s] = 0.0
+    counts[0] += 1
+    return s
+
+
+@numba.njit(cache=True)
+def remove_at(keys, s, counts):
+    """Turn slot ``s`` into a tombstone (slots cached by a caller stay valid)."""
+    keys[s] = TOMBSTONE
+    counts[0] -= 1
+
+
+@numba.njit(cache=True)
+def _rehash(old, new, shift):
+    mask = new.shape[0] - 1
+    keys = new["key"]
+    n = 0
+    for s in range(old.shape[0]):
+        k = old[s]["key"]
+        if k >= 0:
+            t = home_slot(k, shift)
+            while keys[t] != EMPTY:
+                t = (t + 1) & mask
+            new[t] = old[s]
+            n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _csr_of(keys, vals, d):
+    """CSR arrays (sorted columns) of the live nonzero entries, built without a COO copy."""
+    counts = np.zeros(d + 1, np.int64)
+    for s in range(keys.shape[0]):
+        if keys[s] >= 0 and vals[s] != 0.0:
+            counts[keys[s] // d + 1] += 1
+    indptr = np.cumsum(counts)
+    nnz = indptr[d]
+    indices = np.empty(nnz, np.int32)
+    data = np.empty(nnz, np.float64)
+    fill = indptr[:d].copy()
+    for s in range(keys.shape[0]):
+        k = keys[s]
+        if k >= 0 and vals[s] != 0.0:
+            r = k // d
+            indices[fill[r]] = k % d
+            data[fill[r]] = vals[s]
+            fill[r] += 1
+    for r in range(d):
+        lo, hi = indptr[r], indptr[r + 1]
+        if hi - lo > 1:
+            order = np.argsort(indices[lo:hi])
+            indices[lo:hi] = indices[lo:hi][order]
+            data[lo:hi] = data[lo:hi][order]
+    return indptr, indices, data
+
+
+class HashStore:
+    """Off-diagonal entries of a d x d matrix plus its dense diagonal.
+
+    Parameters
+    ----------
+    d : int
+        Matrix side.
+    layout : {"plain", "lazy", "lazy_aux"}
+        Which per-entry fields the learner needs (see module docstring).
+    diag_init : float
+        Initial diagonal value (1.0 for M_1 = I).
+    initial_capacity : int
+        Slots to allocate ahead (rounded up to a power of two).
+    """
+
+    def __init__(self, d: int, layout: str = "plain", diag_init: float = 1.0, initial_capacity: int = 1 << 16):
+        if layout not in FIELDS_BY_LAYOUT:
+            raise ValueError(f"unknown layout {layout!r}")
+        self.d = int(d)
+        self.layout = layout
+        self.dtype = np.dtype(FIELDS_BY_LAYOUT[layout])
+        cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
+        self.table = self._empty_table(cap)
+        self.counts = np.zeros(2, np.int64)  # live, live + tombstones
+        self.diag = np.full(self.d, float(diag_init))
+        self.diag_last = np.zeros(self.d, np.int64)
+        self.diag_aux = np.zeros(self.d)
+        self.step = 0  # steps processed (the lazy-shrinkage clock)
+
+    def _empty_table(self, cap: int) -> np.ndarray:
+        table = np.zeros(cap, dtype=self.dtype)
+        table["key"] = EMPTY
+        return table
+
+    @property
+    def capacity(self) -> int:
+        return self.table.shape[0]
+
+    @property
+    def shift(self) -> int:
+        return 64 - int(np.log2(self.capacity))
+
+    @property
+    def n_entries(self) -> int:
+        """Live off-diagonal entries."""
+        return int(self.counts[0])
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes + self.diag.nbytes + self.diag_last.nbytes + self.diag_aux.nbytes
+
+    def field(self, name: str) -> np.ndarray:
+        """A strided view of one field, or a dummy length-1 array when the layout lacks it."""
+        if name in self.dtype.names:
+            return self.table[name]
+        return np.zeros(1, np.int64 if name == "last" else np.float64)
+
+    def max_used(self) -> int:
+        return int(self.capacity * MAX_LOAD)
+
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` more inserts without passing the load limit.
+
+        The table is rebuilt (dropping tombstones) at a capacity that leaves the load at most
+        ``REBUILD_LOAD``, so the next rebuild is at least ~0.35 x capacity inserts away and its
+        O(capacity) cost is amortised to O(1) per insert. Growth is x4 while below 2^24 slots
+        and x2 above, which bounds the transient memory of the copy for very large models.
+        """
+        if self.counts[1] + extra <= self.max_used():
+            return
+        live = int(self.counts[0])
+        cap = self.capacity
+        while (live + extra) > cap * REBUILD_LOAD:
+            cap *= 4 if cap < (1 << 24) else 2
+        new = self._empty_table(cap)
+        shift = 64 - int(np.log2(cap))
+        n = _rehash(self.table, new, shift)
+        self.table = new
+        self.counts[:] = n
+
+    def offdiag_csr(self) -> sp.csr_matrix:
+        """The stored nonzero off-diagonal entries (values as stored: finalize lazy state first)."""
+        indptr, indices, data = _csr_of(self.table["key"], self.table["val"], self.d)
+        return sp.csr_matrix((data, indices, indptr), shape=(self.d, self.d))

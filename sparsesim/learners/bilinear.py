@@ -1,0 +1,293 @@
+"""First-order online bilinear similarity learners on the shared sparse engine.
+
+* :class:`OASIS` — passive-aggressive (Chechik et al., JMLR 2010).
+* :class:`SORS` — sparse online relative similarity, L1 (SORS-I) or off-diagonal L1 (SORS-II)
+  proximal updates (Yao et al., ICDM 2015, Algorithm 1, eq. 5-7).
+* :class:`AdaSORS` — the AdaGrad variant (Algorithm 2, eq. 8-11).
+
+All learn S(x, x') = x^T M x' from triplets (x, x+, x-) meaning "x is more similar to x+ than
+to x-"; M_1 = I. ``partial_fit(X, triplets)`` takes a CSR corpus and an (n, 3) array of row
+indices (a stream of triplets never materialises dense vectors); ``fit(X, y)`` draws the
+triplets from class labels with the SORS protocol. The update rules live in
+:mod:`sparsesim.engine.bilinear` as small functions next to their equations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+
+from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
+from ..exceptions import InvalidInputError
+from ..models import BilinearSimilarity
+from ..triplets import iter_sors_triplets
+from ..validation import check_csr, check_labels
+
+_REGULARIZERS = ("l1", "offdiag")
+
+
+def check_triplets(triplets, n_rows: int, signs=None):
+    """Validate an (n, 3) integer array of row indices (and optional +-1 signs)."""
+    triplets = np.asarray(triplets)
+    if triplets.ndim != 2 or triplets.shape[1] != 3:
+        raise InvalidInputError(f"triplets must have shape (n, 3), got {triplets.shape}")
+    if triplets.size and triplets.dtype.kind not in "iu":
+        raise InvalidInputError("triplets must hold integer row indices")
+    triplets = triplets.astype(np.int64, copy=False)
+    if triplets.size and (triplets.min() < 0 or triplets.max() >= n_rows):
+        raise InvalidInputError(f"triplet indices must lie in [0, {n_rows}) (rows of X)")
+    if signs is not None:
+        signs = np.asarray(signs, dtype=np.float64)
+        if signs.shape != (triplets.shape[0],) or not np.all(np.isin(signs, (-1.0, 1.0))):
+            raise InvalidInputError("signs must hold one value in {-1, +1} per triplet")
+    return triplets, signs
+
+
+class _BaseBilinear(BaseEstimator):
+    """Shared machinery: engine life cycle, validation, timing, model export."""
+
+    _algorithm = ""
+
+    def _make_engine(self, d: int) -> BilinearEngine:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _reset(self):
+        for attr in ("engine_", "n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self._model_cache = None
+
+    def partial_fit(self, X, triplets, signs=None):
+        """Update the model with ``triplets`` over the rows of ``X``, in order.
+
+        Parameters
+        ----------
+        X : sparse matrix or array, shape (n_rows, n_features)
+            Documents the triplets index.
+        triplets : array of int, shape (n, 3)
+            (anchor, positive, negative) row indices: the anchor should be more similar to
+            the positive than to the negative.
+        signs : array of {-1, +1}, shape (n,), optional
+            Per-triplet label y (the OMTRSL protocol): -1 swaps the roles of positive and negative.
+
+        Returns
+        -------
+        self
+        """
+        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
+        triplets, signs = check_triplets(triplets, X.shape[0], signs)
+        if not hasattr(self, "engine_"):
+            self.engine_ = self._make_engine(X.shape[1])
+            self.n_features_in_ = X.shape[1]
+            self.n_triplets_seen_ = 0
+            self.n_updates_ = 0
+            self.train_seconds_ = 0.0
+        start = time.perf_counter()
+        losses = self.engine_.partial_fit(X, triplets, signs)
+        self.train_seconds_ += time.perf_counter() - start
+        self.n_triplets_seen_ += triplets.shape[0]
+        self.n_updates_ += int(np.count_nonzero(losses))
+        self._model_cache = None
+        return self
+
+    def fit(self, X, y, progress=None):
+        """Learn from ``n_triplets`` triplets drawn from labels ``y`` by the SORS protocol.
+
+        Parameters
+        ----------
+        X : sparse matrix, shape (n_documents, n_features)
+        y : array, shape (n_documents,)
+            Class labels; every class needs at least two documents.
+        progress : callable, optional
+            Called with the number of triplets processed so far after each chunk.
+        """
+        X = check_csr(X)
+        y = check_labels(y, X.shape[0], min_per_class=2)
+        self._reset()
+        done = 0
+        for chunk in iter_sors_triplets(y, self.n_triplets, seed=self.random_state, chunk_size=4096):
+            self.partial_fit(X, chunk)
+            done += chunk.shape[0]
+            if progress is not None:
+                progress(done)
+        return self
+
+    @property
+    def model_(self) -> BilinearSimilarity:
+        """The learned :class:`~sparsesim.models.BilinearSimilarity` (all lazy shrinkage applied)."""
+        if not hasattr(self, "engine_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit or partial_fit")
+        if getattr(self, "_model_cache", None) is None:
+            off, diag = self.engine_.export()
+            identity = bool(self.identity)
+            diag_part = diag - 1.0 if identity else diag
+            W = (off + sp.diags(diag_part, format="csr")).tocsr()
+            W.eliminate_zeros()
+            meta = {
+                "algorithm": self._algorithm,
+                "params": {k: v for k, v in self.get_params().items()},
+                "n_triplets_seen": int(self.n_triplets_seen_),
+                "n_updates": int(self.n_updates_),
+                "train_seconds": float(self.train_seconds_),
+            }
+            self._model_cache = BilinearSimilarity(W, identity=identity, metadata=meta)
+        return self._model_cache
+
+    def score_pairs(self, A, B):
+        """Row-wise similarity S(A[i], B[i]) under the learned model."""
+        return self.model_.score_pairs(A, B)
+
+    def score_matrix(self, Q, X):
+        """Dense similarities of queries ``Q`` against corpus ``X``."""
+        return self.model_.score_matrix(Q, X)
+
+
+class OASIS(_BaseBilinear):
+    """OASIS: online passive-aggressive bilinear similarity.
+
+    On a triplet with hinge loss l = max(0, 1 - x^T M (x+ - x-)) > 0:
+    ``M += tau x (x+ - x-)^T`` with ``tau = min(C, l / ||x (x+ - x-)^T||_F^2)``; M_1 = I.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Aggressiveness (cap on the step).
+    n_triplets : int, default 100000
+        Triplets drawn by :meth:`fit`.
+    identity : bool, default True
+        Start from M_1 = I (else 0).
+    random_state : int, optional
+        Seed of the triplet stream drawn by :meth:`fit`.
+    initial_capacity : int, default 65536
+        Hash slots reserved ahead for W (it grows on demand).
+
+    Attributes
+    ----------
+    engine_ : BilinearEngine
+    n_features_in_ : int
+    n_triplets_seen_ : int
+    n_updates_ : int
+        Triplets whose hinge loss was positive (that changed the model).
+    train_seconds_ : float
+    model_ : BilinearSimilarity
+
+    Examples
+    --------
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.learners.bilinear import OASIS
+    >>> data = load_dataset("news20-sample")
+    >>> model = OASIS(n_triplets=2000, random_state=0).fit(data.X, data.y).model_
+    >>> model.n_features == data.n_features
+    True
+    """
+
+    _algorithm = "oasis"
+
+    def __init__(self, C=1.0, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536):
+        self.C = C
+        self.n_triplets = n_triplets
+        self.identity = identity
+        self.random_state = random_state
+        self.initial_capacity = initial_capacity
+
+    def _make_engine(self, d):
+        if not self.C > 0:
+            raise InvalidInputError(f"C must be positive, got {self.C}")
+        return BilinearEngine(d, OASIS_MODE, C=self.C, identity=self.identity,
+                              initial_capacity=self.initial_capacity)
+
+
+class SORS(_BaseBilinear):
+    """SORS: sparse online relative similarity by proximal gradient (Algorithm 1).
+
+    ``M_{t+1} = prox_{eta_t lam r}(M_t - eta_t G_t)`` with the hinge subgradient
+    ``G_t = -x (x+ - x-)^T`` when the loss is positive; ``r`` is the L1 norm of M (SORS-I,
+    ``regularizer="l1"``) or of its off-diagonal part (SORS-II, ``"offdiag"``). The prox is
+    applied lazily and exactly (see :mod:`sparsesim.engine.bilinear`).
+
+    Parameters
+    ----------
+    regularizer : {"l1", "offdiag"}
+    lam : float, default 1e-4
+        L1 weight lambda.
+    eta : float, default 0.1
+        Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
+    schedule : {"constant", "invsqrt"}
+    n_triplets, random_state, initial_capacity
+        As in :class:`OASIS`.
+    """
+
+    identity = True  # M_1 = I (Algorithm 1, line 2)
+
+    def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, schedule="constant", n_triplets=100_000,
+                 random_state=None, initial_capacity=65536):
+        self.regularizer = regularizer
+        self.lam = lam
+        self.eta = eta
+        self.schedule = schedule
+        self.n_triplets = n_triplets
+        self.random_state = random_state
+        self.initial_capacity = initial_capacity
+
+    def _check_common(self):
+        if self.regularizer not in _REGULARIZERS:
+            raise InvalidInputError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
+        if not self.lam >= 0 or not self.eta > 0:
+            raise InvalidInputError(f"need lam >= 0 and eta > 0, got lam={self.lam}, eta={self.eta}")
+        if self.schedule not in ("constant", "invsqrt"):
+            raise InvalidInputError(f"schedule must be 'constant' or 'invsqrt', got {self.schedule!r}")
+
+    @property
+    def _algorithm(self):
+        return ("sors-" if type(self) is SORS else "adasors-") + str(self.regularizer)
+
+    def _make_engine(self, d):
+        self._check_common()
+        return BilinearEngine(d, SORS_MODE, lam=self.lam, prox_diag=self.regularizer == "l1",
+                              schedule=StepSchedule(self.eta, self.schedule),
+                              initial_capacity=self.initial_capacity)
+
+
+class AdaSORS(SORS):
+    """AdaSORS: SORS with AdaGrad-style per-entry step sizes (Algorithm 2).
+
+    ``H_ij = sqrt(H_ij^2 + G_ij^2)``, ``Sigma = delta + H``,
+    ``M_{t+1} = prox^{Sigma}_{eta lam r}(M_t - eta G_t / Sigma)`` with per-entry threshold
+    ``lam eta / Sigma_ij`` (eq. 9-11).
+
+    Parameters
+    ----------
+    regularizer : {"l1", "offdiag"}
+    lam : float, default 1e-4
+    eta : float, default 0.1
+    delta : float, default 1e-2
+        Smoothing that keeps Sigma invertible.
+    schedule : {"constant", "invsqrt"}
+    n_triplets, random_state, initial_capacity
+        As in :class:`OASIS`.
+
+    Notes
+    -----
+    An entry whose value is zero keeps its H_ij (it is part of the exact state), so memory
+    follows the set of entries ever touched while the model keeps only nonzeros.
+    """
+
+    def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, delta=1e-2, schedule="constant",
+                 n_triplets=100_000, random_state=None, initial_capacity=65536):
+        super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
+                         n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity)
+        self.delta = delta
+
+    def _make_engine(self, d):
+        self._check_common()
+        if not self.delta > 0:
+            raise InvalidInputError(f"delta must be positive, got {self.delta}")
+        return BilinearEngine(d, ADASORS, lam=self.lam, delta=self.delta,
+                              prox_diag=self.regularizer == "l1",
+                              schedule=StepSchedule(self.eta, self.schedule),
+                              initial_capacity=self.initial_capacity)
