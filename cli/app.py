@@ -1,0 +1,310 @@
+"""The ``sparsesim`` command line: a thin layer that parses, calls one library function, prints.
+
+Every error a user can cause (a :class:`~sparsesim.exceptions.SparsesimError`, a missing file,
+bad option values) is printed as one ``error: ...`` line on stderr with exit status 2 — never a
+traceback, never a partial output file (writes are atomic in the library).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparsesim.exceptions import InvalidInputError, SparsesimError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Online similarity learning on sparse data, served as top-k retrieval.")
+datasets_app = typer.Typer(no_args_is_help=True, help="List, describe and fetch registered data sets.")
+app.add_typer(datasets_app, name="datasets")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _emit(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+
+
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_params(items: Optional[List[str]]) -> dict:
+    """``["C=0.1", "oasis.C=1"]`` -> ``{"*": {"C": 0.1}, "oasis": {"C": 1}}``."""
+    out: dict = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InvalidInputError(f"--param expects KEY=VALUE (or ALGORITHM.KEY=VALUE), got {item!r}")
+        key, value = item.split("=", 1)
+        scope, _, name = key.rpartition(".")
+        if not name:
+            raise InvalidInputError(f"--param has an empty key in {item!r}")
+        out.setdefault(scope or "*", {})[name] = _parse_value(value)
+    return out
+
+
+def _progress(total: int, description: str, enabled: bool):
+    """A rich progress bar on stderr; returns (context manager, advance-to callback)."""
+    from contextlib import nullcontext
+
+    if not enabled:
+        return nullcontext(), None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+    task = progress.add_task(description, total=total)
+    return progress, lambda done: progress.update(task, completed=done)
+
+
+def _show_progress(json_out: bool) -> bool:
+    return sys.stderr.isatty()
+
+
+# --- datasets ---------------------------------------------------------------------------------
+@datasets_app.command("list")
+def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """List registered data sets and whether their files are present."""
+    from sparsesim.data import list_datasets
+
+    rows = list_datasets()
+    if json_out:
+        _emit({"datasets": rows})
+        return
+    for row in rows:
+        mark = "present" if row.get("available") else "missing"
+        typer.echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['description']}")
+
+
+@datasets_app.command("info")
+def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
+    """Describe one data set: files, checksums, representation, source."""
+    from sparsesim.data import dataset_info
+
+    info = dataset_info(name)
+    if json_out:
+        _emit(info)
+        return
+    for key in ("name", "kind", "description", "representation", "source", "data_home"):
+        typer.echo(f"{key:>15}: {info.get(key)}")
+    for f in info.get("files", []):
+        typer.echo(f"{'file':>15}: {f['relpath']} ({'present' if f['present'] else 'missing'}) sha256={f['sha256']}")
+
+
+@datasets_app.command("fetch")
+def datasets_fetch(
+    name: str,
+    mirror: Optional[Path] = typer.Option(None, "--from", help="Copy from an offline mirror directory (e.g. ../shared/data)."),
+    force: bool = typer.Option(False, "--force", help="Replace files that are present but differ."),
+):
+    """Download a data set from its public upstream (or copy it from --from DIR), verifying sha256."""
+    from sparsesim.data import fetch_dataset
+
+    paths = fetch_dataset(name, mirror=mirror, force=force)
+    for path in paths:
+        typer.echo(str(path))
+
+
+# --- train / evaluate / query ------------------------------------------------------------------
+@app.command()
+def train(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered algorithm name (see `sparsesim algorithms`)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz)."),
+    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Training triplets."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and the triplet stream."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE constructor parameter (repeatable)."),
+    train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Train a similarity on the training split of a data set and save the model."""
+    from sparsesim.workflows import train_model
+
+    params = parse_params(param)
+    if set(params) - {"*"}:
+        raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out))
+    with bar:
+        summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
+                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance)
+    if json_out:
+        _emit(summary)
+    else:
+        typer.echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
+                   f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
+                   f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
+                   f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%; saved {out}")
+
+
+@app.command()
+def evaluate(
+    model: Path = typer.Option(..., "--model", "-m"),
+    dataset: str = typer.Option(..., "--dataset", "-d"),
+    k: int = typer.Option(10, "--k"),
+    split: str = typer.Option("auto", "--split", help="test | all | auto (test split when the model was trained on this data set)."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Retrieval quality of a model: every document queries all others (MAP, AP@k, mAP@k)."""
+    from sparsesim.workflows import evaluate_model
+
+    result = evaluate_model(model, dataset, k=k, split=split)
+    if json_out:
+        _emit(result)
+    else:
+        typer.echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
+                   f"MAP {100 * result['map']:.2f}%  AP@{k} {100 * result[f'ap@{k}']:.2f}%  "
+                   f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  sparsity {100 * result['sparsity']:.3f}%")
+
+
+@app.command()
+def query(
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Model file (exact search over --corpus)."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", "-c", help="Data set name or svmlight path to search."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Index directory built by `sparsesim index build`."),
+    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="svmlight file of query documents (labels ignored)."),
+    query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated corpus row ids to use as queries."),
+    top_k: int = typer.Option(10, "--top-k", "-k"),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}]}."),
+):
+    """Top-k most similar corpus documents for each query document."""
+    from sparsesim.workflows import query_corpus, query_index
+
+    if index is not None:
+        if queries is None:
+            raise InvalidInputError("--index needs --queries FILE")
+        answers = query_index(index, queries, top_k=top_k, model_path=model)
+    else:
+        if model is None or corpus is None:
+            raise InvalidInputError("give --model and --corpus (exact search) or --index DIR")
+        answers = query_corpus(model, corpus, queries_path=queries, query_ids=query_ids, top_k=top_k)
+    for answer in answers:
+        if json_out:
+            _emit({"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]})
+        else:
+            typer.echo(f"query {answer['query']}:")
+            for rank, (doc, score) in enumerate(answer["results"], start=1):
+                label = answer.get("labels", {}).get(doc, "")
+                typer.echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
+
+
+# --- experiment ---------------------------------------------------------------------------------
+@app.command()
+def experiment(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    algorithms: str = typer.Option(..., "--algorithms", "-a", help="Comma-separated algorithm names."),
+    protocol: str = typer.Option("sors", "--protocol", help="Paper protocol: sors, cikm15, ijcai17, romco, oht."),
+    triplets: Optional[int] = typer.Option(None, "--triplets", "-n", help="Triplets (rounds) per run; default: the protocol's."),
+    seeds: str = typer.Option("0", "--seeds", help="Comma-separated seeds, one repeat each."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE or ALGORITHM.KEY=VALUE (repeatable)."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Protocol option KEY=VALUE (JSON values), e.g. grid={\"lam\":[1e-5,1e-4]}."),
+    query_ratio: Optional[float] = typer.Option(None, "--query-ratio", help="Target query ratio (active-learning protocols)."),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Parallel runs (joblib)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Directory for plots and raw results."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds."""
+    from sparsesim.experiments import ExperimentConfig, get_protocol
+    from sparsesim.registry import get_algorithm
+
+    names = [a.strip() for a in algorithms.split(",") if a.strip()]
+    if not names:
+        raise InvalidInputError("--algorithms needs at least one name")
+    for name in names:
+        get_algorithm(name)
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise InvalidInputError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
+    options = parse_params(option).get("*", {})
+    if query_ratio is not None:
+        options["query_ratio"] = query_ratio
+    module = get_protocol(protocol)
+    config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
+                              params=parse_params(param), n_jobs=n_jobs, out_dir=out_dir, options=options,
+                              progress=_show_progress(json_out))
+    total = len(names) * len(seed_list)
+    bar, advance = _progress(total, f"{protocol} on {dataset}", config.progress and protocol == "sors")
+    if advance is not None:
+        config.options["progress_callback"] = advance
+    with bar:
+        report = module.run(config)
+    if json_out:
+        _emit(report)
+    else:
+        typer.echo(module.format_table(report))
+
+
+@app.command("algorithms")
+def algorithms_cmd(json_out: bool = typer.Option(False, "--json")):
+    """List registered algorithms."""
+    from sparsesim.registry import ALGORITHMS
+
+    rows = [{"name": s.name, "kind": s.kind, "summary": s.summary} for s in ALGORITHMS.values()]
+    if json_out:
+        _emit({"algorithms": rows})
+        return
+    for row in rows:
+        typer.echo(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
+
+
+@app.command()
+def demo(
+    triplets: int = typer.Option(3000, "--triplets", "-n"),
+    seed: int = typer.Option(0, "--seed"),
+    top_k: int = typer.Option(5, "--top-k", "-k"),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """The quickstart on the embedded 20 Newsgroups sample: train OASIS, compare with the dot
+    product, show the nearest neighbours of a document."""
+    from sparsesim.workflows import run_demo
+
+    report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k)
+    if json_out:
+        _emit(report)
+        return
+    typer.echo(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
+               f"TF-IDF features, {report['n_classes']} groups; {report['n_train']} train / {report['n_test']} test")
+    typer.echo(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
+    typer.echo(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
+    for name, row in report["scores"].items():
+        typer.echo(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
+    q = report["query"]
+    typer.echo(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
+    for name in ("oasis", "dot"):
+        typer.echo(f"  {name}:")
+        for hit in report["neighbours"][name]:
+            mark = "+" if hit["group"] == q["group"] else " "
+            typer.echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        app(standalone_mode=False)
+    except SparsesimError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        typer.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
+        raise SystemExit(2)
+    except MemoryError:
+        typer.echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
+        raise SystemExit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise SystemExit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            raise SystemExit(1)
+        raise

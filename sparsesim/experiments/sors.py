@@ -1,0 +1,189 @@
+"""The SORS protocol (Yao et al., ICDM 2015, Section IV): the one behind ``sparsesim experiment``'s
+default.
+
+Per seed: each class is split 70/30 into train and test (:func:`sparsesim.triplets.stratified_split`);
+``triplets`` SORS-protocol triplets are drawn from the training documents (anchor uniform, positive
+of the same class, negative of another class); every test document then queries all other test
+documents, and MAP (full ranking), AP@10 (precision among the top 10) and mAP@10 are averaged
+over queries. The model's sparsity is 1 - nnz(M)/d^2 over all d^2 entries of M.
+
+Options (``ExperimentConfig.options``):
+
+* ``train_fraction`` (default 0.7)
+* ``grid``: ``{param: [values]}`` — every algorithm runs at every grid point (e.g. a lambda sweep);
+  with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written.
+* ``k`` (default 10)
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data import load_dataset
+from ..evaluation import evaluate_retrieval
+from ..exceptions import InvalidInputError
+from ..parallel import run_parallel
+from ..registry import get_algorithm
+from ..triplets import stratified_split
+from . import ExperimentConfig
+
+DEFAULT_TRIPLETS = 100_000
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(name: str):
+    # cached per process: a worker running several jobs loads the corpus once
+    return load_dataset(name)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
+            train_fraction: float = 0.7, k: int = 10) -> dict:
+    """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row."""
+    data = _dataset(dataset)
+    train, test = stratified_split(data.y, train_fraction, seed=seed)
+    spec = get_algorithm(algorithm)
+    kwargs = dict(params)
+    if spec.kind == "similarity":
+        kwargs.setdefault("n_triplets", n_triplets)
+        kwargs.setdefault("random_state", seed)
+    est = spec.make(**kwargs)
+    start = time.perf_counter()
+    est.fit(data.X[train], data.y[train])
+    wall = time.perf_counter() - start
+    model = est.model_
+    scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
+    train_seconds = float(getattr(est, "train_seconds_", wall))
+    seen = int(getattr(est, "n_triplets_seen_", 0))
+    engine = getattr(est, "engine_", None)
+    return {
+        "algorithm": algorithm,
+        "seed": int(seed),
+        "params": {key: value for key, value in params.items()},
+        "map": float(scores["map"]),
+        f"ap@{k}": float(scores[f"ap@{k}"]),
+        f"map@{k}": float(scores[f"map@{k}"]),
+        "sparsity": float(model.sparsity()),
+        "nnz": int(model.nnz()),
+        "train_seconds": train_seconds,
+        "updates_per_second": seen / train_seconds if seen and train_seconds > 0 else None,
+        "n_triplets": seen,
+        "n_updates": int(getattr(est, "n_updates_", 0)),
+        "model_store_mb": engine.store.nbytes / 2**20 if engine is not None else 0.0,
+        "peak_rss_mb": _peak_rss_mb(),
+        "n_train": int(train.size),
+        "n_test": int(test.size),
+    }
+
+
+def _grid_points(grid: dict) -> list[dict]:
+    if not grid:
+        return [{}]
+    if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
+        raise InvalidInputError("option 'grid' must map parameter names to non-empty lists of values")
+    keys = sorted(grid)
+    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def run(config: ExperimentConfig) -> dict:
+    """Run the SORS protocol; returns ``{"protocol", "dataset", "results": [...]}``."""
+    for name in config.algorithms:
+        spec = get_algorithm(name)
+        if spec.kind not in ("similarity", "baseline"):
+            raise InvalidInputError(f"algorithm {name!r} ({spec.kind}) does not fit the 'sors' protocol")
+    _dataset(config.dataset)  # fail fast (and clearly) before starting workers
+    n_triplets = config.triplets or DEFAULT_TRIPLETS
+    train_fraction = float(config.options.get("train_fraction", 0.7))
+    k = int(config.options.get("k", 10))
+    points = _grid_points(config.options.get("grid", {}))
+    jobs = []
+    for name in config.algorithms:
+        kind = get_algorithm(name).kind
+        for point in (points if kind == "similarity" else [{}]):
+            params = {**config.params_for(name), **point}
+            for seed in config.seeds:
+                jobs.append((config.dataset, name, seed, n_triplets, params, train_fraction, k))
+    progress = config.options.get("progress_callback")
+    results = run_parallel(run_one, jobs, n_jobs=config.n_jobs, progress=progress)
+    report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
+              "train_fraction": train_fraction, "results": results}
+    if config.out_dir is not None:
+        out = Path(config.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sors_results.json").write_text(json.dumps(report, indent=1))
+        if len(points) > 1:
+            report["plot"] = str(plot_sparsity_vs_map(results, out / "sors_sparsity_vs_map.png", config.dataset))
+    return report
+
+
+def summarize(results: list[dict], k: int = 10) -> list[dict]:
+    """Mean and std over seeds of each (algorithm, params) group, in first-seen order."""
+    groups: dict = {}
+    for row in results:
+        key = (row["algorithm"], json.dumps(row.get("params", {}), sort_keys=True))
+        groups.setdefault(key, []).append(row)
+    summary = []
+    for (algorithm, params), rows in groups.items():
+        entry = {"algorithm": algorithm, "params": json.loads(params), "n_seeds": len(rows)}
+        for metric in ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "train_seconds",
+                       "updates_per_second", "peak_rss_mb"):
+            values = [r[metric] for r in rows if r.get(metric) is not None]
+            entry[metric] = (float(np.mean(values)), float(np.std(values))) if values else None
+        summary.append(entry)
+    return summary
+
+
+def format_table(report: dict) -> str:
+    """Human-readable table: mean ± std over seeds (percentages for MAP, AP@10, sparsity)."""
+    rows = summarize(report["results"])
+    header = f"{'algorithm':<18}{'params':<26}{'MAP %':>14}{'AP@10 %':>14}{'mAP@10 %':>14}" \
+             f"{'sparsity %':>12}{'nnz(M)':>14}{'train s':>10}{'upd/s':>9}"
+    lines = [f"SORS protocol on {report['dataset']}: {report['triplets']} triplets, "
+             f"{int(report['train_fraction'] * 100)}/{100 - int(report['train_fraction'] * 100)} split "
+             f"per class, seeds: {rows[0]['n_seeds'] if rows else 0}", header, "-" * len(header)]
+
+    def pct(pair, digits=2):
+        return "-" if pair is None else f"{100 * pair[0]:.{digits}f}±{100 * pair[1]:.{digits}f}"
+
+    for row in rows:
+        params = ",".join(f"{k}={v}" for k, v in row["params"].items() if k not in ("n_triplets", "random_state"))
+        ups = "-" if row["updates_per_second"] is None else f"{row['updates_per_second'][0]:.0f}"
+        lines.append(
+            f"{row['algorithm']:<18}{params[:25]:<26}{pct(row['map']):>14}{pct(row['ap@10']):>14}"
+            f"{pct(row['map@10']):>14}{100 * row['sparsity'][0]:>12.3f}{row['nnz'][0]:>14.0f}"
+            f"{row['train_seconds'][0]:>10.1f}{ups:>9}"
+        )
+    return "\n".join(lines)
+
+
+def plot_sparsity_vs_map(results: list[dict], path: Path, dataset: str) -> Path:
+    """Sparsity (x) against MAP (y), one line per algorithm over the grid (like SORS Fig. 5)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for algorithm in dict.fromkeys(r["algorithm"] for r in results):
+        rows = [r for r in summarize(results) if r["algorithm"] == algorithm]
+        pts = sorted((100 * r["sparsity"][0], 100 * r["map"][0]) for r in rows)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algorithm)
+    ax.set_xlabel("sparsity of M (%)")
+    ax.set_ylabel("MAP (%)")
+    ax.set_title(f"Sparsity vs MAP on {dataset}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,132 @@
+"""The sparse engine and the OASIS / SORS / AdaSORS learners against literal dense references."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from reference_bilinear import dense_adasors, dense_oasis, dense_sors
+from sparsesim.engine.bilinear import BilinearEngine, SORS as SORS_MODE, StepSchedule
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
+from sparsesim.models import BilinearSimilarity
+
+
+def random_problem(d=30, n=40, T=300, density=0.2, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.data.size)
+    triplets = rng.integers(0, n, size=(T, 3))
+    return X, triplets, rng
+
+
+def dense_M(model: BilinearSimilarity):
+    M = model.M.toarray()
+    return M
+
+
+def test_oasis_matches_dense_reference():
+    X, triplets, rng = random_problem()
+    signs = rng.choice([-1.0, 1.0], size=len(triplets))
+    est = OASIS(C=0.3).partial_fit(X, triplets[:120], signs[:120]).partial_fit(X, triplets[120:], signs[120:])
+    ref = dense_oasis(X.toarray(), triplets, 0.3, signs=signs)
+    np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
+    assert 0 < est.n_updates_ <= len(triplets)
+
+
+@pytest.mark.parametrize("regularizer", ["l1", "offdiag"])
+@pytest.mark.parametrize("schedule", ["constant", "invsqrt"])
+def test_sors_matches_dense_reference(regularizer, schedule):
+    X, triplets, _ = random_problem()
+    est = SORS(regularizer=regularizer, lam=0.05, eta=0.1, schedule=schedule, initial_capacity=16)
+    est.partial_fit(X, triplets)
+    etas = est.engine_.schedule.etas[1:len(triplets) + 1]
+    ref = dense_sors(X.toarray(), triplets, 0.05, etas, offdiag=regularizer == "offdiag")
+    np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
+    assert est.model_.nnz() == np.count_nonzero(ref)
+
+
+@pytest.mark.parametrize("regularizer", ["l1", "offdiag"])
+@pytest.mark.parametrize("schedule", ["constant", "invsqrt"])
+def test_adasors_matches_dense_reference(regularizer, schedule):
+    X, triplets, _ = random_problem(seed=3)
+    est = AdaSORS(regularizer=regularizer, lam=0.05, eta=0.1, delta=0.1, schedule=schedule, initial_capacity=16)
+    est.partial_fit(X, triplets)
+    etas = est.engine_.schedule.etas[1:len(triplets) + 1]
+    ref = dense_adasors(X.toarray(), triplets, 0.05, etas, 0.1, offdiag=regularizer == "offdiag")
+    np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
+    assert est.model_.nnz() == np.count_nonzero(ref)
+
+
+def eager_sors(X, triplets, lam, eta, prox_diag):
+    """Eager truncation: after every step, shrink every stored entry (the engine's lazy rule off)."""
+    d = X.shape[1]
+    eng = BilinearEngine(d, SORS_MODE, lam=lam, prox_diag=prox_diag, schedule=StepSchedule(eta), initial_capacity=16)
+    for t in range(len(triplets)):
+        eng.partial_fit(X, triplets[t:t + 1])
+        eng.finalize()  # applies this step's shrinkage to every entry now
+    return eng.export()
+
+
+@pytest.mark.parametrize("prox_diag", [True, False])
+def test_lazy_and_eager_truncation_agree(prox_diag):
+    X, triplets, _ = random_problem(d=25, T=200, seed=5)
+    lazy = BilinearEngine(X.shape[1], SORS_MODE, lam=0.02, prox_diag=prox_diag, schedule=StepSchedule(0.2),
+                          initial_capacity=16)
+    lazy.partial_fit(X, triplets)
+    off_l, diag_l = lazy.export()
+    off_e, diag_e = eager_sors(X, triplets, 0.02, 0.2, prox_diag)
+    np.testing.assert_allclose(off_l.toarray(), off_e.toarray(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(diag_l, diag_e, rtol=0, atol=1e-12)
+    assert off_l.nnz == off_e.nnz
+
+
+def test_table_growth_and_sweeps_keep_the_model_exact():
+    # a tiny initial table forces many rebuilds and sweeps
+    X, triplets, _ = random_problem(d=60, n=50, T=400, density=0.3, seed=7)
+    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16).partial_fit(X, triplets)
+    small = SORS(lam=0.01, eta=0.5, initial_capacity=16).partial_fit(X, triplets)
+    # sweeps split a skipped shrinkage into two subtractions: equal up to rounding
+    np.testing.assert_allclose(big.model_.W.toarray(), small.model_.W.toarray(), rtol=0, atol=1e-12)
+    assert big.model_.nnz() == small.model_.nnz()
+    assert small.engine_.store.capacity > 16
+
+
+def test_fit_is_deterministic_and_learns():
+    rng = np.random.default_rng(0)
+    n, d = 120, 50
+    y = np.repeat([0, 1, 2], n // 3)
+    centers = rng.normal(size=(3, d)) * (rng.random((3, d)) < 0.2)
+    X = sp.csr_matrix(np.maximum(centers[y] + 0.5 * rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.3), 0))
+    a = OASIS(n_triplets=500, random_state=4).fit(X, y)
+    b = clone(a).fit(X, y)
+    np.testing.assert_array_equal(a.model_.W.toarray(), b.model_.W.toarray())
+    c = OASIS(n_triplets=500, random_state=5).fit(X, y)
+    assert not np.array_equal(a.model_.W.toarray(), c.model_.W.toarray())
+    assert a.get_params()["C"] == 1.0 and a.n_triplets_seen_ == 500
+
+
+@pytest.mark.parametrize("cls", [OASIS, SORS, AdaSORS])
+def test_bad_input_refused(cls):
+    X, triplets, _ = random_problem()
+    with pytest.raises(InvalidInputError, match="shape"):
+        cls().partial_fit(X, triplets[:, :2])
+    with pytest.raises(InvalidInputError, match="lie in"):
+        cls().partial_fit(X, triplets + 1000)
+    bad = X.copy()
+    bad.data[0] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN"):
+        cls().partial_fit(bad, triplets)
+    est = cls().partial_fit(X, triplets[:5])
+    with pytest.raises(InvalidInputError, match="feature-count mismatch"):
+        est.partial_fit(sp.random(5, X.shape[1] + 1, density=0.5, format="csr"), triplets[:2] % 5)
+    with pytest.raises(InvalidInputError, match="at least two"):
+        cls(n_triplets=10).fit(X, np.zeros(X.shape[0]))
+
+
+def test_invalid_hyperparameters_refused():
+    X, triplets, _ = random_problem()
+    with pytest.raises(InvalidInputError, match="regularizer"):
+        SORS(regularizer="l2").partial_fit(X, triplets)
+    with pytest.raises(InvalidInputError, match="C must be positive"):
+        OASIS(C=0).partial_fit(X, triplets)
