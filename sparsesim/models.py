@@ -82,7 +82,10 @@ class BilinearSimilarity:
 
     def transform_queries(self, Q) -> sp.csr_matrix:
         """Q M (so that S(q, x) = (q M) . x)."""
-        Q = self._check(Q, "queries")
+        return self._times_M(self._check(Q, "queries"))
+
+    def _times_M(self, Q: sp.csr_matrix) -> sp.csr_matrix:
+        # Q already checked (and normalised when ``normalize``)
         out = Q @ self.W
         return (out + Q).tocsr() if self.identity else out.tocsr()
 
@@ -111,18 +114,23 @@ class BilinearSimilarity:
         XT = self._check(X, "corpus").T.tocsc()
         out = np.empty((Q.shape[0], XT.shape[1]))
         for lo in range(0, Q.shape[0], block_size):
-            block = self.transform_queries(Q[lo:lo + block_size])
+            block = self._times_M(Q[lo:lo + block_size])
             out[lo:lo + block.shape[0]] = (block @ XT).toarray()
         return out
 
     def scorer(self, X):
-        """``score_fn(rows)`` for :func:`sparsesim.evaluation.evaluate_retrieval` over corpus ``X``."""
+        """``score_fn(rows)`` for :func:`sparsesim.evaluation.evaluate_retrieval` over corpus ``X``.
+
+        Each call multiplies only the requested rows with M, so memory stays bounded by the
+        block of queries (``X M`` is never formed for the whole corpus: with a large W it can
+        be nearly dense).
+        """
         X = self._check(X, "corpus")
-        XM = self.transform_queries(X)
         XT = X.T.tocsc()
 
         def score_fn(rows):
-            return (XM[rows] @ XT).toarray()
+            block = self._times_M(X[rows])
+            return (block @ XT).toarray()
 
         return score_fn
 

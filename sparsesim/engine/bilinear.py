@@ -31,7 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashstore import HashStore, find, find_or_insert, remove_at
+from .hashstore import HashStore, find, find_or_insert, home_slot, remove_at
+from .prefetch import prefetch
 
 OASIS = 0
 SORS = 1
@@ -108,6 +109,9 @@ def merge_difference(indptr, indices, data, p, n, zi, zv):
     return m
 
 
+PREFETCH_DISTANCE = 12  # entries ahead: enough loads in flight to hide DRAM latency
+
+
 @numba.njit(cache=True)
 def train_triplets(
     keys, vals, lasts, auxs, counts, shift, max_used,
@@ -115,13 +119,15 @@ def train_triplets(
     indptr, indices, data,
     triplets, signs, start, stop, step,
     etas, cum_eta, mode, C, lam, delta, prox_diag,
-    zi, zv, slots, losses,
+    zi, zv, slots, keybuf, losses,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, inserts_needed).
 
     Stops early (returning the triplet it could not start and how many inserts it may need)
     when the table could pass its load limit, so the caller can grow it and call again.
     ``losses[t]`` receives the hinge loss before the update of triplet t.
+    The entries (i, j) of the outer product are enumerated once into ``keybuf`` (key i*d+j,
+    or -1 for a diagonal entry) so that both passes can prefetch a few entries ahead.
     """
     lazy = mode != OASIS
     for t in range(start, stop):
@@ -129,30 +135,43 @@ def train_triplets(
         y = signs[t]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
-        need = (hi - lo) * nz
-        if counts[1] + need > max_used:
-            return t, step, need
+        m = (hi - lo) * nz
+        if counts[1] + m > max_used:
+            return t, step, m
         step += 1
         target = step - 1
-        # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
-        margin = 0.0
-        m = 0
+        e = 0
         for ii in range(lo, hi):
             i = indices[ii]
             base = i * d
-            acc = 0.0
             for jj in range(nz):
                 j = zi[jj]
-                if j == i:
+                keybuf[e] = -1 if j == i else base + j
+                e += 1
+        for e in range(min(PREFETCH_DISTANCE, m)):
+            if keybuf[e] >= 0:
+                prefetch(keys, home_slot(keybuf[e], shift))
+        # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
+        margin = 0.0
+        e = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            acc = 0.0
+            for jj in range(nz):
+                ahead = e + PREFETCH_DISTANCE
+                if ahead < m and keybuf[ahead] >= 0:
+                    prefetch(keys, home_slot(keybuf[ahead], shift))
+                key = keybuf[e]
+                if key < 0:
                     v = diag[i]
                     if lazy and prox_diag:
                         v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
                         diag[i] = v
                         diag_last[i] = target
-                    slots[m] = -1
+                    slots[e] = -1
                 else:
-                    s = find(keys, base + j, shift)
-                    slots[m] = s
+                    s = find(keys, key, shift)
+                    slots[e] = s
                     if s >= 0:
                         v = vals[s]
                         if lazy:
@@ -162,7 +181,7 @@ def train_triplets(
                     else:
                         v = 0.0
                 acc += zv[jj] * v
-                m += 1
+                e += 1
             margin += data[ii] * acc
         loss = 1.0 - y * margin
         if loss <= 0.0:
@@ -190,15 +209,21 @@ def train_triplets(
             scale = y
         # pass 2: write the update on the same entries (cached slots stay valid: inserts and
         # tombstones never move other entries)
-        m = 0
+        e = 0
         for ii in range(lo, hi):
             i = indices[ii]
             xi = data[ii]
-            base = i * d
             for jj in range(nz):
-                j = zi[jj]
+                ahead = e + PREFETCH_DISTANCE
+                if ahead < m:
+                    sa = slots[ahead]
+                    if sa >= 0:
+                        prefetch(keys, sa)
+                    elif keybuf[ahead] >= 0:
+                        prefetch(keys, home_slot(keybuf[ahead], shift))
                 g = scale * xi * zv[jj]
-                if j == i:
+                key = keybuf[e]
+                if key < 0:
                     if mode == OASIS:
                         diag[i] += g
                     else:
@@ -207,9 +232,9 @@ def train_triplets(
                         diag_aux[i] = h
                         diag_last[i] = step
                 else:
-                    s = slots[m]
+                    s = slots[e]
                     if s < 0:
-                        s = find_or_insert(keys, vals, base + j, shift, counts)
+                        s = find_or_insert(keys, vals, key, shift, counts)
                         if lazy:
                             lasts[s] = target
                             if mode == ADASORS:
@@ -224,7 +249,7 @@ def train_triplets(
                     vals[s] = v
                     if v == 0.0 and mode != ADASORS:
                         remove_at(keys, s, counts)
-                m += 1
+                e += 1
     return stop, step, 0
 
 
@@ -319,6 +344,7 @@ class BilinearEngine:
         zi = np.empty(2 * max_row + 1, np.int64)
         zv = np.empty(2 * max_row + 1)
         slots = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+        keybuf = np.empty_like(slots)
         st = self.store
         self.schedule.ensure(st.step + n)
         pos = 0
@@ -328,7 +354,7 @@ class BilinearEngine:
                 st.shift, st.max_used(), st.diag, st.diag_last, st.diag_aux, self.d,
                 X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, zi, zv, slots, losses,
+                self.prox_diag, zi, zv, slots, keybuf, losses,
             )
             if pos < n:
                 if self.mode == SORS:
@@ -354,3 +380,8 @@ class BilinearEngine:
         """(off-diagonal CSR, diagonal copy) of the current M, all shrinkage applied."""
         self.finalize()
         return self.store.offdiag_csr(), self.store.diag.copy()
+
+    def export_W(self, identity: bool = True):
+        """M - I (``identity``) or M as one CSR matrix, all shrinkage applied."""
+        self.finalize()
+        return self.store.to_csr(1.0 if identity else 0.0)

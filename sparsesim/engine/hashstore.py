@@ -107,12 +107,16 @@ def _rehash(old, new, shift):
 
 
 @numba.njit(cache=True)
-def _csr_of(keys, vals, d):
-    """CSR arrays (sorted columns) of the live nonzero entries, built without a COO copy."""
+def _csr_of(keys, vals, d, diag):
+    """CSR arrays (sorted columns) of the live nonzero entries plus the nonzero entries of
+    ``diag`` (pass an empty array for none), built in one pass without COO or sum copies."""
     counts = np.zeros(d + 1, np.int64)
     for s in range(keys.shape[0]):
         if keys[s] >= 0 and vals[s] != 0.0:
             counts[keys[s] // d + 1] += 1
+    for i in range(diag.shape[0]):
+        if diag[i] != 0.0:
+            counts[i + 1] += 1
     indptr = np.cumsum(counts)
     nnz = indptr[d]
     indices = np.empty(nnz, np.int32)
@@ -125,6 +129,11 @@ def _csr_of(keys, vals, d):
             indices[fill[r]] = k % d
             data[fill[r]] = vals[s]
             fill[r] += 1
+    for i in range(diag.shape[0]):
+        if diag[i] != 0.0:
+            indices[fill[i]] = i
+            data[fill[i]] = diag[i]
+            fill[i] += 1
     for r in range(d):
         lo, hi = indptr[r], indptr[r + 1]
         if hi - lo > 1:
@@ -214,7 +223,18 @@ class HashStore:
         self.table = new
         self.counts[:] = n
 
+    def to_csr(self, diag_offset: float | None = None) -> sp.csr_matrix:
+        """The stored matrix as CSR (values as stored: finalize lazy state first).
+
+        ``diag_offset=None`` leaves the diagonal out (off-diagonal part only); a number adds the
+        diagonal minus that offset (e.g. 1.0 to export W = M - I). One pass, no intermediate copies.
+        """
+        diag = np.zeros(0) if diag_offset is None else self.diag - diag_offset
+        indptr, indices, data = _csr_of(self.table["key"], self.table["val"], self.d, diag)
+        out = sp.csr_matrix((data, indices, indptr), shape=(self.d, self.d))
+        out.has_sorted_indices = True
+        return out
+
     def offdiag_csr(self) -> sp.csr_matrix:
         """The stored nonzero off-diagonal entries (values as stored: finalize lazy state first)."""
-        indptr, indices, data = _csr_of(self.table["key"], self.table["val"], self.d)
-        return sp.csr_matrix((data, indices, indptr), shape=(self.d, self.d))
+        return self.to_csr(None)

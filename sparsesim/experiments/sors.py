@@ -62,10 +62,13 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     est.fit(data.X[train], data.y[train])
     wall = time.perf_counter() - start
     model = est.model_
-    scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
     train_seconds = float(getattr(est, "train_seconds_", wall))
     seen = int(getattr(est, "n_triplets_seen_", 0))
+    n_updates = int(getattr(est, "n_updates_", 0))
     engine = getattr(est, "engine_", None)
+    store_mb = engine.store.nbytes / 2**20 if engine is not None else 0.0
+    del est, engine  # free the training store before evaluating (it can be the largest object)
+    scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
     return {
         "algorithm": algorithm,
         "seed": int(seed),
@@ -78,8 +81,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "train_seconds": train_seconds,
         "updates_per_second": seen / train_seconds if seen and train_seconds > 0 else None,
         "n_triplets": seen,
-        "n_updates": int(getattr(est, "n_updates_", 0)),
-        "model_store_mb": engine.store.nbytes / 2**20 if engine is not None else 0.0,
+        "n_updates": n_updates,
+        "model_store_mb": store_mb,
         "peak_rss_mb": _peak_rss_mb(),
         "n_train": int(train.size),
         "n_test": int(test.size),

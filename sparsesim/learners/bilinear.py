@@ -123,11 +123,8 @@ class _BaseBilinear(BaseEstimator):
 
             raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit or partial_fit")
         if getattr(self, "_model_cache", None) is None:
-            off, diag = self.engine_.export()
             identity = bool(self.identity)
-            diag_part = diag - 1.0 if identity else diag
-            W = (off + sp.diags(diag_part, format="csr")).tocsr()
-            W.eliminate_zeros()
+            W = self.engine_.export_W(identity)
             meta = {
                 "algorithm": self._algorithm,
                 "params": {k: v for k, v in self.get_params().items()},
