@@ -209,7 +209,11 @@ def compare(base: np.ndarray, other: np.ndarray, level: float = 0.01) -> tuple[s
     if np.all(diff == diff[0]):  # constant difference: the t statistic is undefined
         p = 0.0 if mean_diff != 0 else 1.0
     else:
-        p = float(stats.ttest_rel(other, base).pvalue)
+        import warnings
+
+        with warnings.catch_warnings():  # nearly identical samples: scipy warns, the p-value is still right
+            warnings.simplefilter("ignore", RuntimeWarning)
+            p = float(stats.ttest_rel(other, base).pvalue)
     pooled = math.sqrt((base.var(ddof=1) + other.var(ddof=1)) / 2.0)
     if pooled > 0:
         d = mean_diff / pooled

@@ -70,25 +70,31 @@ def oht2_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
     return float(ws * np.sign(h) + wt * np.sign(f))
 
 
+def _rescale(theta_s: float, theta_t: float) -> tuple[float, float]:
+    """Multiply both weights by the same power of two once they get small (exact in floating point,
+    so ties between the two weights stay exact ties; the prediction only uses their ratio)."""
+    exponent = math.frexp(max(theta_s, theta_t))[1]
+    if exponent < -100:
+        return math.ldexp(theta_s, -exponent), math.ldexp(theta_t, -exponent)
+    return theta_s, theta_t
+
+
 def hedge_update(theta_s: float, theta_t: float, h: float, f: float, y: float, eta: float):
     """Algorithm 1, step 6: ``theta <- theta exp(-eta (Omega(score) - Omega(y))^2)`` for both hypotheses.
 
-    Returns the new pair rescaled to sum to 1 (the prediction only uses the ratio, so the
-    rescaling changes nothing and keeps long streams from underflowing).
+    Returns the new (unnormalised) pair; see :func:`normalized_weights` for step 3.
     """
     oy = float(omega(y))
     ts = theta_s * math.exp(-eta * (float(omega(h)) - oy) ** 2)
     tt = theta_t * math.exp(-eta * (float(omega(f)) - oy) ** 2)
-    total = ts + tt
-    return ts / total, tt / total
+    return _rescale(ts, tt)
 
 
 def discount_update(theta_s: float, theta_t: float, h: float, f: float, y: float, alpha: float):
-    """Algorithm 2, step 6: ``theta <- theta alpha^{I(y score <= 0)}`` for both hypotheses (rescaled to sum 1)."""
+    """Algorithm 2, step 6: ``theta <- theta alpha^{I(y score <= 0)}`` for both hypotheses (unnormalised)."""
     ts = theta_s * (alpha if y * h <= 0 else 1.0)
     tt = theta_t * (alpha if y * f <= 0 else 1.0)
-    total = ts + tt
-    return ts / total, tt / total
+    return _rescale(ts, tt)
 
 
 def default_discount(n_rounds: int) -> float:
@@ -277,7 +283,7 @@ class OHTClassifier(ClassifierMixin, BaseEstimator):
         Set by :meth:`fit_source` (not needed for ``combiner="target"`` or when scores are passed).
     target_ : PassiveAggressiveBinary or KernelPassiveAggressive
     theta_ : ndarray of shape (2,)
-        ``(theta^s, theta)``, rescaled to sum 1.
+        ``(theta^s, theta)`` (unnormalised; rescaled by exact powers of two when small).
     alpha_ : float
         The discount in use (OHT2).
     n_seen_, n_mistakes_ : int
