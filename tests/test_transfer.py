@@ -380,3 +380,17 @@ def test_compare_outcomes():
     assert outcome == "tie" and p > 0.01 and abs(d) < 0.2
     assert compare(base, base)[0] == "tie"
     assert compare(base, base - 0.1)[2] > 0.8
+
+
+def test_oht2_with_equal_priors_does_not_depend_on_alpha():
+    """Two hypotheses, theta_1^s = theta_1: the larger weight is the one with fewer mistakes so far,
+    whatever alpha is (documented in docs/transfer.md); with unequal priors alpha matters."""
+    rng = np.random.default_rng(4)
+    h, f = rng.uniform(-1, 1, 200), rng.uniform(-1, 1, 200)
+    y = np.where(rng.uniform(size=200) < 0.6, np.sign(h), -np.sign(h))
+    a = combine_stream(h, f, y, "discount", alpha=0.3)
+    b = combine_stream(h, f, y, "discount", alpha=0.95)
+    np.testing.assert_array_equal(np.sign(a), np.sign(b))
+    c = combine_stream(h, f, y, "discount", alpha=0.3, theta0=0.7)
+    d = combine_stream(h, f, y, "discount", alpha=0.95, theta0=0.7)
+    assert np.any(np.sign(c) != np.sign(d))
