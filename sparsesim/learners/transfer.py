@@ -52,6 +52,15 @@ def omega(z):
     return np.clip((np.asarray(z, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
 
 
+def _omega1(z: float) -> float:
+    """Scalar :func:`omega` (same arithmetic, no array overhead in the per-round loop)."""
+    return min(1.0, max(0.0, (float(z) + 1.0) / 2.0))
+
+
+def _sign(z: float) -> float:
+    return 1.0 if z > 0 else (-1.0 if z < 0 else 0.0)
+
+
 def normalized_weights(theta_s: float, theta_t: float) -> tuple[float, float]:
     """Step 3: ``w^s = theta^s / (theta^s + theta)``, ``w = theta / (theta^s + theta)``."""
     total = theta_s + theta_t
@@ -61,13 +70,13 @@ def normalized_weights(theta_s: float, theta_t: float) -> tuple[float, float]:
 def oht1_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
     """Algorithm 1, step 4 (before the sign): ``w^s Omega(h) + w Omega(f) - 1/2``."""
     ws, wt = normalized_weights(theta_s, theta_t)
-    return float(ws * omega(h) + wt * omega(f) - 0.5)
+    return ws * _omega1(h) + wt * _omega1(f) - 0.5
 
 
 def oht2_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
     """Algorithm 2, step 4 (before the sign): ``w^s sign(h) + w sign(f)``."""
     ws, wt = normalized_weights(theta_s, theta_t)
-    return float(ws * np.sign(h) + wt * np.sign(f))
+    return ws * _sign(h) + wt * _sign(f)
 
 
 def _rescale(theta_s: float, theta_t: float) -> tuple[float, float]:
@@ -84,9 +93,9 @@ def hedge_update(theta_s: float, theta_t: float, h: float, f: float, y: float, e
 
     Returns the new (unnormalised) pair; see :func:`normalized_weights` for step 3.
     """
-    oy = float(omega(y))
-    ts = theta_s * math.exp(-eta * (float(omega(h)) - oy) ** 2)
-    tt = theta_t * math.exp(-eta * (float(omega(f)) - oy) ** 2)
+    oy = _omega1(y)
+    ts = theta_s * math.exp(-eta * (_omega1(h) - oy) ** 2)
+    tt = theta_t * math.exp(-eta * (_omega1(f) - oy) ** 2)
     return _rescale(ts, tt)
 
 
@@ -122,11 +131,11 @@ def combine_stream(h, f, y, combiner: str, eta: float = 0.5, alpha: float = 0.9,
         (oht1_score, hedge_update, eta) if combiner == "hedge" else (oht2_score, discount_update, alpha)
     )
     ts, tt = theta0, 1.0 - theta0
-    out = np.empty(h.shape[0])
-    for t in range(h.shape[0]):
-        out[t] = score_fn(ts, tt, h[t], f[t])
-        ts, tt = update_fn(ts, tt, h[t], f[t], y[t], rate)
-    return out
+    out = []
+    for ht, ft, yt in zip(h.tolist(), f.tolist(), y.tolist()):  # Python floats: no numpy scalar overhead
+        out.append(score_fn(ts, tt, ht, ft))
+        ts, tt = update_fn(ts, tt, ht, ft, yt, rate)
+    return np.array(out)
 
 
 def mistakes_of(scores, y) -> np.ndarray:
