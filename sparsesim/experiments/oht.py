@@ -14,7 +14,9 @@ Options (``config.options``): ``n_permutations`` (100), ``target_frac`` (0.4), `
 default all), ``target_view`` / ``source_view`` (override the data set's roles), ``level`` (0.01),
 ``k_values`` (list of K for the sensitivity plot; default none), ``k_permutations`` (20),
 ``curve_tasks`` (1-based task numbers for the online mistake curves; default 2, 14, 36, 7, 16, 33).
-``config.seeds``: each seed gives one task split and one set of permutations.
+``config.seeds``: each seed gives one task split and one set of permutations (win / tie / loss
+counts add up over seeds x tasks). ``config.triplets`` is not used (a stream is a task's whole
+target part).
 """
 
 from __future__ import annotations

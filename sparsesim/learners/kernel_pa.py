@@ -9,6 +9,9 @@ support vectors ``x_i`` (instances that suffered a loss). On ``(x_t, y_t)``:
 * if ``tau_t > 0``: add ``x_t`` as a support vector with coefficient ``a_t = tau_t y_t``.
 
 Gaussian kernel: ``k(x, x') = exp(-||x - x'||^2 / (2 sigma^2))`` (the OHT paper uses sigma = 8).
+This learner is meant for dense, low-dimensional views (image descriptors, digit features): it
+stores support vectors densely and converts sparse input to dense arrays; for sparse
+high-dimensional text use the linear :class:`~sparsesim.learners.linear_pa.PassiveAggressiveBinary`.
 
 Two paths compute the same thing: :class:`KernelPassiveAggressive` (a scikit-learn estimator that
 keeps its support vectors) and :func:`kernel_pa_margins` (the protocol's fast path: one pass in a
