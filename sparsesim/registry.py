@@ -96,3 +96,19 @@ register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "sim
                        "AdaSORS-I: AdaGrad proximal L1 on all entries", {"regularizer": "l1"}))
 register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
                        "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))
+
+# === BEGIN online heterogeneous transfer (OHT, issue 7) ===================================
+# Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
+# parameter) PA / PA-I / PA-II target learner; paper settings sigma = 8, C = 5, K = 100.
+for _v, _label in (("pa", "PA"), ("pa1", "PA-I"), ("pa2", "PA-II")):
+    register(AlgorithmSpec(_v, "sparsesim.learners.transfer:OHTClassifier", "transfer",
+                           f"{_label} on the target view alone (Gaussian kernel by default), OHT baseline",
+                           {"combiner": "target", "variant": _v}))
+    register(AlgorithmSpec(f"oht1-{_v}", "sparsesim.learners.transfer:OHTClassifier", "transfer",
+                           f"OHT1: Hedge (eta) of a kNN text-source hypothesis and a {_label} target learner",
+                           {"combiner": "hedge", "variant": _v}))
+    register(AlgorithmSpec(f"oht2-{_v}", "sparsesim.learners.transfer:OHTClassifier", "transfer",
+                           f"OHT2: mistake-discounted (alpha) source hypothesis and {_label} target learner",
+                           {"combiner": "discount", "variant": _v}))
+del _v, _label
+# === END online heterogeneous transfer ===================================================

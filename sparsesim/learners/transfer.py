@@ -1,0 +1,492 @@
+"""Online heterogeneous transfer (OHT1 / OHT2): a text-side hypothesis hedged with an online PA on images.
+
+Paper: "Online Transfer Learning with Heterogeneous Source" (draft, ``papers/004``), Algorithms 1-2.
+
+**The source hypothesis h(x) for a target instance x** (the paper's method section on it is empty;
+this is our design, see ``docs/transfer.md``):
+
+1. a classifier is trained on the labelled *source* documents (standardised features, L2 logistic
+   regression); its score of a source document ``z`` is ``s(z) = 2 P(y = +1 | z) - 1`` in [-1, 1];
+2. the co-occurring pairs ``(u_j, z_j)`` (target view, source view; no labels) give every pair image
+   ``u_j`` the score ``s_j = s(z_j)`` of its text;
+3. for an incoming image ``x``, a FAISS exact L2 index returns its ``K`` nearest pair images; their
+   squared distances are recomputed exactly in float64 and weighted by the Gaussian similarity
+   ``w_j = exp(-||x - u_j||^2 / (2 b^2))`` (bandwidth ``b``, by default the target kernel's sigma);
+4. ``h(x) = sum_j w_j s_j / sum_j w_j`` (a similarity-weighted mean, in [-1, 1]).
+
+Since ``h`` depends only on x (not on the round), the protocol computes it once per stream document.
+
+**Combination** (``combiner``):
+
+* ``"hedge"`` (OHT1, Algorithm 1): predict ``sign(w^s Omega(h) + w Omega(f) - 1/2)`` with
+  ``Omega(z) = max(0, min(1, (z + 1) / 2))`` and update ``theta <- theta exp(-eta (Omega(.) - Omega(y))^2)``;
+* ``"discount"`` (OHT2, Algorithm 2): predict ``sign(w^s sign(h) + w sign(f))`` and multiply the
+  weight of a hypothesis that erred (``y . score <= 0``) by ``alpha``;
+* ``"target"``: the target PA alone (the PA / PA-I / PA-II baselines).
+
+The target learner ``f`` is the PA / PA-I / PA-II of :mod:`~sparsesim.learners.linear_pa`
+(``kernel="linear"``) or :mod:`~sparsesim.learners.kernel_pa` (``kernel="gaussian"``); it is updated
+exactly as alone (Algorithms 1-2, steps 7-9), so OHT only changes the prediction.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ..exceptions import InvalidInputError
+from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
+from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, _signed_labels
+
+COMBINERS = ("target", "hedge", "discount")
+KERNELS = ("gaussian", "linear")
+
+
+# ----------------------------------------------------------------------------------------------
+# Update rules (pure functions), Algorithms 1-2 of the paper
+# ----------------------------------------------------------------------------------------------
+def omega(z):
+    """``Omega(z) = max{0, min{1, (z + 1) / 2}}`` (Algorithm 1, projection of a score onto [0, 1])."""
+    return np.clip((np.asarray(z, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
+
+
+def _omega1(z: float) -> float:
+    """Scalar :func:`omega` (same arithmetic, no array overhead in the per-round loop)."""
+    return min(1.0, max(0.0, (float(z) + 1.0) / 2.0))
+
+
+def _sign(z: float) -> float:
+    return 1.0 if z > 0 else (-1.0 if z < 0 else 0.0)
+
+
+def normalized_weights(theta_s: float, theta_t: float) -> tuple[float, float]:
+    """Step 3: ``w^s = theta^s / (theta^s + theta)``, ``w = theta / (theta^s + theta)``."""
+    total = theta_s + theta_t
+    return theta_s / total, theta_t / total
+
+
+def oht1_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
+    """Algorithm 1, step 4 (before the sign): ``w^s Omega(h) + w Omega(f) - 1/2``."""
+    ws, wt = normalized_weights(theta_s, theta_t)
+    return ws * _omega1(h) + wt * _omega1(f) - 0.5
+
+
+def oht2_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
+    """Algorithm 2, step 4 (before the sign): ``w^s sign(h) + w sign(f)``."""
+    ws, wt = normalized_weights(theta_s, theta_t)
+    return ws * _sign(h) + wt * _sign(f)
+
+
+def _rescale(theta_s: float, theta_t: float) -> tuple[float, float]:
+    """Multiply both weights by the same power of two once they get small (exact in floating point,
+    so ties between the two weights stay exact ties; the prediction only uses their ratio)."""
+    exponent = math.frexp(max(theta_s, theta_t))[1]
+    if exponent < -100:
+        return math.ldexp(theta_s, -exponent), math.ldexp(theta_t, -exponent)
+    return theta_s, theta_t
+
+
+def hedge_update(theta_s: float, theta_t: float, h: float, f: float, y: float, eta: float):
+    """Algorithm 1, step 6: ``theta <- theta exp(-eta (Omega(score) - Omega(y))^2)`` for both hypotheses.
+
+    Returns the new (unnormalised) pair; see :func:`normalized_weights` for step 3.
+    """
+    oy = _omega1(y)
+    ts = theta_s * math.exp(-eta * (_omega1(h) - oy) ** 2)
+    tt = theta_t * math.exp(-eta * (_omega1(f) - oy) ** 2)
+    return _rescale(ts, tt)
+
+
+def discount_update(theta_s: float, theta_t: float, h: float, f: float, y: float, alpha: float):
+    """Algorithm 2, step 6: ``theta <- theta alpha^{I(y score <= 0)}`` for both hypotheses (unnormalised)."""
+    ts = theta_s * (alpha if y * h <= 0 else 1.0)
+    tt = theta_t * (alpha if y * f <= 0 else 1.0)
+    return _rescale(ts, tt)
+
+
+def default_discount(n_rounds: int) -> float:
+    """The paper's OHT2 discount ``beta = sqrt(T) / (sqrt(T) + sqrt(2 ln 4))`` for ``T`` rounds."""
+    root = math.sqrt(max(int(n_rounds), 1))
+    return root / (root + math.sqrt(2.0 * math.log(4.0)))
+
+
+def combine_stream(h, f, y, combiner: str, eta: float = 0.5, alpha: float = 0.9,
+                   theta0: float = 0.5) -> np.ndarray:
+    """Combined scores of a whole stream, given the source scores ``h``, target margins ``f`` and labels.
+
+    ``f[t]`` must be the target learner's margin *before* its update on round ``t`` (which does
+    not depend on the combination). Returns ``score[t]``; the prediction is ``sign(score[t])``
+    and a zero score counts as a mistake.
+    """
+    h = np.asarray(h, dtype=np.float64)
+    f = np.asarray(f, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if combiner == "target":
+        return f.copy()
+    if combiner not in COMBINERS:
+        raise InvalidInputError(f"unknown combiner {combiner!r}; use one of {COMBINERS}")
+    score_fn, update_fn, rate = (
+        (oht1_score, hedge_update, eta) if combiner == "hedge" else (oht2_score, discount_update, alpha)
+    )
+    ts, tt = theta0, 1.0 - theta0
+    out = []
+    for ht, ft, yt in zip(h.tolist(), f.tolist(), y.tolist()):  # Python floats: no numpy scalar overhead
+        out.append(score_fn(ts, tt, ht, ft))
+        ts, tt = update_fn(ts, tt, ht, ft, yt, rate)
+    return np.array(out)
+
+
+def mistakes_of(scores, y) -> np.ndarray:
+    """1 where ``sign(score) != y`` (zero scores are mistakes), else 0."""
+    return (np.sign(np.asarray(scores)) != np.asarray(y)).astype(np.int8)
+
+
+# ----------------------------------------------------------------------------------------------
+# The source hypothesis
+# ----------------------------------------------------------------------------------------------
+class KNNSourceHypothesis(BaseEstimator):
+    """Source hypothesis on target instances via the K nearest co-occurring pairs (module docstring).
+
+    Parameters
+    ----------
+    n_neighbors : int, default 100
+        ``K`` (the paper's 100); capped at the number of pairs.
+    bandwidth : float, default 8.0
+        Gaussian similarity width ``b`` for the neighbour weights.
+    weighting : {"gaussian", "uniform"}
+        ``"uniform"`` gives every neighbour weight 1.
+    source_C : float, default 1.0
+        Inverse L2 strength of the source logistic regression.
+
+    Attributes
+    ----------
+    source_model_ : sklearn Pipeline
+        StandardScaler + LogisticRegression on the labelled source documents.
+    pair_scores_ : ndarray of shape (n_pairs,)
+        ``s_j = 2 P(+1 | z_j) - 1`` of every pair's source view.
+    pair_target_ : ndarray of shape (n_pairs, d)
+        Target view of the pairs (float64, for exact distances).
+    index_ : faiss.IndexFlatL2
+        Exact L2 index over ``pair_target_`` (float32).
+    """
+
+    def __init__(self, n_neighbors: int = 100, bandwidth: float = 8.0, weighting: str = "gaussian",
+                 source_C: float = 1.0):
+        self.n_neighbors = n_neighbors
+        self.bandwidth = bandwidth
+        self.weighting = weighting
+        self.source_C = source_C
+
+    def fit(self, X_source, y_source, pair_target, pair_source):
+        """Train the source classifier, score the pairs' texts and index the pairs' images.
+
+        Parameters
+        ----------
+        X_source : array (n_source, d_s)
+            Labelled source documents.
+        y_source : array (n_source,)
+            Their labels (two classes; {-1, +1} or {0, 1}).
+        pair_target : array (n_pairs, d)
+            Target view of the co-occurring pairs.
+        pair_source : array (n_pairs, d_s)
+            Source view of the same pairs (row ``j`` is the same document).
+        """
+        import faiss
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        if int(self.n_neighbors) < 1:
+            raise InvalidInputError(f"n_neighbors must be >= 1, got {self.n_neighbors}")
+        if self.weighting not in ("gaussian", "uniform"):
+            raise InvalidInputError(f"weighting must be 'gaussian' or 'uniform', got {self.weighting!r}")
+        if self.weighting == "gaussian" and not self.bandwidth > 0:
+            raise InvalidInputError(f"bandwidth must be positive, got {self.bandwidth}")
+        Xs = _check_dense(X_source, "X_source")
+        ys = _signed_labels(y_source)
+        if ys.shape[0] != Xs.shape[0]:
+            raise InvalidInputError(f"X_source has {Xs.shape[0]} rows but y_source has {ys.shape[0]} labels")
+        if np.unique(ys).size < 2:
+            raise InvalidInputError("the labelled source documents hold a single class; two are needed")
+        Pt = _check_dense(pair_target, "pair_target")
+        Ps = _check_dense(pair_source, "pair_source", n_features=Xs.shape[1])
+        if Pt.shape[0] != Ps.shape[0] or Pt.shape[0] == 0:
+            raise InvalidInputError(
+                f"pair_target ({Pt.shape[0]} rows) and pair_source ({Ps.shape[0]} rows) must be the same non-empty pairs"
+            )
+        self.source_model_ = make_pipeline(StandardScaler(), LogisticRegression(C=self.source_C, max_iter=5000))
+        self.source_model_.fit(Xs, ys)
+        pos = list(self.source_model_.classes_).index(1.0)
+        self.pair_scores_ = 2.0 * self.source_model_.predict_proba(Ps)[:, pos] - 1.0
+        self.pair_target_ = Pt
+        self.index_ = faiss.IndexFlatL2(Pt.shape[1])
+        self.index_.add(np.ascontiguousarray(Pt, dtype=np.float32))
+        self.n_features_in_ = Pt.shape[1]
+        return self
+
+    @property
+    def k_(self) -> int:
+        return min(int(self.n_neighbors), self.pair_target_.shape[0])
+
+    def kneighbors(self, X):
+        """The ``K`` nearest pair images of each row of ``X``: (exact squared distances, indices), nearest first."""
+        X = _check_dense(X, n_features=self.n_features_in_)
+        _, idx = self.index_.search(np.ascontiguousarray(X, dtype=np.float32), self.k_)
+        diff = self.pair_target_[idx] - X[:, None, :]
+        d2 = np.einsum("nkd,nkd->nk", diff, diff)
+        return d2, idx
+
+    def neighbor_weights(self, d2: np.ndarray) -> np.ndarray:
+        """Gaussian similarities ``exp(-d^2 / (2 b^2))``, scaled per row by ``exp(min d^2 / (2 b^2))``
+        (the scale cancels in the weighted mean and keeps far neighbourhoods from underflowing)."""
+        if self.weighting == "uniform":
+            return np.ones_like(d2)
+        return np.exp(-(d2 - d2.min(axis=1, keepdims=True)) / (2.0 * self.bandwidth ** 2))
+
+    def decision_function(self, X) -> np.ndarray:
+        """``h(x)`` in [-1, 1] for each row of ``X`` (target view)."""
+        d2, idx = self.kneighbors(X)
+        w = self.neighbor_weights(d2)
+        return (w * self.pair_scores_[idx]).sum(axis=1) / w.sum(axis=1)
+
+    def predict(self, X) -> np.ndarray:
+        return np.where(self.decision_function(X) >= 0, 1, -1)
+
+
+# ----------------------------------------------------------------------------------------------
+# OHT1 / OHT2 / PA baselines
+# ----------------------------------------------------------------------------------------------
+class OHTClassifier(ClassifierMixin, BaseEstimator):
+    """Online heterogeneous transfer classifier (OHT1, OHT2) or its target-only PA baseline.
+
+    Parameters
+    ----------
+    combiner : {"hedge", "discount", "target"}, default "hedge"
+        OHT1 (Algorithm 1), OHT2 (Algorithm 2), or the target PA alone.
+    variant : {"pa", "pa1", "pa2"}, default "pa2"
+        Target learner's step (step 8 of the algorithms).
+    kernel : {"gaussian", "linear"}, default "gaussian"
+    C : float, default 5.0
+    sigma : float, default 8.0
+        Gaussian kernel width of the target learner.
+    eta : float, default 0.5
+        OHT1 learning rate.
+    alpha : float or None, default None
+        OHT2 discount in (0, 1); ``None`` = the paper's ``sqrt(T) / (sqrt(T) + sqrt(2 ln 4))`` with
+        ``T`` the number of rows of the first ``partial_fit`` call.
+    theta0 : float, default 0.5
+        Prior weight ``theta_1^s`` of the source hypothesis (``theta_1 = 1 - theta0``).
+    n_neighbors : int, default 100
+        ``K`` of the source hypothesis.
+    knn_bandwidth : float or None
+        Neighbour-weight width; ``None`` = ``sigma``.
+    knn_weighting : {"gaussian", "uniform"}
+    source_C : float, default 1.0
+        Inverse regularisation of the source logistic regression.
+
+    Attributes
+    ----------
+    source_ : KNNSourceHypothesis
+        Set by :meth:`fit_source` (not needed for ``combiner="target"`` or when scores are passed).
+    target_ : PassiveAggressiveBinary or KernelPassiveAggressive
+    theta_ : ndarray of shape (2,)
+        ``(theta^s, theta)`` (unnormalised; rescaled by exact powers of two when small).
+    alpha_ : float
+        The discount in use (OHT2).
+    n_seen_, n_mistakes_ : int
+    mistakes_ : list of int
+        1/0 per round (for online mistake curves).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> Xt = rng.normal(size=(300, 4)); yt = np.where(Xt[:, 0] > 0, 1, -1)
+    >>> Zs = Xt[:, :2] + 0.1 * rng.normal(size=(300, 2))  # a "text" view of the same documents
+    >>> clf = OHTClassifier(combiner="hedge", sigma=2.0, n_neighbors=10)
+    >>> clf = clf.fit_source(Zs[:100], yt[:100], Xt[100:200], Zs[100:200])
+    >>> clf = clf.partial_fit(Xt[200:], yt[200:])
+    >>> bool(clf.n_mistakes_ < 50)
+    True
+    """
+
+    def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
+                 C: float = 5.0, sigma: float = 8.0, eta: float = 0.5, alpha: float | None = None,
+                 theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
+                 knn_weighting: str = "gaussian", source_C: float = 1.0):
+        self.combiner = combiner
+        self.variant = variant
+        self.kernel = kernel
+        self.C = C
+        self.sigma = sigma
+        self.eta = eta
+        self.alpha = alpha
+        self.theta0 = theta0
+        self.n_neighbors = n_neighbors
+        self.knn_bandwidth = knn_bandwidth
+        self.knn_weighting = knn_weighting
+        self.source_C = source_C
+
+    # -- configuration checks and helpers used by the protocol's fast path --------------------
+    def check_params(self) -> None:
+        """Raise :class:`InvalidInputError` for out-of-range parameters."""
+        if self.combiner not in COMBINERS:
+            raise InvalidInputError(f"unknown combiner {self.combiner!r}; use one of {COMBINERS}")
+        if self.variant not in PA_VARIANTS:
+            raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
+        if self.kernel not in KERNELS:
+            raise InvalidInputError(f"unknown kernel {self.kernel!r}; use one of {KERNELS}")
+        if not self.C > 0 or not self.sigma > 0:
+            raise InvalidInputError(f"C and sigma must be positive, got C={self.C}, sigma={self.sigma}")
+        if not self.eta > 0:
+            raise InvalidInputError(f"eta must be positive, got {self.eta}")
+        if self.alpha is not None and not 0 < self.alpha < 1:
+            raise InvalidInputError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.theta0 < 1:
+            raise InvalidInputError(f"theta0 must be in (0, 1), got {self.theta0}")
+
+    @property
+    def uses_source(self) -> bool:
+        return self.combiner != "target"
+
+    def make_source(self) -> KNNSourceHypothesis:
+        """An unfitted source hypothesis with this classifier's settings."""
+        return KNNSourceHypothesis(
+            n_neighbors=self.n_neighbors,
+            bandwidth=self.sigma if self.knn_bandwidth is None else self.knn_bandwidth,
+            weighting=self.knn_weighting, source_C=self.source_C,
+        )
+
+    def source_key(self) -> tuple:
+        """Settings that determine the source hypothesis (equal keys give equal ``h``)."""
+        s = self.make_source()
+        return (s.n_neighbors, s.bandwidth, s.weighting, s.source_C)
+
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        """The target kernel's Gram matrix of the rows of ``X``."""
+        if self.kernel == "gaussian":
+            return gaussian_kernel(X, X, self.sigma)
+        return X @ X.T
+
+    # -- estimator API --------------------------------------------------------------------------
+    def fit_source(self, X_source, y_source, pair_target, pair_source):
+        """Fit the source hypothesis (:class:`KNNSourceHypothesis`) on labelled source documents and pairs."""
+        self.check_params()
+        self.source_ = self.make_source().fit(X_source, y_source, pair_target, pair_source)
+        return self
+
+    def _init_state(self, n_features: int, n_rows: int) -> None:
+        self.check_params()
+        if self.kernel == "gaussian":
+            self.target_ = KernelPassiveAggressive(variant=self.variant, C=self.C, sigma=self.sigma)
+            self.target_._init_state(n_features)
+        else:
+            self.target_ = PassiveAggressiveBinary(variant=self.variant, C=self.C)
+            self.target_._init_state(n_features)
+        self.theta_ = np.array([self.theta0, 1.0 - self.theta0])
+        self.alpha_ = default_discount(n_rows) if self.alpha is None else float(self.alpha)
+        self.n_features_in_ = n_features
+        self.n_seen_ = 0
+        self.n_mistakes_ = 0
+        self.mistakes_ = []
+        self.classes_ = np.array([-1, 1])
+
+    def _source_scores(self, X, source_scores):
+        if not self.uses_source:
+            return np.zeros(X.shape[0])
+        if source_scores is not None:
+            h = np.asarray(source_scores, dtype=np.float64).ravel()
+            if h.shape[0] != X.shape[0] or not np.all(np.isfinite(h)):
+                raise InvalidInputError(f"source_scores must be {X.shape[0]} finite values")
+            return h
+        if not hasattr(self, "source_"):
+            raise InvalidInputError("call fit_source(...) first or pass source_scores=")
+        return self.source_.decision_function(X)
+
+    def learn_one(self, x: np.ndarray, label: float, h: float = 0.0) -> float:
+        """One round (steps 2-9): returns the combined score before the updates."""
+        if self.kernel == "gaussian":
+            f = self.target_._margin(x)
+        else:
+            f = float(x @ self.target_.coef_)
+        ts, tt = self.theta_
+        if self.combiner == "hedge":
+            score = oht1_score(ts, tt, h, f)
+            self.theta_ = np.array(hedge_update(ts, tt, h, f, label, self.eta))
+        elif self.combiner == "discount":
+            score = oht2_score(ts, tt, h, f)
+            self.theta_ = np.array(discount_update(ts, tt, h, f, label, self.alpha_))
+        else:
+            score = f
+        mistake = int(np.sign(score) != label)
+        self.mistakes_.append(mistake)
+        self.n_mistakes_ += mistake
+        # steps 7-9: the target PA updates exactly as it would alone
+        if self.kernel == "gaussian":
+            self.target_.learn_one(x, label)
+        else:
+            idx = np.flatnonzero(x)
+            self.target_.learn_one(idx, x[idx], label)
+        self.n_seen_ += 1
+        return score
+
+    def partial_fit(self, X, y, source_scores=None, classes=None):
+        """One online pass over the rows of ``X`` (target view) in order.
+
+        Parameters
+        ----------
+        X : array (n, d)
+        y : array (n,)
+        source_scores : array (n,), optional
+            Precomputed ``h(x)`` per row; default: ``self.source_.decision_function(X)``.
+        """
+        first = not hasattr(self, "target_")
+        X = _check_dense(X, n_features=None if first else self.n_features_in_)
+        y = _signed_labels(y)
+        if y.shape[0] != X.shape[0]:
+            raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        if first:
+            self._init_state(X.shape[1], X.shape[0])
+        h = self._source_scores(X, source_scores)
+        for row in range(X.shape[0]):
+            self.learn_one(X[row], y[row], h[row])
+        return self
+
+    def fit(self, X, y, source_scores=None):
+        """Reset the online state (not the source hypothesis) and make one pass over ``X``."""
+        if hasattr(self, "target_"):
+            del self.target_
+        return self.partial_fit(X, y, source_scores=source_scores)
+
+    def decision_function(self, X, source_scores=None) -> np.ndarray:
+        """Combined scores with the current weights (no update)."""
+        X = _check_dense(X, n_features=self.n_features_in_)
+        f = np.asarray(self.target_.decision_function(X), dtype=np.float64).ravel()
+        h = self._source_scores(X, source_scores)
+        ts, tt = self.theta_
+        if self.combiner == "hedge":
+            return np.array([oht1_score(ts, tt, a, b) for a, b in zip(h, f)])
+        if self.combiner == "discount":
+            return np.array([oht2_score(ts, tt, a, b) for a, b in zip(h, f)])
+        return f
+
+    def predict(self, X, source_scores=None) -> np.ndarray:
+        return np.where(self.decision_function(X, source_scores) >= 0, 1, -1)
+
+
+def run_stream(estimator: OHTClassifier, K: np.ndarray, y: np.ndarray, h: np.ndarray,
+               order: np.ndarray, margins: np.ndarray | None = None) -> np.ndarray:
+    """Fast path of one online run: mistakes (0/1 per round) of ``estimator`` over documents ``order``.
+
+    ``K`` is the target Gram matrix (``estimator.gram``), ``h`` the source scores per document;
+    ``margins`` may pass the PA margins of this order when already computed (they do not depend
+    on the combiner). Equal to feeding the rows in ``order`` to ``estimator.partial_fit`` (tested).
+    """
+    if margins is None:
+        margins = kernel_pa_margins(K, y, order, estimator.variant, estimator.C)
+    yo = y[order]
+    alpha = default_discount(len(order)) if estimator.alpha is None else estimator.alpha
+    scores = combine_stream(h[order], margins, yo, estimator.combiner, estimator.eta, alpha, estimator.theta0)
+    return mistakes_of(scores, yo)
