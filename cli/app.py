@@ -8,6 +8,7 @@ traceback, never a partial output file (writes are atomic in the library).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -16,7 +17,7 @@ import typer
 
 from sparsesim.exceptions import InvalidInputError, SparsesimError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Online similarity learning on sparse data, served as top-k retrieval.")
 datasets_app = typer.Typer(no_args_is_help=True, help="List, describe and fetch registered data sets.")
 app.add_typer(datasets_app, name="datasets")
@@ -307,4 +308,7 @@ def main() -> None:
             raise SystemExit(exc.exit_code)
         if isinstance(exc, click.exceptions.Abort):
             raise SystemExit(1)
-        raise
+        if os.environ.get("SPARSESIM_DEBUG"):
+            raise
+        typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (set SPARSESIM_DEBUG=1 for the traceback)", err=True)
+        raise SystemExit(1)
