@@ -130,3 +130,13 @@ def test_invalid_hyperparameters_refused():
         SORS(regularizer="l2").partial_fit(X, triplets)
     with pytest.raises(InvalidInputError, match="C must be positive"):
         OASIS(C=0).partial_fit(X, triplets)
+
+
+@pytest.mark.parametrize("cls,params", [(OASIS, {"C": 0.3}), (SORS, {"lam": 0.01}),
+                                        (AdaSORS, {"lam": 0.01, "delta": 0.1})])
+def test_compact_storage_matches_float64_to_float32_precision(cls, params):
+    X, triplets, _ = random_problem(seed=11)
+    full = cls(**params).partial_fit(X, triplets)
+    small = cls(compact=True, **params).partial_fit(X, triplets)
+    assert small.engine_.store.table.dtype.itemsize < full.engine_.store.table.dtype.itemsize
+    np.testing.assert_allclose(small.model_.M.toarray(), full.model_.M.toarray(), rtol=0, atol=1e-4)

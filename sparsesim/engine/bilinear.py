@@ -316,10 +316,12 @@ class BilinearEngine:
         M_1 = I (else M_1 = 0).
     initial_capacity : int
         Hash slots allocated ahead.
+    compact : bool
+        float32 storage of values and statistics (see :class:`~sparsesim.engine.hashstore.HashStore`).
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
-                 identity=True, initial_capacity=1 << 16):
+                 identity=True, initial_capacity=1 << 16, compact=False):
         self.d = int(d)
         self.mode = int(mode)
         self.C = float(C)
@@ -327,7 +329,7 @@ class BilinearEngine:
         self.prox_diag = bool(prox_diag)
         self.delta = float(delta)
         self.schedule = schedule or StepSchedule(1.0)
-        self.store = HashStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity)
+        self.store = HashStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
         self.n_seen = 0
         self.n_updates = 0
 

@@ -162,6 +162,9 @@ class OASIS(_BaseBilinear):
         Seed of the triplet stream drawn by :meth:`fit`.
     initial_capacity : int, default 65536
         Hash slots reserved ahead for W (it grows on demand).
+    compact : bool, default False
+        Store W's entries in float32 (12 instead of 16 bytes each); arithmetic stays float64.
+        For very large runs (e.g. 10^5 triplets on news20, ~3*10^8 entries).
 
     Attributes
     ----------
@@ -185,18 +188,20 @@ class OASIS(_BaseBilinear):
 
     _algorithm = "oasis"
 
-    def __init__(self, C=1.0, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536):
+    def __init__(self, C=1.0, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
+                 compact=False):
         self.C = C
         self.n_triplets = n_triplets
         self.identity = identity
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.compact = compact
 
     def _make_engine(self, d):
         if not self.C > 0:
             raise InvalidInputError(f"C must be positive, got {self.C}")
         return BilinearEngine(d, OASIS_MODE, C=self.C, identity=self.identity,
-                              initial_capacity=self.initial_capacity)
+                              initial_capacity=self.initial_capacity, compact=self.compact)
 
 
 class SORS(_BaseBilinear):
@@ -215,14 +220,14 @@ class SORS(_BaseBilinear):
     eta : float, default 0.1
         Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity
+    n_triplets, random_state, initial_capacity, compact
         As in :class:`OASIS`.
     """
 
     identity = True  # M_1 = I (Algorithm 1, line 2)
 
     def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, schedule="constant", n_triplets=100_000,
-                 random_state=None, initial_capacity=65536):
+                 random_state=None, initial_capacity=65536, compact=False):
         self.regularizer = regularizer
         self.lam = lam
         self.eta = eta
@@ -230,6 +235,7 @@ class SORS(_BaseBilinear):
         self.n_triplets = n_triplets
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.compact = compact
 
     def _check_common(self):
         if self.regularizer not in _REGULARIZERS:
@@ -247,7 +253,7 @@ class SORS(_BaseBilinear):
         self._check_common()
         return BilinearEngine(d, SORS_MODE, lam=self.lam, prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self.eta, self.schedule),
-                              initial_capacity=self.initial_capacity)
+                              initial_capacity=self.initial_capacity, compact=self.compact)
 
 
 class AdaSORS(SORS):
@@ -265,7 +271,7 @@ class AdaSORS(SORS):
     delta : float, default 1e-2
         Smoothing that keeps Sigma invertible.
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity
+    n_triplets, random_state, initial_capacity, compact
         As in :class:`OASIS`.
 
     Notes
@@ -275,9 +281,10 @@ class AdaSORS(SORS):
     """
 
     def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, delta=1e-2, schedule="constant",
-                 n_triplets=100_000, random_state=None, initial_capacity=65536):
+                 n_triplets=100_000, random_state=None, initial_capacity=65536, compact=False):
         super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
-                         n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity)
+                         n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity,
+                         compact=compact)
         self.delta = delta
 
     def _make_engine(self, d):
@@ -287,4 +294,4 @@ class AdaSORS(SORS):
         return BilinearEngine(d, ADASORS, lam=self.lam, delta=self.delta,
                               prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self.eta, self.schedule),
-                              initial_capacity=self.initial_capacity)
+                              initial_capacity=self.initial_capacity, compact=self.compact)
