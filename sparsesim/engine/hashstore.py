@@ -26,7 +26,7 @@ EMPTY = np.int64(-1)
 TOMBSTONE = np.int64(-2)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MAX_LOAD = 0.7
-REBUILD_LOAD = 0.35
+REBUILD_LOAD = 0.45  # > MAX_LOAD / 2, so growing a full table doubles it once
 
 FIELDS_BY_LAYOUT = {
     "plain": [("key", np.int64), ("val", np.float64)],
@@ -220,7 +220,7 @@ class HashStore:
         """Make room for ``extra`` more inserts without passing the load limit.
 
         The table is rebuilt (dropping tombstones) at a capacity that leaves the load at most
-        ``REBUILD_LOAD``, so the next rebuild is at least ~0.35 x capacity inserts away and its
+        ``REBUILD_LOAD``, so the next rebuild is at least ~0.25 x capacity inserts away and its
         O(capacity) cost is amortised to O(1) per insert. Growth is x4 while below 2^24 slots
         and x2 above, which bounds the transient memory of the copy for very large models.
         """
