@@ -21,6 +21,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Online similarity learning on sparse data, served as top-k retrieval.")
 datasets_app = typer.Typer(no_args_is_help=True, help="List, describe and fetch registered data sets.")
 app.add_typer(datasets_app, name="datasets")
+index_app = typer.Typer(no_args_is_help=True, help="Build retrieval indexes from learned models.")
+app.add_typer(index_app, name="index")
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -192,6 +194,27 @@ def query(
             for rank, (doc, score) in enumerate(answer["results"], start=1):
                 label = answer.get("labels", {}).get(doc, "")
                 typer.echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
+
+
+# --- index ---------------------------------------------------------------------------------------
+@index_app.command("build")
+def index_build(
+    model: Path = typer.Option(..., "--model", "-m", help="Model file."),
+    data: str = typer.Option(..., "--data", "-d", help="Corpus: data set name or svmlight path."),
+    kind: str = typer.Option("exact", "--kind", help="exact | ann"),
+    out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Build an exact or FAISS approximate index over a corpus and save it."""
+    from sparsesim.workflows import build_index_from_files
+
+    params = parse_params(param)
+    summary = build_index_from_files(model, data, kind=kind, out=out, params=params.get("*", {}))
+    if json_out:
+        _emit(summary)
+    else:
+        typer.echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
 
 
 # --- experiment ---------------------------------------------------------------------------------

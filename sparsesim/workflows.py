@@ -155,6 +155,22 @@ def _answer(query_id, rows, scores, data: LabelledData) -> dict:
     return {"query": query_id, "results": [(doc, float(s)) for doc, s in zip(ids, scores)], "labels": labels}
 
 
+def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=None, params: dict | None = None) -> dict:
+    """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``."""
+    import time
+
+    from .indexes import build_index
+
+    model = BilinearSimilarity.load(model_path)
+    data = load_corpus(corpus, n_features=model.n_features)
+    ids = None if data.ids is None else data.ids
+    start = time.perf_counter()
+    index = build_index(model, data.X, kind=kind, ids=ids, **(params or {}))
+    seconds = time.perf_counter() - start
+    index.save(out)
+    return {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
+
+
 def query_index(index_dir, queries_path, top_k: int = 10, model_path=None) -> list[dict]:
     """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`)."""
     from .indexes import load_index  # noqa: WPS433 (optional heavy import)
