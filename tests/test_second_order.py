@@ -39,14 +39,16 @@ POLICIES = [("all", {}), ("active", {"delta": 0.7}), ("random", {"rate": 0.4})]
 
 @pytest.mark.parametrize("rule,sigma_step", [("cw", "previous"), ("cw", "updated"), ("arow", "previous")])
 @pytest.mark.parametrize("policy,pkw", POLICIES)
-@pytest.mark.parametrize("covariance", ["full", "diag"])
-def test_engine_matches_dense_reference(rule, sigma_step, policy, pkw, covariance):
+@pytest.mark.parametrize("path", ["full-fused", "full-blas", "diag"])
+def test_engine_matches_dense_reference(rule, sigma_step, policy, pkw, path):
     X, y = _data()
     T, signs = _stream(y)
     u = np.random.default_rng(5).random(len(T))
     kw = dict(eta=0.3, gamma=0.8, r=0.5, sigma_step=sigma_step, **pkw)
+    covariance = "diag" if path == "diag" else "full"
     Engine = FullCovarianceEngine if covariance == "full" else SparseSecondOrderEngine
-    extra = {} if covariance == "full" else {"initial_capacity": 16}  # forces table growth
+    extra = {"diag": {"initial_capacity": 16},  # forces table growth
+             "full-fused": {"blas_min_d2": 10 ** 9}, "full-blas": {"blas_min_d2": 0}}[path]
     eng = Engine(X.shape[1], rule=rule, policy=policy, **kw, **extra)
     margins, queried, losses, _ = eng.partial_fit(sp.csr_matrix(X), T, signs, u)
     M_ref, S_ref, q_ref, m_ref = dense_selective(X, T, rule, policy, u, signs, covariance=covariance, **kw)

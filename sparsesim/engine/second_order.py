@@ -66,6 +66,7 @@ POLICIES = {"all": QUERY_ALL, "active": QUERY_ACTIVE, "random": QUERY_RANDOM}
 DONE = 0
 NEED_ROOM = 1
 NEED_LABEL = 2
+NEED_UPDATE = 3
 
 
 # ------------------------------------------------------------------ small pure update rules
@@ -302,12 +303,14 @@ def train_full(
     rule, policy, delta, rate, C, eta, gamma, r, sigma_updated,
     have_labels, pending_label, qstate,
     margins, queried, losses,
-    z, phi, u,
+    z, phi, u, external,
 ):
     """Dense M (d x d) and full covariance S (d^2 x d^2, upper triangle) over triplets[start:stop].
 
     ``pend``/``pk_arr[0]`` hold the deferred rank-one downdate of the last update. Returns
-    (next_triplet, status). Query handling as in :func:`train_sparse`.
+    (next_triplet, status). Query handling as in :func:`train_sparse`. With ``external`` a
+    second-order step is left to the caller (BLAS, for large d^2): the kernel fills ``phi``,
+    ``losses[t]`` and ``signs[t]`` and returns NEED_UPDATE at triplet t.
     """
     d = M.shape[0]
     for t in range(start, stop):
@@ -359,6 +362,9 @@ def train_full(
                 for j in range(d):
                     M[i, j] += tau * y * phi[i * d + j]
             continue
+        if external:
+            signs[t] = y
+            return t, NEED_UPDATE
         fused_downdate_matvec(S, pend, pk_arr[0], phi, u)
         conf = 0.0
         for k in range(d * d):
@@ -392,10 +398,12 @@ class AuxStore(HashStore):
         self.diag_aux[:] = 1.0
 
 
-def _run_with_oracle(step, n, signs, oracle, triplets):
-    """Drive a kernel ``step(pos, pending_label) -> (pos, status, need)`` to the end of the chunk,
-    growing the store and asking ``oracle`` on demand. ``step`` handles NEED_ROOM itself when
-    it returns a ``need``; here we only resume."""
+def _run_with_oracle(step, n, signs, oracle, triplets, external_update=None):
+    """Drive a kernel ``step(pos, pending_label) -> (pos, status, need)`` to the end of the chunk.
+
+    ``step`` grows the store itself (NEED_ROOM); here a NEED_LABEL asks ``oracle`` and resumes
+    at the same triplet with its answer, and a NEED_UPDATE calls ``external_update(t)`` and
+    resumes after triplet t."""
     pos = 0
     pending = 0.0
     while pos < n:
@@ -404,6 +412,9 @@ def _run_with_oracle(step, n, signs, oracle, triplets):
         if status == NEED_LABEL:
             pending = ask_oracle(oracle, triplets[pos])
             signs[pos] = pending
+        elif status == NEED_UPDATE:
+            external_update(pos)
+            pos += 1
     return signs
 
 
@@ -469,7 +480,7 @@ class _EngineBase:
         losses = np.zeros(n)
         if n:
             step = self._stepper(X, triplets, signs, uniforms, oracle is None, margins, queried, losses)
-            _run_with_oracle(step, n, signs, oracle, triplets)
+            _run_with_oracle(step, n, signs, oracle, triplets, getattr(self, "_external_update", None))
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return margins, queried, losses, signs
@@ -552,17 +563,20 @@ class SparseSecondOrderEngine(_EngineBase):
 
 
 FULL_MAX_D = 64
+BLAS_MIN_D2 = 400  # d^2 from which the full-covariance step calls BLAS (dsymv + dsyr) instead of the fused loop
 
 
 class FullCovarianceEngine(_EngineBase):
     """PA, CW or AROW with a query policy, dense M and the full d^2 x d^2 covariance.
 
     Same parameters as :class:`SparseSecondOrderEngine` (no capacity); ``d`` must be at most
-    :data:`FULL_MAX_D` (Sigma takes 8 d^4 bytes: 134 MB at d = 64).
+    :data:`FULL_MAX_D` (Sigma takes 8 d^4 bytes: 134 MB at d = 64). ``blas_min_d2``: from this
+    d^2 on, each step calls BLAS ``dsymv``/``dsyr`` on the upper triangle (several times faster
+    for d^2 in the thousands); below it the fused compiled loop avoids the call overhead.
     """
 
     def __init__(self, d, rule="cw", policy="all", delta=1.0, rate=1.0, C=1.0, eta=1.0, gamma=1.0, r=1.0,
-                 sigma_step="previous", identity=False, query_budget=None):
+                 sigma_step="previous", identity=False, query_budget=None, blas_min_d2=BLAS_MIN_D2):
         super().__init__(d, rule, policy, delta, rate, C, eta, gamma, r, sigma_step, query_budget)
         if self.d > FULL_MAX_D:
             raise ValueError(f"full covariance needs d <= {FULL_MAX_D}, got {self.d}")
@@ -571,21 +585,41 @@ class FullCovarianceEngine(_EngineBase):
         self.S = np.eye(D) if self.rule != PA else np.zeros((1, 1))
         self.pend = np.zeros(D)
         self.pk = np.zeros(1)
+        self.external = self.rule != PA and D >= blas_min_d2
+        self._buffers = None
 
     def _stepper(self, X, triplets, signs, uniforms, have_labels, margins, queried, losses):
         Xd = np.ascontiguousarray(X.toarray())
         d = self.d
         z, phi, u = np.zeros(d), np.zeros(d * d), np.zeros(d * d)
+        self._buffers = (phi, signs, losses)
         n = triplets.shape[0]
         params = self._params()
 
         def step(pos, pending):
             pos, status = train_full(self.M, self.S, self.pend, self.pk, Xd, triplets, signs, uniforms,
                                      pos, n, *params, have_labels, pending, self.qstate,
-                                     margins, queried, losses, z, phi, u)
+                                     margins, queried, losses, z, phi, u, self.external)
             return pos, status, 0
 
         return step
+
+    def _external_update(self, t):
+        """The second-order step of triplet t with BLAS on the upper triangle of S (eq. 5-6 / AROW)."""
+        from scipy.linalg import blas
+
+        phi, signs, losses = self._buffers
+        flush_downdate(self.S, self.pend, self.pk[0])  # no-op unless the fused path left one
+        self.pk[0] = 0.0
+        SF = self.S.T  # Fortran view: the C upper triangle is its lower triangle
+        u = blas.dsymv(1.0, SF, phi, lower=1)
+        conf = float(phi @ u)
+        kappa, s = second_order_scalars(self.rule, float(losses[t]), conf, self.eta, self.gamma, self.r,
+                                        self.sigma_updated)
+        out = blas.dsyr(-kappa, u, a=SF, lower=1, overwrite_a=1)
+        if not np.shares_memory(out, self.S):  # pragma: no cover - f2py copied (never for a C array's .T)
+            self.S[...] = out.T
+        self.M += (signs[t] * s) * u.reshape(self.d, self.d)
 
     def covariance(self):
         """The full symmetric covariance Sigma (d^2 x d^2), pending downdate applied."""
