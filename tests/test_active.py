@@ -185,9 +185,90 @@ def test_paas_on_news20_sample_queries_fewer_labels_and_learns():
     except DataNotFoundError as exc:  # pragma: no cover - embedded
         pytest.skip(str(exc))
     tr, te = stratified_split(data.y, 0.7, seed=0)
-    est = PAAS(delta=0.1, n_triplets=600, random_state=0, identity=True).fit(data.X[tr], data.y[tr])
+    est = PAAS(delta=0.1, n_triplets=300, random_state=0, identity=True).fit(data.X[tr], data.y[tr])
     assert est.query_ratio_ < 0.9
     learned = evaluate_retrieval(est.model_.scorer(data.X[te]), data.y[te], k=10)["ap@10"]
     before = evaluate_retrieval(BilinearSimilarity(sp.csr_matrix((data.n_features,) * 2)).scorer(data.X[te]),
                                 data.y[te], k=10)["ap@10"]
     assert learned > before
+
+
+# --------------------------------------------------------------------------- the cikm15 protocol
+
+
+def test_stratified_subsample_sizes_floor_and_disjointness():
+    from sparsesim.experiments.cikm15 import stratified_subsample
+
+    y = np.array([0] * 800 + [1] * 150 + [2] * 40 + [3] * 9)
+    rows = stratified_subsample(y, 100, seed=0)
+    assert rows.size == 100 and np.unique(rows).size == 100
+    counts = np.bincount(y[rows], minlength=4)
+    assert counts.min() >= 5  # every class keeps min_per_class documents
+    assert counts[0] > counts[1] > counts[2]  # otherwise proportional
+    other = stratified_subsample(y, 100, seed=1, exclude=rows)
+    assert np.intersect1d(rows, other).size == 0
+    assert np.bincount(y[other], minlength=4)[3] == 4  # only what is left of the small class
+    np.testing.assert_array_equal(rows, stratified_subsample(y, 100, seed=0))
+
+
+def test_refine_delta_interpolates_between_bracketing_deltas():
+    from sparsesim.experiments.cikm15 import refine_delta
+
+    res = [{"delta": 0.25, "query_ratio": 0.10}, {"delta": 1.0, "query_ratio": 0.30}]
+    dl = refine_delta(res, 0.2)
+    assert 0.25 < dl < 1.0 and dl == pytest.approx(0.5)
+    assert refine_delta(res, 0.29) is None  # already within 2 points
+    assert refine_delta(res, 0.5) is None  # nothing brackets it
+
+
+def test_cikm15_protocol_small_run(tmp_path):
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.cikm15 import format_table
+
+    config = ExperimentConfig(
+        dataset="segment", algorithms=["pars", "cwrs", "cws", "oasis"], seeds=[0], triplets=400,
+        params={"*": {"C": 0.1, "eta": 0.1, "gamma": 1.0}}, out_dir=tmp_path,
+        options={"n_instances": 100, "folds": 2, "deltas": [2.0 ** -4, 1.0, 16.0], "search": "none"},
+    )
+    try:
+        report = run_experiment("cikm15", config)
+    except DataNotFoundError as exc:
+        pytest.skip(f"segment not available: {exc}")
+    res = report["results"]
+    algos = {r["algorithm"] for r in res}
+    assert algos == {"paas", "pars", "cwas", "cwrs", "cws", "oasis"}  # active partners added
+    for r in res:
+        assert {"algorithm", "seed", "fold", "ap@10", "map@10", "query_ratio", "train_seconds",
+                "updates_per_second"} <= set(r)
+    # each random run was matched to its active partner's observed ratio on the same fold and delta
+    for r in res:
+        if r["role"] == "random":
+            partner = [a for a in res if a["role"] == "active" and a["fold"] == r["fold"] and a["delta"] == r["delta"]
+                       and a["algorithm"] == {"pars": "paas", "cwrs": "cwas"}[r["algorithm"]]]
+            assert len(partner) == 1
+            assert abs(r["query_ratio"] - partner[0]["query_ratio"]) < 0.1
+    assert all(r["query_ratio"] == 1.0 for r in res if r["role"] == "passive")
+    ratios = sorted({round(r["query_ratio"], 3) for r in res if r["algorithm"] == "paas"})
+    assert ratios[0] < 0.5 < ratios[-1]
+    assert set(report["table"]) == algos
+    assert (tmp_path / "cikm15_segment.png").stat().st_size > 1000
+    text = format_table(report)
+    assert "cwas" in text and "0.787" in text  # the paper's segment number is printed beside ours
+
+
+def test_cikm15_refuses_unknown_algorithm_and_full_cw_on_high_d(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+
+    with pytest.raises(InvalidInputError, match="cikm15"):
+        run_experiment("cikm15", ExperimentConfig(dataset="segment", algorithms=["sors-l1"]))
+    rng = np.random.default_rng(0)
+    path = tmp_path / "wide.svm"
+    dump_svmlight_file(rng.random((60, 70)), np.arange(60) % 3, str(path), zero_based=False)
+    base = dict(dataset=str(path), triplets=50, params={"*": {"eta": 1.0, "gamma": 1.0}},
+                options={"n_instances": 60, "folds": 2, "search": "none"})
+    with pytest.raises(InvalidInputError, match="cws-d"):
+        run_experiment("cikm15", ExperimentConfig(algorithms=["cws"], **base))
+    report = run_experiment("cikm15", ExperimentConfig(algorithms=["cws-d"], **base))
+    assert len(report["results"]) == 2 and report["settings"]["n_features"] == 70

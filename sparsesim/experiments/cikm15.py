@@ -248,6 +248,12 @@ def refine_delta(active_results, target, tol=0.02):
     return None
 
 
+def _accepted(name, params):
+    """``params`` restricted to the constructor parameters of ``name`` (``"*"`` overrides span families)."""
+    accepted = set(make_estimator(name).get_params())
+    return {k: v for k, v in params.items() if k in accepted}
+
+
 def _mean_std(values):
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(arr.std())
@@ -297,7 +303,8 @@ def run(config) -> dict:
             tune_rows = stratified_subsample(data.y, n_inst, seed + 1000, exclude=rows)
             if len(tune_rows) < max(20, n_inst // 2):
                 tune_rows = rows
-            fixed = {k: v for k, v in config.params_for(SEARCH_ALGORITHM[fam]).items() if k not in SEARCH_PARAMS[fam]}
+            fixed = {k: v for k, v in _accepted(SEARCH_ALGORITHM[fam], config.params_for(SEARCH_ALGORITHM[fam])).items()
+                     if k not in SEARCH_PARAMS[fam]}
             res = _search_family(fam, data, tune_rows, search_triplets, seed, search_mode, n_jobs, fixed)
             res["tuning_documents"] = int(len(tune_rows))
             res["disjoint"] = bool(tune_rows is not rows)
@@ -308,7 +315,7 @@ def run(config) -> dict:
             p = dict(FIXED_PARAMS.get(name, {}))
             p.update(config.params_for(name))
             p.update(family_params.get(FAMILY[name], {}))
-            return p
+            return _accepted(name, p)
 
         y = data.y[rows]
         X = data.X[rows]
