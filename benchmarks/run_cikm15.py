@@ -31,7 +31,7 @@ def main(argv=None):
     parser.add_argument("datasets", nargs="+")
     parser.add_argument("--algorithms", default="oasis,paas,pars,cws,cwas,cwrs,aroma")
     parser.add_argument("--query-ratio", type=float, default=0.2)
-    parser.add_argument("--search", default="coordinate", choices=["coordinate", "grid", "none"])
+    parser.add_argument("--search", default="grid", choices=["grid", "coordinate", "none"])
     parser.add_argument("--search-triplets", type=int, default=None)
     parser.add_argument("--no-curve", action="store_true", help="sweep delta on fold 0 only")
     parser.add_argument("--seeds", default="0")

@@ -9,8 +9,8 @@ Per data set and seed:
    ``.scale`` convention the other sets already follow).
 2. **Parameter search** in 10^{-5..5} (the paper's space) on a *disjoint* stratified tuning
    subset of the same size (train on 4/5, AP@10 on 1/5): C for the PA family (on OASIS with
-   M_1 = 0, the passive PAAS), (eta, gamma) for CW (on CWS; coordinate search gamma -> eta ->
-   gamma by default, ``search="grid"`` for all 121 pairs), r for AROMA. Active and random
+   M_1 = 0, the passive PAAS), (eta, gamma) for CW (on CWS; all 121 pairs by default,
+   ``search="coordinate"`` for gamma -> eta -> gamma, 31 runs), r for AROMA. Active and random
    variants use the parameters of their passive version (the paper tunes the passive versions
    in its Fig. 2). Constructor overrides in ``config.params`` skip the search of a family.
 3. **5-fold CV** — per fold, ``n_triplets`` SORS triplets (Table 1 counts) are drawn from the
@@ -26,7 +26,7 @@ Per data set and seed:
    ``cikm15_<dataset>.png`` into ``config.out_dir``.
 
 Options (``config.options``): ``query_ratio`` (0.2), ``deltas`` (list), ``folds`` (5),
-``search`` ("coordinate", "grid" or "none"), ``search_triplets`` (default min(n_triplets, 5000)),
+``search`` ("grid", "coordinate" or "none"), ``search_triplets`` (default min(n_triplets, 5000)),
 ``n_instances`` (subset size), ``scale`` ("auto", "none", "minmax"), ``curve`` (True: sweep
 every fold; False: sweep fold 0 only to pick delta, then run the other folds at that delta),
 ``refine`` (0.02: when no swept delta gives a mean ratio within 2 points of the target, one
@@ -275,7 +275,7 @@ def run(config) -> dict:
     target = float(opts.get("query_ratio", 0.2))
     deltas = [float(v) for v in opts.get("deltas", DEFAULT_DELTAS)]
     n_folds = int(opts.get("folds", 5))
-    search_mode = opts.get("search", "coordinate")
+    search_mode = opts.get("search", "grid")
     if search_mode not in ("coordinate", "grid", "none"):
         raise InvalidInputError(f"search must be 'coordinate', 'grid' or 'none', got {search_mode!r}")
     curve = bool(opts.get("curve", True))
@@ -476,6 +476,11 @@ def plot_curves(report, path):
     return path
 
 
+def _pow2(value) -> str:
+    e = float(np.log2(value))
+    return f"2^{round(e)}" if abs(e - round(e)) < 1e-9 else f"2^{e:.2f}"
+
+
 def format_table(report) -> str:
     """Table 2 style: query %, AP@10, mAP@10, time (mean +- std over folds), with the paper's numbers."""
     paper = report.get("paper") or {}
@@ -487,7 +492,7 @@ def format_table(report) -> str:
     lines += [head, "-" * len(head)]
     for algo, e in report["table"].items():
         q, ap, mp, ts, ups = (e[k] for k in ("query_ratio", "ap@10", "map@10", "train_seconds", "updates_per_second"))
-        delta = "-" if e["delta"] is None else f"2^{np.log2(e['delta']):.0f}"
+        delta = "-" if e["delta"] is None else _pow2(e["delta"])
         ref = paper.get(algo)
         ref_s = f"{ref[0]:.1f}, {ref[1]:.3f}, {ref[2]:.3f}" if ref else ""
         lines.append(f"{algo:<9} {delta:>8} {100 * q[0]:7.1f} ± {100 * q[1]:5.1f} {ap[0]:7.3f} ± {ap[1]:5.3f} "
