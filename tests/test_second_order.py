@@ -185,3 +185,25 @@ def test_cws_learns_on_real_data_slice():
     learned = evaluate_retrieval(est.model_.scorer(X[te]), yy[te], k=10)["ap@10"]
     dot = evaluate_retrieval(dot_scorer(X[te]), yy[te], k=10)["ap@10"]
     assert learned > dot
+
+
+def test_oracle_with_blas_path_full_covariance():
+    """d = 20 (d^2 = 400) takes the BLAS step; oracle answers interleave with external updates."""
+    X, y = _data(n=30, d=20, density=0.5, seed=31, scale=0.5)
+    T, signs = _stream(y, 80, seed=32)
+    lookup = {tuple(t): s for t, s in zip(T, signs)}
+    calls = []
+
+    def oracle(t):
+        calls.append(tuple(t))
+        return lookup[tuple(t)]
+
+    a = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1, oracle=oracle).partial_fit(X, T)
+    assert a.engine_.external
+    b = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1).partial_fit(X, T, signs)
+    assert len(calls) == a.n_queries_ == b.n_queries_ > 0
+    np.testing.assert_allclose(a.model_.W.toarray(), b.model_.W.toarray(), **TOL)
+    u = _rng_for(1).random(80)
+    M_ref, S_ref, _, _ = dense_selective(X, T, "cw", "active", u, signs, delta=0.8, eta=0.3, gamma=0.5)
+    np.testing.assert_allclose(a.model_.W.toarray(), M_ref, **TOL)
+    np.testing.assert_allclose(a.engine_.covariance(), S_ref, **TOL)
