@@ -112,6 +112,30 @@ def test_oracle_is_asked_exactly_for_queried_triplets():
     np.testing.assert_allclose(with_oracle.model_.W.toarray(), plain.model_.W.toarray(), **TOL)
 
 
+def test_oracle_with_table_growth_mid_stream():
+    """Regression: a label answered for one triplet must not be reused when the table grows later
+    in the same kernel call (many features, tiny initial table, growth after labelled triplets)."""
+    X = sp.random(60, 3000, density=0.01, random_state=1, format="csr")
+    y = np.arange(60) % 3
+    T = sors_triplets(y, 400, seed=2)
+    calls = []
+
+    def oracle(t):
+        calls.append(tuple(t))
+        return 1
+
+    est = PAAS(delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit(X, T)
+    assert len(calls) == est.n_queries_
+    assert np.all(est.last_labels_[est.last_queried_] == 1)
+    plain = PAAS(delta=0.5, random_state=0, initial_capacity=16).partial_fit(X, T)
+    np.testing.assert_allclose(est.model_.W.toarray(), plain.model_.W.toarray(), **TOL)
+    from sparsesim.learners.second_order import CWAS
+
+    calls.clear()
+    cw = CWAS(covariance="diag", delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit(X, T)
+    assert len(calls) == cw.n_queries_
+
+
 def test_oracle_answers_drive_the_model():
     """An adversarial oracle (always -1) gives a different model than the data's labels."""
     X, y = _data(seed=12)

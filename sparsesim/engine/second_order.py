@@ -541,6 +541,8 @@ class SparseSecondOrderEngine(_EngineBase):
                 if status != NEED_ROOM:
                     return pos2, status, need
                 st.reserve(max(need, 1))
+                if pos2 != pos:  # the pending label belonged to triplet ``pos``, already processed
+                    pending = 0.0
                 pos = pos2
 
         return step
