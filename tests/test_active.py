@@ -136,6 +136,32 @@ def test_oracle_with_table_growth_mid_stream():
     assert len(calls) == cw.n_queries_
 
 
+@pytest.mark.parametrize("covariance", ["diag", "full"])
+def test_interrupted_oracle_leaves_exact_accounting(covariance):
+    """A person who stops answering (KeyboardInterrupt) after 5 labels: the model and counters hold
+    exactly the triplets before the interrupted one."""
+    from sparsesim.learners.second_order import CWAS
+
+    X, y = _data(seed=16)
+    T = sors_triplets(y, 300, seed=5)
+    answers = []
+
+    def person(t):
+        if len(answers) == 5:
+            raise KeyboardInterrupt
+        answers.append(1)
+        return 1
+
+    est = CWAS(covariance=covariance, delta=0.5, random_state=3, oracle=person)
+    with pytest.raises(KeyboardInterrupt):
+        est.partial_fit(X, T)
+    done = est.engine_.interrupted_at
+    assert est.n_queries_ == 5 and est.n_triplets_seen_ == done < 300
+    ref = CWAS(covariance=covariance, delta=0.5, random_state=3).partial_fit(X, T[:done])
+    assert ref.n_queries_ == 5
+    np.testing.assert_allclose(est.model_.W.toarray(), ref.model_.W.toarray(), **TOL)
+
+
 def test_oracle_answers_drive_the_model():
     """An adversarial oracle (always -1) gives a different model than the data's labels."""
     X, y = _data(seed=12)

@@ -398,16 +398,19 @@ class AuxStore(HashStore):
         self.diag_aux[:] = 1.0
 
 
-def _run_with_oracle(step, n, signs, oracle, triplets, external_update=None):
+def _run_with_oracle(step, n, signs, oracle, triplets, external_update=None, progress=None):
     """Drive a kernel ``step(pos, pending_label) -> (pos, status, need)`` to the end of the chunk.
 
     ``step`` grows the store itself (NEED_ROOM); here a NEED_LABEL asks ``oracle`` and resumes
     at the same triplet with its answer, and a NEED_UPDATE calls ``external_update(t)`` and
-    resumes after triplet t."""
+    resumes after triplet t. ``progress[0]`` always holds the number of triplets fully processed
+    (so an oracle that raises, or a KeyboardInterrupt at a prompt, leaves exact accounting)."""
+    progress = [0] if progress is None else progress
     pos = 0
     pending = 0.0
     while pos < n:
         pos, status, _ = step(pos, pending)
+        progress[0] = pos
         pending = 0.0
         if status == NEED_LABEL:
             pending = ask_oracle(oracle, triplets[pos])
@@ -415,6 +418,7 @@ def _run_with_oracle(step, n, signs, oracle, triplets, external_update=None):
         elif status == NEED_UPDATE:
             external_update(pos)
             pos += 1
+            progress[0] = pos
     return signs
 
 
@@ -480,7 +484,19 @@ class _EngineBase:
         losses = np.zeros(n)
         if n:
             step = self._stepper(X, triplets, signs, uniforms, oracle is None, margins, queried, losses)
-            _run_with_oracle(step, n, signs, oracle, triplets, getattr(self, "_external_update", None))
+            progress = [0]
+            try:
+                _run_with_oracle(step, n, signs, oracle, triplets, getattr(self, "_external_update", None),
+                                 progress)
+            except BaseException:
+                # the model holds the triplets before the interrupted one: count exactly those
+                done = progress[0]
+                self.qstate[0] -= int(queried[done:].sum())
+                queried[done:] = 0
+                self.n_seen += done
+                self.n_updates += int(np.count_nonzero(losses[:done]))
+                self.interrupted_at = done
+                raise
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return margins, queried, losses, signs

@@ -148,15 +148,18 @@ class SelectiveBilinear(_BaseBilinear):
             self._rng = _rng_for(self.random_state)
         uniforms = self._rng.random(triplets.shape[0])
         start = time.perf_counter()
-        margins, queried, losses, labels = self.engine_.partial_fit(X, triplets, signs, uniforms, self.oracle)
-        self.train_seconds_ += time.perf_counter() - start
-        self.n_triplets_seen_ += triplets.shape[0]
-        self.n_queries_ += int(queried.sum())
-        self.n_updates_ += int(np.count_nonzero(losses))
+        try:
+            margins, queried, losses, labels = self.engine_.partial_fit(X, triplets, signs, uniforms, self.oracle)
+        finally:
+            # counters follow the engine, so an oracle error or an interrupt leaves them exact
+            self.train_seconds_ += time.perf_counter() - start
+            self.n_triplets_seen_ = self.engine_.n_seen
+            self.n_queries_ = self.engine_.n_queries
+            self.n_updates_ = self.engine_.n_updates
+            self._model_cache = None
         self.last_queried_ = queried.astype(bool)
         self.last_margins_ = margins
         self.last_labels_ = np.where(self.last_queried_, labels, 0.0)
-        self._model_cache = None
         return self
 
     @property
