@@ -97,7 +97,7 @@ register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "sim
 register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
                        "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))
 
-# === BEGIN online heterogeneous transfer (OHT, issue 7) ===================================
+# === BEGIN online heterogeneous transfer (OHT, issue 7) ============================
 # Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
 # parameter) PA / PA-I / PA-II target learner; paper settings sigma = 8, C = 5, K = 100.
 for _v, _label in (("pa", "PA"), ("pa1", "PA-I"), ("pa2", "PA-II")):
@@ -112,3 +112,30 @@ for _v, _label in (("pa", "PA"), ("pa1", "PA-I"), ("pa2", "PA-II")):
                            {"combiner": "discount", "variant": _v}))
 del _v, _label
 # === END online heterogeneous transfer ===================================================
+# --- BEGIN active and second-order similarity learners (CIKM 2015; AROMA) -----------------
+register(AlgorithmSpec("paas", "sparsesim.learners.active:PAAS", "similarity",
+                       "PAAS: passive-aggressive active similarity, queries w.p. delta/(delta+|p|) (Hao et al. 2015)"))
+register(AlgorithmSpec("pars", "sparsesim.learners.active:PARS", "similarity",
+                       "PARS: passive-aggressive similarity with uniform random queries at query_rate"))
+register(AlgorithmSpec("cws", "sparsesim.learners.second_order:CWS", "similarity",
+                       "CWS: confidence-weighted similarity, full d^2 x d^2 covariance, all labels (d <= 64)",
+                       {"covariance": "full"}))
+register(AlgorithmSpec("cwas", "sparsesim.learners.second_order:CWAS", "similarity",
+                       "CWAS: confidence-weighted active similarity, full covariance (d <= 64)", {"covariance": "full"}))
+register(AlgorithmSpec("cwrs", "sparsesim.learners.second_order:CWRS", "similarity",
+                       "CWRS: confidence-weighted similarity, random queries, full covariance (d <= 64)",
+                       {"covariance": "full"}))
+register(AlgorithmSpec("cws-d", "sparsesim.learners.second_order:CWS", "similarity",
+                       "CWS-d: confidence-weighted similarity, diagonal covariance (any d, sparse engine)",
+                       {"covariance": "diag"}))
+register(AlgorithmSpec("cwas-d", "sparsesim.learners.second_order:CWAS", "similarity",
+                       "CWAS-d: confidence-weighted active similarity, diagonal covariance", {"covariance": "diag"}))
+register(AlgorithmSpec("cwrs-d", "sparsesim.learners.second_order:CWRS", "similarity",
+                       "CWRS-d: confidence-weighted similarity, random queries, diagonal covariance",
+                       {"covariance": "diag"}))
+register(AlgorithmSpec("aroma", "sparsesim.learners.second_order:AROMA", "similarity",
+                       "AROMA: AROW for bilinear similarity, full covariance (Crammer & Chechik 2012; d <= 64)",
+                       {"covariance": "full"}))
+register(AlgorithmSpec("aroma-d", "sparsesim.learners.second_order:AROMA", "similarity",
+                       "AROMA-d: AROW for bilinear similarity, diagonal covariance (any d)", {"covariance": "diag"}))
+# --- END active and second-order similarity learners ----------------------------------------
