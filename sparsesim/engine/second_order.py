@@ -462,6 +462,15 @@ class _EngineBase:
     def n_queries(self) -> int:
         return int(self.qstate[0])
 
+    def export_W(self, identity: bool = True):
+        """M - I (``identity``) or M as one CSR matrix (what the learners' ``model_`` stores)."""
+        import scipy.sparse as sp
+
+        off, diag = self.export()
+        W = (off + sp.diags(diag - (1.0 if identity else 0.0), format="csr")).tocsr()
+        W.eliminate_zeros()
+        return W
+
     def _params(self):
         return (self.rule, self.policy, self.delta, self.rate, self.C, self.eta, self.gamma, self.r,
                 self.sigma_updated)
@@ -566,6 +575,10 @@ class SparseSecondOrderEngine(_EngineBase):
     def export(self):
         """(off-diagonal CSR, diagonal copy) of M."""
         return self.store.offdiag_csr(), self.store.diag.copy()
+
+    def export_W(self, identity: bool = True):
+        """M - I (``identity``) or M as one CSR matrix, in one pass over the store."""
+        return self.store.to_csr(1.0 if identity else 0.0)
 
     def covariance(self):
         """The diagonal covariance as a dense (d, d) array (small d only; absent entries are 1)."""
