@@ -96,3 +96,16 @@ register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "sim
                        "AdaSORS-I: AdaGrad proximal L1 on all entries", {"regularizer": "l1"}))
 register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
                        "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))
+
+# --- BEGIN multi-task relative similarity (IJCAI 2017 OMTRSL; sparsesim/learners/multitask.py) ---
+register(AlgorithmSpec("omtrsl", "sparsesim.learners.multitask:OMTRSL", "multitask-similarity",
+                       "OMTRSL: online multi-task relative similarity, tasks coupled by A^-1(b) (Hao et al. 2017)"))
+register(AlgorithmSpec("omtrsl-active", "sparsesim.learners.multitask:OMTRSLActive", "multitask-similarity",
+                       "OMTRSL-Active: query y_t with probability delta/(delta+|p_t|)"))
+register(AlgorithmSpec("omtrsl-random", "sparsesim.learners.multitask:OMTRSLRandom", "multitask-similarity",
+                       "OMTRSL-Random: query y_t uniformly at a fixed ratio"))
+register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multitask-similarity",
+                       "OSTRSL: one independent OASIS-style learner per task, trained in parallel"))
+register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
+                       "OGRSL: one global OASIS-style similarity for all tasks"))
+# --- END multi-task relative similarity ---
