@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import merge_difference
-from .hashstore import EMPTY, MAX_LOAD, REBUILD_LOAD, HashStore, home_slot
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1
@@ -121,15 +121,18 @@ def _sq_norms(data, lo, hi, zv, nz):
 @numba.njit(cache=True)
 def train_dense(
     W, n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
-    mode, rate, alpha, beta, C, zi, zv, losses, margins, queried,
+    mode, rate, alpha, beta, C, zi, zv, zd, losses, margins, queried,
 ):
     """Process triplets[start:stop] on W = [O_1, ..., O_K, S] (shape (K + has_shared, d, d)).
 
     ``losses[t]`` receives the hinge loss (0 when not queried), ``margins[t]`` p_t (NaN when
     the random mode skipped the triplet without computing it), ``queried[t]`` 1 when y_t was asked.
+    ``zd`` is a zeroed length-d work vector. When z = x^1 - x^2 has at least d / 4 nonzeros the
+    rows are read and written contiguously (BLAS dot, vectorised axpy) instead of gathered.
     """
     shared = n_tasks
     use_shared = beta != 0.0
+    d = W.shape[1]
     for t in range(start, stop):
         k = task_ids[t]
         if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
@@ -140,45 +143,72 @@ def train_dense(
         a = triplets[t, 0]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
+        dense_rows = 4 * nz >= d
         # p_t = x^T (I + S + O_k) z
         p = 0.0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            acc = 0.0
+        if dense_rows:
             for jj in range(nz):
-                j = zi[jj]
-                v = W[k, i, j]
+                zd[zi[jj]] = zv[jj]
+            for ii in range(lo, hi):
+                i = indices[ii]
+                acc = np.dot(W[k, i], zd)
                 if use_shared:
-                    v += W[shared, i, j]
-                if i == j:
-                    v += 1.0
-                acc += zv[jj] * v
-            p += data[ii] * acc
+                    acc += np.dot(W[shared, i], zd)
+                p += data[ii] * (acc + zd[i])
+        else:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                acc = 0.0
+                for jj in range(nz):
+                    j = zi[jj]
+                    v = W[k, i, j]
+                    if use_shared:
+                        v += W[shared, i, j]
+                    if i == j:
+                        v += 1.0
+                    acc += zv[jj] * v
+                p += data[ii] * acc
         margins[t] = p
-        if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
-            queried[t] = 0
-            losses[t] = 0.0
-            continue
-        queried[t] = 1
+        ask = mode != QUERY_ACTIVE or _decide(mode, uniforms[t], p, rate)
         y = signs[t]
         loss = 1.0 - y * p
-        if loss <= 0.0:
+        if not ask or loss <= 0.0:
+            queried[t] = 1 if ask else 0
             losses[t] = 0.0
+            if dense_rows:
+                for jj in range(nz):
+                    zd[zi[jj]] = 0.0
             continue
+        queried[t] = 1
         losses[t] = loss
         sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
         g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
         ga = g * alpha  # O_{t_k} += alpha y tau X_t
         gb = g * beta   # S += beta y tau X_t   (eq. 4 for every k through M^k = I + S + O_k)
-        for ii in range(lo, hi):
-            i = indices[ii]
-            xi = data[ii]
-            for jj in range(nz):
-                j = zi[jj]
-                w = xi * zv[jj]
-                W[k, i, j] += ga * w
+        if dense_rows:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                ca = ga * data[ii]
+                cb = gb * data[ii]
+                row = W[k, i]
+                for j in range(d):
+                    row[j] += ca * zd[j]
                 if use_shared:
-                    W[shared, i, j] += gb * w
+                    srow = W[shared, i]
+                    for j in range(d):
+                        srow[j] += cb * zd[j]
+            for jj in range(nz):
+                zd[zi[jj]] = 0.0
+        else:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                xi = data[ii]
+                for jj in range(nz):
+                    j = zi[jj]
+                    w = xi * zv[jj]
+                    W[k, i, j] += ga * w
+                    if use_shared:
+                        W[shared, i, j] += gb * w
     return stop
 
 
@@ -186,39 +216,44 @@ def train_dense(
 
 
 @numba.njit(cache=True, inline="always")
-def find_pair(keys, ij, Kp1, k_own, k_shared, want_shared, shift):
-    """One walk from the home slot of ij: slots of O_k[ij] and S[ij] (-1 when absent).
+def find_two(keys, key_a, key_b, want_b, shift):
+    """Slots of ``key_a`` and ``key_b`` (-1 when absent), probing both runs in lock step.
 
-    The walk stops when every wanted key is found or at the first empty slot (keys are never
-    deleted, so an empty slot ends every probe run).
+    Each key is hashed on its full value (Fibonacci hashing, as :mod:`.hashstore`); the two probe
+    sequences are independent, so advancing them together lets the CPU overlap their cache
+    misses instead of paying one after the other. Keys are never deleted, so an empty slot ends
+    a probe run.
     """
     mask = keys.shape[0] - 1
-    s = home_slot(ij, shift)
-    key_own = ij * Kp1 + k_own
-    key_sh = ij * Kp1 + k_shared
-    s_own = -1
-    s_sh = -1
-    while True:
-        key = keys[s]
-        if key == EMPTY:
-            break
-        if key == key_own:
-            s_own = s
-            if s_sh >= 0 or not want_shared:
-                break
-        elif key == key_sh:
-            s_sh = s
-            if s_own >= 0:
-                break
-        s = (s + 1) & mask
-    return s_own, s_sh
+    sa = home_slot(key_a, shift)
+    sb = home_slot(key_b, shift)
+    ra = -2
+    rb = -2 if want_b else -1
+    while ra == -2 or rb == -2:
+        if ra == -2:
+            ka = keys[sa]
+            if ka == key_a:
+                ra = sa
+            elif ka == EMPTY:
+                ra = -1
+            else:
+                sa = (sa + 1) & mask
+        if rb == -2:
+            kb = keys[sb]
+            if kb == key_b:
+                rb = sb
+            elif kb == EMPTY:
+                rb = -1
+            else:
+                sb = (sb + 1) & mask
+    return ra, rb
 
 
 @numba.njit(cache=True, inline="always")
-def insert_absent(keys, vals, key, ij, shift, counts):
-    """Insert ``key`` (known to be absent) with value 0 in the probe run of ij; returns its slot."""
+def insert_absent(keys, vals, key, shift, counts):
+    """Insert ``key`` (known to be absent) with value 0; returns its slot."""
     mask = keys.shape[0] - 1
-    s = home_slot(ij, shift)
+    s = home_slot(key, shift)
     while keys[s] != EMPTY:
         s = (s + 1) & mask
     keys[s] = key
@@ -273,7 +308,12 @@ def train_hash(
                     slots_own[m] = -1
                     slots_sh[m] = -1
                 else:
-                    so, ss = find_pair(keys, base + j, Kp1, k, shared, use_shared, shift)
+                    key = (base + j) * Kp1
+                    if use_shared:
+                        so, ss = find_two(keys, key + k, key + shared, True, shift)
+                    else:
+                        so = find(keys, key + k, shift)
+                        ss = -1
                     slots_own[m] = so
                     slots_sh[m] = ss
                     v = 0.0
@@ -317,31 +357,15 @@ def train_hash(
                     ij = base + j
                     so = slots_own[m]
                     if so < 0:
-                        so = insert_absent(keys, vals, ij * Kp1 + k, ij, shift, counts)
+                        so = insert_absent(keys, vals, ij * Kp1 + k, shift, counts)
                     vals[so] += ga * w
                     if use_shared:
                         ss = slots_sh[m]
                         if ss < 0:
-                            ss = insert_absent(keys, vals, ij * Kp1 + shared, ij, shift, counts)
+                            ss = insert_absent(keys, vals, ij * Kp1 + shared, shift, counts)
                         vals[ss] += gb * w
                 m += 1
     return stop, 0
-
-
-@numba.njit(cache=True)
-def _rehash_grouped(old_keys, old_vals, new_keys, new_vals, Kp1, shift):
-    mask = new_keys.shape[0] - 1
-    n = 0
-    for s in range(old_keys.shape[0]):
-        key = old_keys[s]
-        if key >= 0:
-            t = home_slot(key // Kp1, shift)
-            while new_keys[t] != EMPTY:
-                t = (t + 1) & mask
-            new_keys[t] = key
-            new_vals[t] = old_vals[s]
-            n += 1
-    return n
 
 
 @numba.njit(cache=True)
@@ -368,11 +392,11 @@ def _csr_parts(keys, vals, d, Kp1):
     return rows, cols, out, which
 
 
-class GroupedHashStore(HashStore):
-    """A :class:`HashStore` whose keys ``(i d + j)(K + 1) + r`` are hashed on ``i d + j`` only.
+class TaskHashStore(HashStore):
+    """A :class:`HashStore` holding K + 1 matrices under keys ``(i d + j)(K + 1) + r``.
 
-    All K + 1 records of one (i, j) live in one probe run (see the module docstring). Keys are
-    never deleted. ``diag`` has shape (K + 1, d) (rows O_1..O_K, then S).
+    r = k for O_k, r = K for S. Keys are never deleted (growth and rehashing are the base
+    class's). ``diag`` has shape (K + 1, d) (rows O_1..O_K, then S).
     """
 
     def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
@@ -381,20 +405,6 @@ class GroupedHashStore(HashStore):
         if float(self.d) * self.d * (self.n_tasks + 1) >= 2.0 ** 62:
             raise ValueError("d * d * (n_tasks + 1) does not fit the 63-bit key space")
         self.diag = np.zeros((self.n_tasks + 1, self.d))
-
-    def reserve(self, extra: int) -> None:
-        """Make room for ``extra`` inserts (rebuild at a capacity leaving the load <= REBUILD_LOAD)."""
-        if self.counts[1] + extra <= self.max_used():
-            return
-        live = int(self.counts[0])
-        cap = self.capacity
-        while (live + extra) > cap * REBUILD_LOAD:
-            cap *= 4 if cap < (1 << 24) else 2
-        new = self._empty_table(cap)
-        n = _rehash_grouped(self.table["key"], self.table["val"], new["key"], new["val"],
-                            self.n_tasks + 1, 64 - int(np.log2(cap)))
-        self.table = new
-        self.counts[:] = n
 
     def matrices(self) -> list[sp.csr_matrix]:
         """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
@@ -460,7 +470,7 @@ class MultiTaskEngine:
             self.store = None
         else:
             self.W = None
-            self.store = GroupedHashStore(self.d, self.n_tasks, initial_capacity)
+            self.store = TaskHashStore(self.d, self.n_tasks, initial_capacity)
         self.n_seen = 0
         self.n_updates = 0
         self.n_queries = 0
@@ -499,6 +509,18 @@ class MultiTaskEngine:
         queried = np.zeros(n, np.int8)
         if n == 0:
             return losses, margins, queried
+        # the kernels do not bounds-check: refuse indices outside the arrays here
+        if task_ids.shape != (n,) or task_ids.min() < 0 or task_ids.max() >= self.n_tasks:
+            raise ValueError(f"task ids must be one per triplet in [0, {self.n_tasks})")
+        if triplets.ndim != 2 or triplets.shape[1] != 3 or triplets.min() < 0 or triplets.max() >= X.shape[0]:
+            raise ValueError(f"triplets must be (n, 3) row indices in [0, {X.shape[0]})")
+        if signs.shape != (n,) or (self.mode != QUERY_ALL and uniforms.shape != (n,)):
+            raise ValueError("signs (and uniforms for active / random queries) must hold one value per triplet")
+        if X.shape[1] != self.d:
+            raise ValueError(f"X has {X.shape[1]} features, the engine {self.d}")
+        if not X.has_sorted_indices:
+            X = X.copy()
+            X.sort_indices()
         row_nnz = np.diff(X.indptr)
         max_row = int(row_nnz.max()) if row_nnz.size else 0
         zi = np.empty(2 * max_row + 1, np.int64)
@@ -508,7 +530,7 @@ class MultiTaskEngine:
         data = X.data.astype(np.float64, copy=False)
         if self.storage == "dense":
             train_dense(self.W, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
-                        0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv,
+                        0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
                         losses, margins, queried)
         else:
             slots_own = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
@@ -546,7 +568,7 @@ class MultiTaskEngine:
 __all__ = [
     "MAX_LOAD",
     "MultiTaskEngine",
-    "GroupedHashStore",
+    "TaskHashStore",
     "task_coefficients",
     "relationship_inverse",
     "omtrsl_tau",
