@@ -65,8 +65,9 @@ def test_task_coefficients_reproduce_the_paper_matrix():
 @pytest.mark.parametrize("storage", ["dense", "hash"])
 @pytest.mark.parametrize("query,rate", [("all", 1.0), ("active", 0.5), ("random", 0.4)])
 @pytest.mark.parametrize("b", [0.0, 0.7, 5.0])
-def test_engine_matches_literal_algorithm(storage, query, rate, b):
-    Xd, trip, signs, tid, u = _problem(seed=int(b * 10) + len(query))
+@pytest.mark.parametrize("density,d", [(0.1, 12), (1.0, 7)])  # gathered sparse rows / contiguous dense rows
+def test_engine_matches_literal_algorithm(storage, query, rate, b, density, d):
+    Xd, trip, signs, tid, u = _problem(seed=int(b * 10) + len(query), density=density, d=d)
     K, d = 3, Xd.shape[1]
     ref, asked = dense_omtrsl(Xd, trip, signs, tid, K, b, 0.3, query, rate, u)
     eng = MultiTaskEngine(d, K, b=b, C=0.3, query=query, rate=rate, storage=storage, initial_capacity=16)
@@ -78,6 +79,17 @@ def test_engine_matches_literal_algorithm(storage, query, rate, b):
         np.testing.assert_allclose(_M(own, shared, k), ref[k], rtol=0, atol=1e-10)
     assert eng.n_queries == int(asked.sum())
     assert (query == "all") == (eng.n_queries == len(trip))
+
+
+def test_engine_refuses_out_of_range_indices():
+    X = sp.csr_matrix(np.eye(4))
+    eng = MultiTaskEngine(4, 2, storage="dense")
+    with pytest.raises(ValueError, match="task ids"):
+        eng.partial_fit(X, np.array([[0, 1, 2]]), np.ones(1), np.array([2]))
+    with pytest.raises(ValueError, match="row indices"):
+        eng.partial_fit(X, np.array([[0, 1, 4]]), np.ones(1), np.array([0]))
+    with pytest.raises(ValueError, match="uniform"):
+        MultiTaskEngine(4, 2, query="active").partial_fit(X, np.array([[0, 1, 2]]), np.ones(1), np.array([0]))
 
 
 def test_hash_and_dense_storage_agree_on_many_sparse_tasks():

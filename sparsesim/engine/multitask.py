@@ -29,15 +29,15 @@ it against K dense matrices updated through the compound vectors of eq. 3).
 Two storages for S, O_1..O_K, chosen per data set (``storage="auto"`` picks by memory):
 
 * ``"dense"`` — one float64 array (K + 1, d, d) (S at index K). Right for low-dimensional dense
-  data (isolet: d = 617) or a pruned vocabulary; the loops still only visit the entries
-  (i, j) with x_i != 0 and z_j != 0.
-* ``"hash"`` — one open-addressing table for all K + 1 matrices, keyed by
-  ``key = (i d + j) (K + 1) + r`` (r = K for S, r = k for O_k) and *hashed on i d + j only*. The
-  records of S_ij and O_k,ij therefore sit in the same probe run, usually the same cache line:
-  one walk from the home slot finds both, so a step costs about one single-task lookup per
-  touched entry rather than two independent random accesses (the update is random-access bound,
-  NOTES.md). K separate tables would double the cache misses; a record holding K + 1 values
-  would waste K-fold memory on entries only some tasks touch. Diagonals are dense (K + 1, d).
+  data (isolet: d = 617) or a pruned vocabulary. A triplet whose difference vector has at least
+  d / 4 nonzeros reads and writes whole rows contiguously (BLAS dot, vectorised axpy); sparser
+  ones visit only the entries (i, j) with x_i != 0 and z_j != 0.
+* ``"hash"`` — one open-addressing table (:class:`~.hashstore.HashStore`) for all K + 1 matrices,
+  keyed by ``key = (i d + j) (K + 1) + r`` (r = K for S, r = k for O_k) and hashed on the full key;
+  the lookups of S_ij and O_k,ij probe their runs in lock step (:func:`find_two`) so their cache
+  misses can overlap. Diagonals are dense (K + 1, d). A step costs two random accesses per touched
+  entry where a single-task step costs one; layouts that co-locate S_ij and O_k,ij (one probe run
+  per (i, j), or a 64-byte record with inline task slots) measured no faster (docs/multitask.md).
 
 Selective sampling (Algorithm 2, eq. 5): ``query="active"`` asks for y_t with probability
 delta / (delta + |p_t|); ``query="random"`` asks with a fixed probability (OMTRSL-Random). The
@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import merge_difference
-from .hashstore import EMPTY, MAX_LOAD, REBUILD_LOAD, HashStore, find, find_or_insert, home_slot
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1
@@ -418,285 +418,6 @@ class TaskHashStore(HashStore):
         return out
 
 
-# --------------------------------------------------------------------------- wide hash storage
-
-WIDE_SLOTS = 4
-WIDE_DTYPE = np.dtype([("key", np.int64), ("s", np.float64), ("tid", np.int16, (WIDE_SLOTS,)),
-                       ("own", np.float64, (WIDE_SLOTS,)), ("pad", np.int64)])  # 64 bytes: one cache line
-
-
-@numba.njit(cache=True, inline="always")
-def _insert_record(keys, svals, tids, owns, ij, shift, counts):
-    """New record for ij (known to be absent): S = 0, no task slot used."""
-    mask = keys.shape[0] - 1
-    s = home_slot(ij, shift)
-    while keys[s] != EMPTY:
-        s = (s + 1) & mask
-    keys[s] = ij
-    svals[s] = 0.0
-    for q in range(tids.shape[1]):
-        tids[s, q] = -1
-        owns[s, q] = 0.0
-    counts[0] += 1
-    counts[1] += 1
-    return s
-
-
-@numba.njit(cache=True)
-def train_wide(
-    keys, svals, tids, owns, counts, shift, max_used,
-    okeys, ovals, ocounts, oshift, omax_used, has_overflow,
-    diag, d, n_tasks,
-    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
-    mode, rate, alpha, beta, C, zi, zv, slots, qs, oslots, losses, margins, queried,
-):
-    """Process triplets[start:stop] on the wide storage; returns (next_triplet, inserts_needed).
-
-    One record per touched (i, j) holds S_ij and up to ``WIDE_SLOTS`` (task, O_k,ij) pairs in one
-    cache line; further tasks of a crowded (i, j) go to an overflow table keyed (i d + j)(K+1) + k.
-    """
-    Kp1 = n_tasks + 1
-    shared = n_tasks
-    use_shared = beta != 0.0
-    W = tids.shape[1]
-    for t in range(start, stop):
-        k = task_ids[t]
-        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
-            queried[t] = 0
-            losses[t] = 0.0
-            margins[t] = np.nan
-            continue
-        a = triplets[t, 0]
-        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
-        lo, hi = indptr[a], indptr[a + 1]
-        need = (hi - lo) * nz
-        if counts[1] + need > max_used or (has_overflow and ocounts[1] + need > omax_used):
-            return t, need
-        # pass 1: p_t = x^T (I + S + O_k) z, caching record, task slot and overflow slot
-        p = 0.0
-        m = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            base = i * d
-            acc = 0.0
-            for jj in range(nz):
-                j = zi[jj]
-                q = -1
-                o = -1
-                if j == i:
-                    v = 1.0 + diag[k, i]
-                    if use_shared:
-                        v += diag[shared, i]
-                    s = -1
-                else:
-                    ij = base + j
-                    s = find(keys, ij, shift)
-                    v = 0.0
-                    if s >= 0:
-                        v = svals[s]
-                        for qq in range(W):
-                            tq = tids[s, qq]
-                            if tq == k:
-                                q = qq
-                                break
-                            if tq < 0:
-                                break
-                        if q >= 0:
-                            v += owns[s, q]
-                        elif has_overflow and tids[s, W - 1] >= 0:
-                            o = find(okeys, ij * Kp1 + k, oshift)
-                            if o >= 0:
-                                v += ovals[o]
-                slots[m] = s
-                qs[m] = q
-                oslots[m] = o
-                acc += zv[jj] * v
-                m += 1
-            p += data[ii] * acc
-        margins[t] = p
-        if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
-            queried[t] = 0
-            losses[t] = 0.0
-            continue
-        queried[t] = 1
-        y = signs[t]
-        loss = 1.0 - y * p
-        if loss <= 0.0:
-            losses[t] = 0.0
-            continue
-        losses[t] = loss
-        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
-        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
-        ga = g * alpha
-        gb = g * beta
-        # pass 2: S += beta y tau X_t, O_{t_k} += alpha y tau X_t, in the same record
-        m = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            xi = data[ii]
-            base = i * d
-            for jj in range(nz):
-                j = zi[jj]
-                w = xi * zv[jj]
-                if j == i:
-                    diag[k, i] += ga * w
-                    if use_shared:
-                        diag[shared, i] += gb * w
-                else:
-                    ij = base + j
-                    s = slots[m]
-                    q = qs[m]
-                    o = oslots[m]
-                    if s < 0:
-                        s = _insert_record(keys, svals, tids, owns, ij, shift, counts)
-                    if use_shared:
-                        svals[s] += gb * w
-                    if q < 0 and o < 0:
-                        for qq in range(W):
-                            if tids[s, qq] < 0:
-                                q = qq
-                                tids[s, q] = k
-                                owns[s, q] = 0.0
-                                break
-                        if q < 0:
-                            o = find_or_insert(okeys, ovals, ij * Kp1 + k, oshift, ocounts)
-                    if q >= 0:
-                        owns[s, q] += ga * w
-                    else:
-                        ovals[o] += ga * w
-                m += 1
-    return stop, 0
-
-
-@numba.njit(cache=True)
-def _rehash_wide(old, new, shift):
-    mask = new.shape[0] - 1
-    keys = new["key"]
-    n = 0
-    for s in range(old.shape[0]):
-        key = old[s]["key"]
-        if key >= 0:
-            t = home_slot(key, shift)
-            while keys[t] != EMPTY:
-                t = (t + 1) & mask
-            new[t] = old[s]
-            n += 1
-    return n
-
-
-@numba.njit(cache=True)
-def _wide_parts(keys, svals, tids, owns, okeys, ovals, d, Kp1, shared):
-    """COO (row, col, val, matrix index r) of every stored nonzero entry of S and the O_k."""
-    n = 0
-    for s in range(keys.shape[0]):
-        if keys[s] >= 0:
-            n += 1 + tids.shape[1]
-    for s in range(okeys.shape[0]):
-        if okeys[s] >= 0:
-            n += 1
-    rows = np.empty(n, np.int64)
-    cols = np.empty(n, np.int64)
-    out = np.empty(n, np.float64)
-    which = np.empty(n, np.int64)
-    m = 0
-    for s in range(keys.shape[0]):
-        ij = keys[s]
-        if ij < 0:
-            continue
-        r, c = ij // d, ij % d
-        if svals[s] != 0.0:
-            rows[m], cols[m], out[m], which[m] = r, c, svals[s], shared
-            m += 1
-        for q in range(tids.shape[1]):
-            if tids[s, q] >= 0 and owns[s, q] != 0.0:
-                rows[m], cols[m], out[m], which[m] = r, c, owns[s, q], tids[s, q]
-                m += 1
-    for s in range(okeys.shape[0]):
-        key = okeys[s]
-        if key >= 0 and ovals[s] != 0.0:
-            ij = key // Kp1
-            rows[m], cols[m], out[m], which[m] = ij // d, ij % d, ovals[s], key - ij * Kp1
-            m += 1
-    return rows[:m], cols[:m], out[:m], which[:m]
-
-
-class WideHashStore:
-    """One 64-byte record per touched (i, j): key, S_ij and up to 4 (task, O_k,ij) pairs.
-
-    Reading or writing S_ij and O_k,ij of one entry touches one cache line, as a single-task
-    model does; tasks beyond the 4 inline slots of a crowded (i, j) go to an overflow
-    :class:`HashStore` keyed ``(i d + j)(K + 1) + k``. ``diag`` has shape (K + 1, d).
-    """
-
-    def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
-        self.d = int(d)
-        self.n_tasks = int(n_tasks)
-        if self.n_tasks > np.iinfo(np.int16).max:
-            raise ValueError("the wide storage holds at most 32767 tasks")
-        if float(self.d) * self.d * (self.n_tasks + 1) >= 2.0 ** 62:
-            raise ValueError("d * d * (n_tasks + 1) does not fit the 63-bit key space")
-        cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
-        self.table = self._empty(cap)
-        self.counts = np.zeros(2, np.int64)
-        self.has_overflow = self.n_tasks > WIDE_SLOTS
-        self.overflow = HashStore(self.d, "plain", 0.0, 1 << 12 if self.has_overflow else 16)
-        self.diag = np.zeros((self.n_tasks + 1, self.d))
-
-    @staticmethod
-    def _empty(cap):
-        t = np.zeros(cap, dtype=WIDE_DTYPE)
-        t["key"] = EMPTY
-        t["tid"] = -1
-        return t
-
-    @property
-    def capacity(self) -> int:
-        return self.table.shape[0]
-
-    @property
-    def shift(self) -> int:
-        return 64 - int(np.log2(self.capacity))
-
-    @property
-    def n_entries(self) -> int:
-        """Records (touched (i, j) pairs) plus overflow entries."""
-        return int(self.counts[0]) + self.overflow.n_entries
-
-    @property
-    def nbytes(self) -> int:
-        return self.table.nbytes + self.overflow.nbytes + self.diag.nbytes
-
-    def max_used(self) -> int:
-        return int(self.capacity * MAX_LOAD)
-
-    def reserve(self, extra: int) -> None:
-        """Room for ``extra`` new records (and overflow entries); growth as :class:`HashStore`."""
-        if self.has_overflow:
-            self.overflow.reserve(extra)
-        if self.counts[1] + extra <= self.max_used():
-            return
-        live = int(self.counts[0])
-        cap = self.capacity
-        while (live + extra) > cap * REBUILD_LOAD:
-            cap *= 4 if cap < (1 << 24) else 2
-        new = self._empty(cap)
-        self.counts[:] = _rehash_wide(self.table, new, 64 - int(np.log2(cap)))
-        self.table = new
-
-    def matrices(self) -> list[sp.csr_matrix]:
-        """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
-        K = self.n_tasks
-        t, o = self.table, self.overflow.table
-        rows, cols, vals, which = _wide_parts(t["key"], t["s"], t["tid"], t["own"], o["key"], o["val"],
-                                              self.d, K + 1, K)
-        out = []
-        for r in range(K + 1):
-            sel = which == r
-            off = sp.csr_matrix((vals[sel], (rows[sel], cols[sel])), shape=(self.d, self.d))
-            out.append((off + sp.diags(self.diag[r], format="csr")).tocsr())
-        return out
-
-
 # --------------------------------------------------------------------------- engine
 
 
@@ -741,15 +462,12 @@ class MultiTaskEngine:
         n_mats = self.n_tasks + (1 if self.beta != 0.0 else 0)
         if storage == "auto":
             storage = "dense" if n_mats * self.d * self.d * 8 <= dense_budget else "hash"
-        if storage not in ("dense", "hash", "wide"):
-            raise ValueError(f"unknown storage {storage!r}; use 'auto', 'dense', 'wide' or 'hash'")
+        if storage not in ("dense", "hash"):
+            raise ValueError(f"unknown storage {storage!r}; use 'auto', 'dense' or 'hash'")
         self.storage = storage
         if storage == "dense":
             self.W = np.zeros((n_mats, self.d, self.d))
             self.store = None
-        elif storage == "wide":
-            self.W = None
-            self.store = WideHashStore(self.d, self.n_tasks, initial_capacity)
         else:
             self.W = None
             self.store = TaskHashStore(self.d, self.n_tasks, initial_capacity)
@@ -814,22 +532,6 @@ class MultiTaskEngine:
             train_dense(self.W, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
                         0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
                         losses, margins, queried)
-        elif self.storage == "wide":
-            size = max(1, max_row * (2 * max_row + 1))
-            slots, qs, oslots = (np.empty(size, np.int64) for _ in range(3))
-            st = self.store
-            pos = 0
-            while pos < n:
-                t, o = st.table, st.overflow
-                pos, need = train_wide(
-                    t["key"], t["s"], t["tid"], t["own"], st.counts, st.shift, st.max_used(),
-                    o.table["key"], o.table["val"], o.counts, o.shift, o.max_used(), st.has_overflow,
-                    st.diag, self.d, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
-                    pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, slots, qs, oslots,
-                    losses, margins, queried,
-                )
-                if pos < n:
-                    st.reserve(max(need, 1))
         else:
             slots_own = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
             slots_sh = np.empty_like(slots_own)
@@ -867,8 +569,6 @@ __all__ = [
     "MAX_LOAD",
     "MultiTaskEngine",
     "TaskHashStore",
-    "WideHashStore",
-    "train_wide",
     "task_coefficients",
     "relationship_inverse",
     "omtrsl_tau",
