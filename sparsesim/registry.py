@@ -139,3 +139,15 @@ register(AlgorithmSpec("aroma", "sparsesim.learners.second_order:AROMA", "simila
 register(AlgorithmSpec("aroma-d", "sparsesim.learners.second_order:AROMA", "similarity",
                        "AROMA-d: AROW for bilinear similarity, diagonal covariance (any d)", {"covariance": "diag"}))
 # --- END active and second-order similarity learners ----------------------------------------
+# --- BEGIN multi-task relative similarity (IJCAI 2017 OMTRSL; sparsesim/learners/multitask.py) ---
+register(AlgorithmSpec("omtrsl", "sparsesim.learners.multitask:OMTRSL", "multitask-similarity",
+                       "OMTRSL: online multi-task relative similarity, tasks coupled by A^-1(b) (Hao et al. 2017)"))
+register(AlgorithmSpec("omtrsl-active", "sparsesim.learners.multitask:OMTRSLActive", "multitask-similarity",
+                       "OMTRSL-Active: query y_t with probability delta/(delta+|p_t|)"))
+register(AlgorithmSpec("omtrsl-random", "sparsesim.learners.multitask:OMTRSLRandom", "multitask-similarity",
+                       "OMTRSL-Random: query y_t uniformly at a fixed ratio"))
+register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multitask-similarity",
+                       "OSTRSL: one independent OASIS-style learner per task, trained in parallel"))
+register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
+                       "OGRSL: one global OASIS-style similarity for all tasks"))
+# --- END multi-task relative similarity ---

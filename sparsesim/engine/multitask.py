@@ -1,0 +1,578 @@
+"""The OMTRSL hot loop: K coupled bilinear models updated at the cost of one.
+
+Hao, Zhao, Liu, Hoi, Miao, "Online Multitask Relative Similarity Learning", IJCAI 2017
+(``papers/000``). Task k scores S^k(x, x') = x^T M^k x' (eq. 1). On a triplet (x_t, x_t^1, x_t^2)
+of task t_k with label y_t and hinge loss l_t = [1 - y_t p_t]_+, p_t = x_t^T M^{t_k} (x_t^1 - x_t^2),
+every task moves (eq. 4, Algorithm 1)::
+
+    M^k  <-  M^k + y_t tau_t A^{-1}_{k, t_k} X_t,     X_t = x_t (x_t^1 - x_t^2)^T,  for all k
+    tau_t = min(C, l_t / ||phi_t||^2_{A_dd^{-1}})
+
+with the task-relationship matrix of the paper (section 3.2)::
+
+    A^{-1} = 1 / ((1 + b) K) * [[b + K, b, ..., b], [b, b + K, ..., b], ..., [b, ..., b, b + K]]
+           = alpha I_K + beta 1 1^T,   alpha = 1 / (1 + b),   beta = b / ((1 + b) K)
+
+(diagonal: (b + K) / ((1 + b) K) = alpha + beta; off-diagonal: b / ((1 + b) K) = beta). Because
+phi_t is zero outside block t_k and A_dd = A (x) I_{d^2},
+``||phi_t||^2_{A_dd^{-1}} = A^{-1}_{t_k, t_k} ||X_t||_F^2 = (alpha + beta) ||x_t||^2 ||x_t^1 - x_t^2||^2``.
+
+Shared + own decomposition
+--------------------------
+Since A^{-1}_{k, t_k} = beta + alpha [k = t_k], keep one shared matrix S and one own matrix O_k
+per task, M^k = I + S + O_k (S = O_k = 0 at the start, so M^k_0 = I). The update of eq. (4) for all
+K tasks is then exactly ``S += beta y tau X_t`` and ``O_{t_k} += alpha y tau X_t``: two rank-one
+writes whatever K is, and the margin reads S and O_{t_k} only. By induction M^k = I + S + O_k holds
+after every step, so this is Algorithm 1, not an approximation (``tests/test_multitask.py`` checks
+it against K dense matrices updated through the compound vectors of eq. 3).
+
+Two storages for S, O_1..O_K, chosen per data set (``storage="auto"`` picks by memory):
+
+* ``"dense"`` — one float64 array (K + 1, d, d) (S at index K). Right for low-dimensional dense
+  data (isolet: d = 617) or a pruned vocabulary. A triplet whose difference vector has at least
+  d / 4 nonzeros reads and writes whole rows contiguously (BLAS dot, vectorised axpy); sparser
+  ones visit only the entries (i, j) with x_i != 0 and z_j != 0.
+* ``"hash"`` — one open-addressing table (:class:`~.hashstore.HashStore`) for all K + 1 matrices,
+  keyed by ``key = (i d + j) (K + 1) + r`` (r = K for S, r = k for O_k) and hashed on the full key;
+  the lookups of S_ij and O_k,ij probe their runs in lock step (:func:`find_two`) so their cache
+  misses can overlap. Diagonals are dense (K + 1, d). A step costs two random accesses per touched
+  entry where a single-task step costs one; layouts that co-locate S_ij and O_k,ij (one probe run
+  per (i, j), or a 64-byte record with inline task slots) measured no faster (docs/multitask.md).
+
+Selective sampling (Algorithm 2, eq. 5): ``query="active"`` asks for y_t with probability
+delta / (delta + |p_t|); ``query="random"`` asks with a fixed probability (OMTRSL-Random). The
+uniform draws come from the caller, so a run is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from .bilinear import merge_difference
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
+
+QUERY_ALL = 0
+QUERY_ACTIVE = 1
+QUERY_RANDOM = 2
+QUERY_MODES = {"all": QUERY_ALL, "active": QUERY_ACTIVE, "random": QUERY_RANDOM}
+
+
+# --------------------------------------------------------------------------- update rules
+
+
+def task_coefficients(b: float, n_tasks: int) -> tuple[float, float]:
+    """(alpha, beta) with A^{-1} = alpha I + beta 1 1^T for the paper's A^{-1}(b) (section 3.2).
+
+    A^{-1} = ((b + K) on the diagonal, b off it) / ((1 + b) K), so alpha = 1 / (1 + b) and
+    beta = b / ((1 + b) K). b = 0 gives A^{-1} = I (K independent learners); b -> inf gives
+    11^T / K (one model for all tasks).
+    """
+    b = float(b)
+    K = int(n_tasks)
+    return 1.0 / (1.0 + b), b / ((1.0 + b) * K)
+
+
+def relationship_inverse(b: float, n_tasks: int) -> np.ndarray:
+    """The K x K matrix A^{-1} written literally as in the paper (for tests and docs)."""
+    K = int(n_tasks)
+    return (np.full((K, K), float(b)) + K * np.eye(K)) / ((1.0 + b) * K)
+
+
+@numba.njit(cache=True, inline="always")
+def omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C):
+    """tau_t = min(C, l_t / ||phi_t||^2_{A_dd^{-1}}) (eq. 3), ||phi_t||^2 = (alpha + beta) ||x||^2 ||z||^2."""
+    denom = (alpha + beta) * sq_x * sq_z
+    if denom <= 0.0:
+        return 0.0
+    return min(C, loss / denom)
+
+
+@numba.njit(cache=True, inline="always")
+def query_probability(p, delta):
+    """Pr(Z_t = 1) = delta / (delta + |p_t|) (eq. 5, OMTRSL-Active)."""
+    return delta / (delta + abs(p))
+
+
+@numba.njit(cache=True, inline="always")
+def _decide(mode, u, p, rate):
+    if mode == QUERY_ALL:
+        return True
+    if mode == QUERY_ACTIVE:
+        return u < query_probability(p, rate)
+    return u < rate
+
+
+@numba.njit(cache=True, inline="always")
+def _sq_norms(data, lo, hi, zv, nz):
+    sq_x = 0.0
+    for ii in range(lo, hi):
+        sq_x += data[ii] * data[ii]
+    sq_z = 0.0
+    for jj in range(nz):
+        sq_z += zv[jj] * zv[jj]
+    return sq_x, sq_z
+
+
+# --------------------------------------------------------------------------- dense storage
+
+
+@numba.njit(cache=True)
+def train_dense(
+    W, n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
+    mode, rate, alpha, beta, C, zi, zv, zd, losses, margins, queried,
+):
+    """Process triplets[start:stop] on W = [O_1, ..., O_K, S] (shape (K + has_shared, d, d)).
+
+    ``losses[t]`` receives the hinge loss (0 when not queried), ``margins[t]`` p_t (NaN when
+    the random mode skipped the triplet without computing it), ``queried[t]`` 1 when y_t was asked.
+    ``zd`` is a zeroed length-d work vector. When z = x^1 - x^2 has at least d / 4 nonzeros the
+    rows are read and written contiguously (BLAS dot, vectorised axpy) instead of gathered.
+    """
+    shared = n_tasks
+    use_shared = beta != 0.0
+    d = W.shape[1]
+    for t in range(start, stop):
+        k = task_ids[t]
+        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            margins[t] = np.nan
+            continue
+        a = triplets[t, 0]
+        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+        lo, hi = indptr[a], indptr[a + 1]
+        dense_rows = 4 * nz >= d
+        # p_t = x^T (I + S + O_k) z
+        p = 0.0
+        if dense_rows:
+            for jj in range(nz):
+                zd[zi[jj]] = zv[jj]
+            for ii in range(lo, hi):
+                i = indices[ii]
+                acc = np.dot(W[k, i], zd)
+                if use_shared:
+                    acc += np.dot(W[shared, i], zd)
+                p += data[ii] * (acc + zd[i])
+        else:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                acc = 0.0
+                for jj in range(nz):
+                    j = zi[jj]
+                    v = W[k, i, j]
+                    if use_shared:
+                        v += W[shared, i, j]
+                    if i == j:
+                        v += 1.0
+                    acc += zv[jj] * v
+                p += data[ii] * acc
+        margins[t] = p
+        ask = mode != QUERY_ACTIVE or _decide(mode, uniforms[t], p, rate)
+        y = signs[t]
+        loss = 1.0 - y * p
+        if not ask or loss <= 0.0:
+            queried[t] = 1 if ask else 0
+            losses[t] = 0.0
+            if dense_rows:
+                for jj in range(nz):
+                    zd[zi[jj]] = 0.0
+            continue
+        queried[t] = 1
+        losses[t] = loss
+        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
+        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
+        ga = g * alpha  # O_{t_k} += alpha y tau X_t
+        gb = g * beta   # S += beta y tau X_t   (eq. 4 for every k through M^k = I + S + O_k)
+        if dense_rows:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                ca = ga * data[ii]
+                cb = gb * data[ii]
+                row = W[k, i]
+                for j in range(d):
+                    row[j] += ca * zd[j]
+                if use_shared:
+                    srow = W[shared, i]
+                    for j in range(d):
+                        srow[j] += cb * zd[j]
+            for jj in range(nz):
+                zd[zi[jj]] = 0.0
+        else:
+            for ii in range(lo, hi):
+                i = indices[ii]
+                xi = data[ii]
+                for jj in range(nz):
+                    j = zi[jj]
+                    w = xi * zv[jj]
+                    W[k, i, j] += ga * w
+                    if use_shared:
+                        W[shared, i, j] += gb * w
+    return stop
+
+
+# --------------------------------------------------------------------------- hash storage
+
+
+@numba.njit(cache=True, inline="always")
+def find_two(keys, key_a, key_b, want_b, shift):
+    """Slots of ``key_a`` and ``key_b`` (-1 when absent), probing both runs in lock step.
+
+    Each key is hashed on its full value (Fibonacci hashing, as :mod:`.hashstore`); the two probe
+    sequences are independent, so advancing them together lets the CPU overlap their cache
+    misses instead of paying one after the other. Keys are never deleted, so an empty slot ends
+    a probe run.
+    """
+    mask = keys.shape[0] - 1
+    sa = home_slot(key_a, shift)
+    sb = home_slot(key_b, shift)
+    ra = -2
+    rb = -2 if want_b else -1
+    while ra == -2 or rb == -2:
+        if ra == -2:
+            ka = keys[sa]
+            if ka == key_a:
+                ra = sa
+            elif ka == EMPTY:
+                ra = -1
+            else:
+                sa = (sa + 1) & mask
+        if rb == -2:
+            kb = keys[sb]
+            if kb == key_b:
+                rb = sb
+            elif kb == EMPTY:
+                rb = -1
+            else:
+                sb = (sb + 1) & mask
+    return ra, rb
+
+
+@numba.njit(cache=True, inline="always")
+def insert_absent(keys, vals, key, shift, counts):
+    """Insert ``key`` (known to be absent) with value 0; returns its slot."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while keys[s] != EMPTY:
+        s = (s + 1) & mask
+    keys[s] = key
+    vals[s] = 0.0
+    counts[0] += 1
+    counts[1] += 1
+    return s
+
+
+@numba.njit(cache=True)
+def train_hash(
+    keys, vals, counts, shift, max_used, diag, d, n_tasks,
+    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
+    mode, rate, alpha, beta, C, zi, zv, slots_own, slots_sh, losses, margins, queried,
+):
+    """Process triplets[start:stop] on the hash storage; returns (next_triplet, inserts_needed).
+
+    Stops before a triplet whose inserts could pass the load limit, so the caller can grow the
+    table and call again. ``diag`` has shape (K + 1, d): O_1..O_K then S. Outputs as in
+    :func:`train_dense`.
+    """
+    Kp1 = n_tasks + 1
+    shared = n_tasks
+    use_shared = beta != 0.0
+    per_entry = 2 if use_shared else 1
+    for t in range(start, stop):
+        k = task_ids[t]
+        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            margins[t] = np.nan
+            continue
+        a = triplets[t, 0]
+        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+        lo, hi = indptr[a], indptr[a + 1]
+        need = (hi - lo) * nz * per_entry
+        if counts[1] + need > max_used:
+            return t, need
+        # pass 1: p_t = x^T (I + S + O_k) z, caching the slots for pass 2
+        p = 0.0
+        m = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            base = i * d
+            acc = 0.0
+            for jj in range(nz):
+                j = zi[jj]
+                if j == i:
+                    v = 1.0 + diag[k, i]
+                    if use_shared:
+                        v += diag[shared, i]
+                    slots_own[m] = -1
+                    slots_sh[m] = -1
+                else:
+                    key = (base + j) * Kp1
+                    if use_shared:
+                        so, ss = find_two(keys, key + k, key + shared, True, shift)
+                    else:
+                        so = find(keys, key + k, shift)
+                        ss = -1
+                    slots_own[m] = so
+                    slots_sh[m] = ss
+                    v = 0.0
+                    if so >= 0:
+                        v += vals[so]
+                    if ss >= 0:
+                        v += vals[ss]
+                acc += zv[jj] * v
+                m += 1
+            p += data[ii] * acc
+        margins[t] = p
+        if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            continue
+        queried[t] = 1
+        y = signs[t]
+        loss = 1.0 - y * p
+        if loss <= 0.0:
+            losses[t] = 0.0
+            continue
+        losses[t] = loss
+        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
+        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
+        ga = g * alpha
+        gb = g * beta
+        # pass 2: write O_{t_k} += alpha y tau X_t and S += beta y tau X_t on the same entries
+        m = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            xi = data[ii]
+            base = i * d
+            for jj in range(nz):
+                j = zi[jj]
+                w = xi * zv[jj]
+                if j == i:
+                    diag[k, i] += ga * w
+                    if use_shared:
+                        diag[shared, i] += gb * w
+                else:
+                    ij = base + j
+                    so = slots_own[m]
+                    if so < 0:
+                        so = insert_absent(keys, vals, ij * Kp1 + k, shift, counts)
+                    vals[so] += ga * w
+                    if use_shared:
+                        ss = slots_sh[m]
+                        if ss < 0:
+                            ss = insert_absent(keys, vals, ij * Kp1 + shared, shift, counts)
+                        vals[ss] += gb * w
+                m += 1
+    return stop, 0
+
+
+@numba.njit(cache=True)
+def _csr_parts(keys, vals, d, Kp1):
+    """COO arrays (row, col, val, matrix index r) of the live nonzero off-diagonal entries."""
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] >= 0 and vals[s] != 0.0:
+            n += 1
+    rows = np.empty(n, np.int64)
+    cols = np.empty(n, np.int64)
+    out = np.empty(n, np.float64)
+    which = np.empty(n, np.int64)
+    m = 0
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key >= 0 and vals[s] != 0.0:
+            ij = key // Kp1
+            which[m] = key - ij * Kp1
+            rows[m] = ij // d
+            cols[m] = ij - rows[m] * d
+            out[m] = vals[s]
+            m += 1
+    return rows, cols, out, which
+
+
+class TaskHashStore(HashStore):
+    """A :class:`HashStore` holding K + 1 matrices under keys ``(i d + j)(K + 1) + r``.
+
+    r = k for O_k, r = K for S. Keys are never deleted (growth and rehashing are the base
+    class's). ``diag`` has shape (K + 1, d) (rows O_1..O_K, then S).
+    """
+
+    def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
+        super().__init__(d, layout="plain", diag_init=0.0, initial_capacity=initial_capacity)
+        self.n_tasks = int(n_tasks)
+        if float(self.d) * self.d * (self.n_tasks + 1) >= 2.0 ** 62:
+            raise ValueError("d * d * (n_tasks + 1) does not fit the 63-bit key space")
+        self.diag = np.zeros((self.n_tasks + 1, self.d))
+
+    def matrices(self) -> list[sp.csr_matrix]:
+        """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
+        Kp1 = self.n_tasks + 1
+        rows, cols, vals, which = _csr_parts(self.table["key"], self.table["val"], self.d, Kp1)
+        out = []
+        for r in range(Kp1):
+            sel = which == r
+            off = sp.csr_matrix((vals[sel], (rows[sel], cols[sel])), shape=(self.d, self.d))
+            out.append((off + sp.diags(self.diag[r], format="csr")).tocsr())
+        return out
+
+
+# --------------------------------------------------------------------------- engine
+
+
+class MultiTaskEngine:
+    """K coupled bilinear models M^k = I + S + O_k and the OMTRSL triplet loop.
+
+    Parameters
+    ----------
+    d : int
+        Feature count.
+    n_tasks : int
+        K.
+    b : float
+        Task-sharing parameter of A^{-1}(b) (b = 0: independent tasks, no shared matrix).
+    C : float
+        Aggressiveness cap of tau_t.
+    query : {"all", "active", "random"}
+        Algorithm 1 (ask every y_t), Algorithm 2 (ask with probability delta / (delta + |p_t|)) or
+        random queries with probability ``rate``.
+    rate : float
+        delta (active) or the query probability (random); ignored for "all".
+    storage : {"auto", "dense", "hash"}
+        See the module docstring; "auto" is dense when (K + 1) d^2 doubles fit ``dense_budget``.
+    dense_budget : int
+        Bytes the dense storage may take under "auto".
+    initial_capacity : int
+        Hash slots reserved ahead.
+    """
+
+    def __init__(self, d, n_tasks, b=1.0, C=1.0, query="all", rate=1.0, storage="auto",
+                 dense_budget=1 << 30, initial_capacity=1 << 16):
+        self.d = int(d)
+        self.n_tasks = int(n_tasks)
+        self.b = float(b)
+        self.C = float(C)
+        if query not in QUERY_MODES:
+            raise ValueError(f"unknown query mode {query!r}; use one of {', '.join(QUERY_MODES)}")
+        self.query = query
+        self.mode = QUERY_MODES[query]
+        self.rate = float(rate)
+        self.alpha, self.beta = task_coefficients(self.b, self.n_tasks)
+        n_mats = self.n_tasks + (1 if self.beta != 0.0 else 0)
+        if storage == "auto":
+            storage = "dense" if n_mats * self.d * self.d * 8 <= dense_budget else "hash"
+        if storage not in ("dense", "hash"):
+            raise ValueError(f"unknown storage {storage!r}; use 'auto', 'dense' or 'hash'")
+        self.storage = storage
+        if storage == "dense":
+            self.W = np.zeros((n_mats, self.d, self.d))
+            self.store = None
+        else:
+            self.W = None
+            self.store = TaskHashStore(self.d, self.n_tasks, initial_capacity)
+        self.n_seen = 0
+        self.n_updates = 0
+        self.n_queries = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.W.nbytes if self.W is not None else self.store.nbytes
+
+    def partial_fit(self, X, triplets, signs, task_ids, uniforms=None):
+        """Process triplets (rows of CSR ``X``) in order.
+
+        Parameters
+        ----------
+        X : csr_matrix (canonical: sorted indices, no duplicates)
+        triplets : int64 array (n, 3)
+        signs : float64 array (n,) of +-1 (y_t)
+        task_ids : int64 array (n,) in [0, K)
+        uniforms : float64 array (n,), optional
+            U(0, 1) draws for the query decision (required unless query == "all").
+
+        Returns
+        -------
+        losses, margins, queried : arrays (n,)
+        """
+        n = triplets.shape[0]
+        triplets = np.ascontiguousarray(triplets, dtype=np.int64)
+        signs = np.ascontiguousarray(signs, dtype=np.float64)
+        task_ids = np.ascontiguousarray(task_ids, dtype=np.int64)
+        if uniforms is None:
+            if self.mode != QUERY_ALL:
+                raise ValueError("uniform draws are required for active / random queries")
+            uniforms = np.zeros(1)
+        uniforms = np.ascontiguousarray(uniforms, dtype=np.float64)
+        losses = np.zeros(n)
+        margins = np.zeros(n)
+        queried = np.zeros(n, np.int8)
+        if n == 0:
+            return losses, margins, queried
+        # the kernels do not bounds-check: refuse indices outside the arrays here
+        if task_ids.shape != (n,) or task_ids.min() < 0 or task_ids.max() >= self.n_tasks:
+            raise ValueError(f"task ids must be one per triplet in [0, {self.n_tasks})")
+        if triplets.ndim != 2 or triplets.shape[1] != 3 or triplets.min() < 0 or triplets.max() >= X.shape[0]:
+            raise ValueError(f"triplets must be (n, 3) row indices in [0, {X.shape[0]})")
+        if signs.shape != (n,) or (self.mode != QUERY_ALL and uniforms.shape != (n,)):
+            raise ValueError("signs (and uniforms for active / random queries) must hold one value per triplet")
+        if X.shape[1] != self.d:
+            raise ValueError(f"X has {X.shape[1]} features, the engine {self.d}")
+        if not X.has_sorted_indices:
+            X = X.copy()
+            X.sort_indices()
+        row_nnz = np.diff(X.indptr)
+        max_row = int(row_nnz.max()) if row_nnz.size else 0
+        zi = np.empty(2 * max_row + 1, np.int64)
+        zv = np.empty(2 * max_row + 1)
+        indptr = X.indptr.astype(np.int64, copy=False)
+        indices = X.indices.astype(np.int64, copy=False)
+        data = X.data.astype(np.float64, copy=False)
+        if self.storage == "dense":
+            train_dense(self.W, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
+                        0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
+                        losses, margins, queried)
+        else:
+            slots_own = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+            slots_sh = np.empty_like(slots_own)
+            st = self.store
+            pos = 0
+            while pos < n:
+                pos, need = train_hash(
+                    st.table["key"], st.table["val"], st.counts, st.shift, st.max_used(), st.diag, self.d,
+                    self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms, pos, n,
+                    self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, slots_own, slots_sh,
+                    losses, margins, queried,
+                )
+                if pos < n:
+                    st.reserve(max(need, 1))
+        self.n_seen += n
+        self.n_updates += int(np.count_nonzero(losses))
+        self.n_queries += int(queried.sum())
+        return losses, margins, queried
+
+    def matrices(self) -> tuple[list[sp.csr_matrix], sp.csr_matrix | None]:
+        """([O_1, ..., O_K], S or None) as CSR matrices; M^k = I + S + O_k."""
+        if self.W is not None:
+            own = [sp.csr_matrix(self.W[k]) for k in range(self.n_tasks)]
+            shared = sp.csr_matrix(self.W[self.n_tasks]) if self.W.shape[0] > self.n_tasks else None
+        else:
+            mats = self.store.matrices()
+            own = mats[: self.n_tasks]
+            shared = mats[self.n_tasks] if self.beta != 0.0 else None
+        for m in own + ([shared] if shared is not None else []):
+            m.eliminate_zeros()
+        return own, shared
+
+
+__all__ = [
+    "MAX_LOAD",
+    "MultiTaskEngine",
+    "TaskHashStore",
+    "task_coefficients",
+    "relationship_inverse",
+    "omtrsl_tau",
+    "query_probability",
+    "train_dense",
+    "train_hash",
+]

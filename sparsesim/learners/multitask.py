@@ -1,0 +1,603 @@
+"""Online multi-task relative similarity learners (Hao et al., IJCAI 2017, ``papers/000``).
+
+* :class:`OMTRSL` — Algorithm 1: K bilinear models M^k coupled through the task-relationship
+  matrix A^{-1}(b); every hinge violation moves every task (eq. 4).
+* :class:`OMTRSLActive` — Algorithm 2: y_t is asked with probability delta / (delta + |p_t|) (eq. 5).
+* :class:`OMTRSLRandom` — the paper's random-query baseline: y_t is asked with a fixed probability
+  (set it to the query ratio an active run observed).
+* :class:`OSTRSL` — one independent OASIS-style passive-aggressive learner per task (the paper's
+  single-task baseline [Chechik et al. 2010]); the K learners train in parallel through
+  :func:`sparsesim.parallel.run_parallel`.
+* :class:`OGRSL` — one global OASIS-style model learned from the triplets of all tasks.
+
+Every learner takes triplets ``(x_t, x_t^1, x_t^2)`` as row indices of a CSR corpus, a label
+``y_t`` in {-1, +1} per triplet (the OMTRSL coin flip: +1 means x_t is closer to x_t^1) and the
+task of each triplet; ``fit(X, y, tasks)`` draws the paper's triplet stream from class labels
+and a task column. The result is a :class:`MultiTaskSimilarity`: one
+:class:`~sparsesim.models.BilinearSimilarity` per task (``model_for(task)``).
+
+The update rules (tau_t, A^{-1}(b), the query probability) are small functions in
+:mod:`sparsesim.engine.multitask` next to the paper's equations. With b = 0, OMTRSL is exactly
+OSTRSL (A^{-1} = I); OSTRSL and OGRSL use the same engine with one task and b = 0, where the
+step is OASIS's ``tau = min(C, l / ||x (x^1 - x^2)^T||_F^2)``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+
+from ..engine.multitask import MultiTaskEngine
+from ..exceptions import FileFormatError, InvalidInputError
+from ..models import BilinearSimilarity
+from ..parallel import run_parallel
+from ..persistence import load_bundle, save_bundle
+from ..triplets import iter_omtrsl_triplets
+from ..validation import check_csr, check_labels
+from .bilinear import check_triplets
+
+MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _json_label(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+class MultiTaskSimilarity:
+    """K bilinear similarities S^k(x, x') = x^T (I + S + O_k) x' sharing one matrix S.
+
+    Parameters
+    ----------
+    own : list of sparse matrices (d, d)
+        The per-task parts O_k (zero matrices for a purely global model).
+    shared : sparse matrix (d, d) or None
+        The shared part S (``None`` = 0).
+    tasks : sequence
+        Task labels, one per own matrix (JSON-serialisable: str or int).
+    metadata : dict, optional
+    """
+
+    def __init__(self, own, shared=None, tasks=None, metadata=None):
+        if not own:
+            raise InvalidInputError("a multi-task model needs at least one task")
+        self.own = [sp.csr_matrix(m, dtype=np.float64) for m in own]
+        d = self.own[0].shape[0]
+        for m in self.own:
+            if m.shape != (d, d):
+                raise InvalidInputError(f"every task matrix must be {d} x {d}, got {m.shape}")
+        self.shared = None if shared is None else sp.csr_matrix(shared, dtype=np.float64)
+        if self.shared is not None and self.shared.shape != (d, d):
+            raise InvalidInputError(f"the shared matrix must be {d} x {d}, got {self.shared.shape}")
+        self.tasks = [_json_label(t) for t in (tasks if tasks is not None else range(len(self.own)))]
+        if len(self.tasks) != len(self.own):
+            raise InvalidInputError(f"{len(self.tasks)} task labels for {len(self.own)} task matrices")
+        self.metadata = dict(metadata or {})
+        self._cache = {}
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.own)
+
+    @property
+    def n_features(self) -> int:
+        return self.own[0].shape[0]
+
+    def task_index(self, task) -> int:
+        """Position of ``task``: looked up among the task labels first, else taken as an index."""
+        for k, t in enumerate(self.tasks):
+            if t == _json_label(task):
+                return k
+        if isinstance(task, (int, np.integer)) and 0 <= int(task) < self.n_tasks:
+            return int(task)
+        raise InvalidInputError(f"unknown task {task!r}; tasks: {self.tasks}")
+
+    def model_for(self, task) -> BilinearSimilarity:
+        """The :class:`BilinearSimilarity` of ``task`` (M = I + S + O_k)."""
+        k = self.task_index(task)
+        if k not in self._cache:
+            W = self.own[k] if self.shared is None else (self.own[k] + self.shared)
+            W = sp.csr_matrix(W)
+            W.eliminate_zeros()
+            meta = dict(self.metadata)
+            meta["task"] = self.tasks[k]
+            self._cache[k] = BilinearSimilarity(W, identity=True, metadata=meta)
+        return self._cache[k]
+
+    def score_pairs(self, task, A, B) -> np.ndarray:
+        """Row-wise S^task(A[i], B[i])."""
+        return self.model_for(task).score_pairs(A, B)
+
+    def score_matrix(self, task, Q, X) -> np.ndarray:
+        """Dense similarities of queries ``Q`` against corpus ``X`` under task ``task``'s model."""
+        return self.model_for(task).score_matrix(Q, X)
+
+    # -- persistence ----------------------------------------------------------------------
+    def _arrays(self) -> dict:
+        out = {}
+        mats = [(f"own{k}", m) for k, m in enumerate(self.own)]
+        if self.shared is not None:
+            mats.append(("shared", self.shared))
+        for name, m in mats:
+            m = sp.csr_matrix(m)
+            m.sort_indices()
+            out[f"{name}_indptr"] = m.indptr.astype(np.int64)
+            out[f"{name}_indices"] = m.indices.astype(np.int32)
+            out[f"{name}_data"] = m.data.astype(np.float64)
+        return out
+
+    def save(self, path: str | os.PathLike) -> dict:
+        """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
+        meta = dict(self.metadata)
+        meta.update(n_features=self.n_features, n_tasks=self.n_tasks, tasks=list(self.tasks),
+                    has_shared=self.shared is not None)
+        return save_bundle(path, self._arrays(), meta, kind=MULTITASK_MODEL_KIND)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MultiTaskSimilarity":
+        """Read a model written by :meth:`save` (format, kind and checksum verified)."""
+        arrays, meta = load_bundle(path, kind=MULTITASK_MODEL_KIND)
+        try:
+            d = int(meta["n_features"])
+
+            def mat(name):
+                m = sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
+                                  shape=(d, d))
+                m.check_format(full_check=True)
+                return m
+
+            own = [mat(f"own{k}") for k in range(int(meta["n_tasks"]))]
+            shared = mat("shared") if meta.get("has_shared") else None
+        except (KeyError, ValueError, TypeError) as exc:
+            raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({exc})") from None
+        return cls(own, shared, tasks=meta.get("tasks"), metadata=meta)
+
+    def __repr__(self):
+        return (f"MultiTaskSimilarity(d={self.n_features}, tasks={self.tasks}, "
+                f"shared={'yes' if self.shared is not None else 'no'}, "
+                f"algorithm={self.metadata.get('algorithm')!r})")
+
+
+# --------------------------------------------------------------------------- learners
+
+
+def _query_rng(random_state):
+    """The generator of the query coin flips: a stream independent of the triplet stream."""
+    if isinstance(random_state, np.random.Generator):
+        return np.random.default_rng(random_state.bit_generator.seed_seq.spawn(1)[0])
+    if random_state is None:
+        return np.random.default_rng()
+    return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=(1,)))
+
+
+class _MultiTaskBase(BaseEstimator):
+    """Shared life cycle: task coding, validation, timing, fit from labels, model export."""
+
+    _algorithm = ""
+
+    # -- hooks ------------------------------------------------------------------------------
+    def _check_params(self):
+        if not self.C > 0:
+            raise InvalidInputError(f"C must be positive, got {self.C}")
+
+    def _init_state(self, d: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _train(self, X, triplets, signs, codes):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _export(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- task coding ------------------------------------------------------------------------
+    def _task_codes(self, task_ids) -> np.ndarray:
+        task_ids = np.asarray(task_ids)
+        order = np.argsort(self.tasks_, kind="stable")
+        sorted_tasks = self.tasks_[order]
+        pos = np.clip(np.searchsorted(sorted_tasks, task_ids), 0, sorted_tasks.size - 1)
+        if task_ids.size and not np.all(sorted_tasks[pos] == task_ids):
+            unknown = np.unique(task_ids[sorted_tasks[pos] != task_ids])[:5]
+            raise InvalidInputError(f"unknown task id(s) {list(unknown)}; known tasks: {list(self.tasks_)}")
+        return order[pos].astype(np.int64)
+
+    # -- public API ---------------------------------------------------------------------------
+    def partial_fit(self, X, triplets, signs=None, task_ids=None, tasks=None):
+        """Learn from ``triplets`` of rows of ``X``, in order.
+
+        Parameters
+        ----------
+        X : sparse matrix or array, shape (n_rows, n_features)
+        triplets : int array (n, 3)
+            Rows (x_t, x_t^1, x_t^2).
+        signs : array of {-1, +1} (n,), optional
+            y_t: +1 when x_t is more similar to x_t^1 than to x_t^2 (default all +1).
+        task_ids : array (n,), optional
+            Task label of each triplet (default: all the first task).
+        tasks : sequence, optional
+            All task labels, in order; needed on the first call when a batch may not show every
+            task (as ``classes`` in scikit-learn's ``partial_fit``). Default: the labels seen.
+
+        Returns
+        -------
+        self
+        """
+        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
+        triplets, signs = check_triplets(triplets, X.shape[0], signs)
+        n = triplets.shape[0]
+        signs = np.ones(n) if signs is None else signs
+        if task_ids is None:
+            task_ids = np.full(n, (self.tasks_[0] if hasattr(self, "tasks_") else 0))
+        task_ids = np.asarray(task_ids)
+        if task_ids.shape != (n,):
+            raise InvalidInputError(f"task_ids must hold one task per triplet ({n}), got shape {task_ids.shape}")
+        if not hasattr(self, "tasks_"):
+            self._check_params()
+            labels = np.unique(task_ids) if tasks is None else np.asarray(tasks)
+            if labels.size == 0:
+                raise InvalidInputError("no task given")
+            if np.unique(labels).size != labels.size:
+                raise InvalidInputError("task labels must be distinct")
+            self.tasks_ = labels
+            self.n_features_in_ = X.shape[1]
+            self.n_triplets_seen_ = 0
+            self.n_updates_ = 0
+            self.n_queries_ = 0
+            self.train_seconds_ = 0.0
+            self._init_state(X.shape[1])
+        elif tasks is not None and not np.array_equal(np.asarray(tasks), self.tasks_):
+            raise InvalidInputError(f"tasks {list(tasks)} differ from the tasks of the first call {list(self.tasks_)}")
+        codes = self._task_codes(task_ids)
+        start = time.perf_counter()
+        losses, queried = self._train(X, triplets, signs, codes)
+        self.train_seconds_ += time.perf_counter() - start
+        self.n_triplets_seen_ += n
+        self.n_updates_ += int(np.count_nonzero(losses))
+        self.n_queries_ += int(np.sum(queried))
+        self._model_cache = None
+        return self
+
+    def fit(self, X, y, tasks, progress=None):
+        """Learn from ``n_triplets`` triplets drawn from labels ``y`` and the task column ``tasks``.
+
+        The OMTRSL protocol (``papers/000`` line 231, :func:`sparsesim.triplets.omtrsl_triplets`):
+        a task is drawn uniformly, then a same-class pair and an other-class document inside it,
+        and a fair coin gives y_t. The stream depends only on ``random_state``, so every
+        algorithm sees the same triplets for the same seed.
+
+        Parameters
+        ----------
+        X : sparse matrix (n_documents, n_features)
+        y : array (n_documents,)
+            Class labels (compared within a task).
+        tasks : array (n_documents,)
+            Task of each document; every task needs two classes and no single-document class.
+        progress : callable, optional
+            Called with the number of triplets processed after each chunk.
+        """
+        X = check_csr(X)
+        y = check_labels(y, X.shape[0])
+        tasks = np.asarray(tasks)
+        if tasks.shape != (X.shape[0],):
+            raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
+        self._reset()
+        labels = np.unique(tasks)
+        done = 0
+        for trip, signs, task_ids in iter_omtrsl_triplets(y, self.n_triplets, seed=self.random_state, tasks=tasks,
+                                                          chunk_size=self._fit_chunk):
+            self.partial_fit(X, trip, signs, task_ids, tasks=labels)
+            done += trip.shape[0]
+            if progress is not None:
+                progress(done)
+        if not hasattr(self, "tasks_"):  # n_triplets == 0: an untrained model (M^k = I)
+            self.partial_fit(X, np.empty((0, 3), np.int64), None, np.empty(0, labels.dtype), tasks=labels)
+        return self
+
+    _fit_chunk = 65536
+
+    def _reset(self):
+        for attr in ("tasks_", "n_features_in_", "n_triplets_seen_", "n_updates_", "n_queries_",
+                     "train_seconds_", "engine_", "engines_", "query_rng_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self._model_cache = None
+
+    @property
+    def query_ratio_(self) -> float:
+        """Fraction of triplets whose label y_t was asked for (1.0 without selective sampling)."""
+        self._check_fitted()
+        return self.n_queries_ / self.n_triplets_seen_ if self.n_triplets_seen_ else 0.0
+
+    @property
+    def updates_per_second_(self) -> float:
+        """Model updates (positive-loss triplets) per second of training."""
+        self._check_fitted()
+        return self.n_updates_ / self.train_seconds_ if self.train_seconds_ > 0 else 0.0
+
+    def _check_fitted(self):
+        if not hasattr(self, "tasks_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit or partial_fit")
+
+    def _metadata(self) -> dict:
+        return {
+            "algorithm": self._algorithm,
+            "params": {k: v for k, v in self.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
+            "n_triplets_seen": int(self.n_triplets_seen_),
+            "n_updates": int(self.n_updates_),
+            "n_queries": int(self.n_queries_),
+            "train_seconds": float(self.train_seconds_),
+        }
+
+    @property
+    def model_(self) -> MultiTaskSimilarity:
+        """The learned :class:`MultiTaskSimilarity`."""
+        self._check_fitted()
+        if getattr(self, "_model_cache", None) is None:
+            own, shared = self._export()
+            self._model_cache = MultiTaskSimilarity(own, shared, tasks=list(self.tasks_), metadata=self._metadata())
+        return self._model_cache
+
+    def model_for(self, task) -> BilinearSimilarity:
+        """The learned :class:`~sparsesim.models.BilinearSimilarity` of ``task``."""
+        return self.model_.model_for(task)
+
+    def score_pairs(self, task, A, B):
+        """Row-wise S^task(A[i], B[i])."""
+        return self.model_.score_pairs(task, A, B)
+
+
+class OMTRSL(_MultiTaskBase):
+    """OMTRSL: online multi-task relative similarity learning (Algorithm 1).
+
+    M^k_0 = I for every task; on a triplet of task t_k with hinge loss
+    l_t = [1 - y_t x_t^T M^{t_k} (x_t^1 - x_t^2)]_+ > 0 every task moves by
+    ``y_t tau_t A^{-1}_{k, t_k} x_t (x_t^1 - x_t^2)^T`` with
+    ``tau_t = min(C, l_t / ||phi_t||^2_{A_dd^{-1}})`` (eq. 3-4) and
+    ``A^{-1} = ((b + K) I + b (11^T - I)) / ((1 + b) K)``. Stored as M^k = I + S + O_k, so a step
+    costs two rank-one writes whatever K is (:mod:`sparsesim.engine.multitask`).
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Aggressiveness cap of tau_t.
+    b : float, default 1.0
+        How much the tasks share (b = 0: independent tasks; large b: one model).
+    n_triplets : int, default 20000
+        Triplets drawn by :meth:`fit`.
+    random_state : int, optional
+        Seed of the triplet stream drawn by :meth:`fit` (and of the query coins of the
+        active / random variants).
+    storage : {"auto", "dense", "hash"}, default "auto"
+        Dense (K + 1) x d x d arrays, or one hash table for sparse high-dimensional data.
+    initial_capacity : int, default 65536
+        Hash slots reserved ahead.
+
+    Attributes
+    ----------
+    tasks_ : ndarray
+        Task labels (position k is task k of the model).
+    engine_ : MultiTaskEngine
+    n_features_in_, n_triplets_seen_, n_updates_, n_queries_ : int
+    train_seconds_ : float
+    query_ratio_ : float
+    model_ : MultiTaskSimilarity
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.learners.multitask import OMTRSL
+    >>> data = load_dataset("news20-sample")
+    >>> tasks = np.asarray(data.y) % 2                      # two toy tasks
+    >>> est = OMTRSL(C=1.0, b=1.0, n_triplets=500, random_state=0).fit(data.X, data.y, tasks)
+    >>> est.model_for(0).n_features == data.n_features
+    True
+    """
+
+    _algorithm = "omtrsl"
+    _query = "all"
+
+    def __init__(self, C=1.0, b=1.0, n_triplets=20_000, random_state=None, storage="auto",
+                 initial_capacity=65536):
+        self.C = C
+        self.b = b
+        self.n_triplets = n_triplets
+        self.random_state = random_state
+        self.storage = storage
+        self.initial_capacity = initial_capacity
+
+    def _check_params(self):
+        super()._check_params()
+        if not self.b >= 0:
+            raise InvalidInputError(f"b must be non-negative, got {self.b}")
+        if self.storage not in ("auto", "dense", "hash"):
+            raise InvalidInputError(f"storage must be 'auto', 'dense' or 'hash', got {self.storage!r}")
+
+    def _rate(self) -> float:
+        return 1.0
+
+    def _init_state(self, d):
+        self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self.b, C=self.C, query=self._query, rate=self._rate(),
+                                       storage=self.storage, initial_capacity=self.initial_capacity)
+        if self._query != "all":
+            self.query_rng_ = _query_rng(self.random_state)
+
+    def _train(self, X, triplets, signs, codes):
+        uniforms = self.query_rng_.random(triplets.shape[0]) if self._query != "all" else None
+        losses, _, queried = self.engine_.partial_fit(X, triplets, signs, codes, uniforms)
+        return losses, queried
+
+    def _export(self):
+        return self.engine_.matrices()
+
+
+class OMTRSLActive(OMTRSL):
+    """OMTRSL-Active (Algorithm 2): ask for y_t with probability delta / (delta + |p_t|) (eq. 5).
+
+    p_t = x_t^T M^{t_k} (x_t^1 - x_t^2) is the current score difference; an unqueried triplet
+    leaves every model unchanged. ``query_ratio_`` reports the fraction of labels asked.
+
+    Parameters
+    ----------
+    C, b, n_triplets, random_state, storage, initial_capacity
+        As in :class:`OMTRSL`.
+    delta : float, default 1.0
+        Smoothing of the query probability: larger delta, more queries.
+    """
+
+    _algorithm = "omtrsl-active"
+    _query = "active"
+
+    def __init__(self, C=1.0, b=1.0, delta=1.0, n_triplets=20_000, random_state=None, storage="auto",
+                 initial_capacity=65536):
+        super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
+                         initial_capacity=initial_capacity)
+        self.delta = delta
+
+    def _check_params(self):
+        super()._check_params()
+        if not self.delta > 0:
+            raise InvalidInputError(f"delta must be positive, got {self.delta}")
+
+    def _rate(self):
+        return float(self.delta)
+
+
+class OMTRSLRandom(OMTRSL):
+    """OMTRSL-Random: ask for y_t with a fixed probability ``query_ratio`` (the paper's baseline
+    for OMTRSL-Active, run at the query ratio the active learner observed).
+
+    Parameters
+    ----------
+    C, b, n_triplets, random_state, storage, initial_capacity
+        As in :class:`OMTRSL`.
+    query_ratio : float in (0, 1], default 0.2
+    """
+
+    _algorithm = "omtrsl-random"
+    _query = "random"
+
+    def __init__(self, C=1.0, b=1.0, query_ratio=0.2, n_triplets=20_000, random_state=None, storage="auto",
+                 initial_capacity=65536):
+        super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
+                         initial_capacity=initial_capacity)
+        self.query_ratio = query_ratio
+
+    def _check_params(self):
+        super()._check_params()
+        if not 0.0 < self.query_ratio <= 1.0:
+            raise InvalidInputError(f"query_ratio must be in (0, 1], got {self.query_ratio}")
+
+    def _rate(self):
+        return float(self.query_ratio)
+
+
+class OGRSL(_MultiTaskBase):
+    """OGRSL: one global OASIS-style similarity learned from the triplets of every task.
+
+    ``M += y tau x (x^1 - x^2)^T`` with ``tau = min(C, l / ||x (x^1 - x^2)^T||_F^2)`` on every
+    positive-loss triplet, whatever its task; every task then uses the same M.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+    n_triplets : int, default 20000
+    random_state : int, optional
+    storage : {"auto", "dense", "hash"}
+    initial_capacity : int
+    """
+
+    _algorithm = "ogrsl"
+
+    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536):
+        self.C = C
+        self.n_triplets = n_triplets
+        self.random_state = random_state
+        self.storage = storage
+        self.initial_capacity = initial_capacity
+
+    def _init_state(self, d):
+        self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
+                                       initial_capacity=self.initial_capacity)
+
+    def _train(self, X, triplets, signs, codes):
+        losses, _, queried = self.engine_.partial_fit(X, triplets, signs, np.zeros(triplets.shape[0], np.int64))
+        return losses, queried
+
+    def _export(self):
+        (W,), _ = self.engine_.matrices()
+        empty = sp.csr_matrix(W.shape)
+        return [empty] * len(self.tasks_), W  # the global model is all "shared"
+
+
+def _train_task_engine(engine, X, triplets, signs):
+    """One OSTRSL task: run its engine on its own triplets (module level: picklable for joblib)."""
+    start = time.perf_counter()
+    losses, _, queried = engine.partial_fit(X, triplets, signs, np.zeros(triplets.shape[0], np.int64))
+    return engine, losses, queried, time.perf_counter() - start
+
+
+class OSTRSL(_MultiTaskBase):
+    """OSTRSL: one independent OASIS-style learner per task, trained in parallel.
+
+    Task k's model sees only the triplets of task k (in stream order) and moves by
+    ``y tau x (x^1 - x^2)^T``, ``tau = min(C, l / ||x (x^1 - x^2)^T||_F^2)``. Equivalent to
+    :class:`OMTRSL` with b = 0 (A^{-1} = I). The K learners of a batch run as K jobs of
+    :func:`sparsesim.parallel.run_parallel` (``n_jobs`` workers; ``n_jobs=None`` follows an active
+    ``joblib.parallel_config``, e.g. a Dask cluster); the result does not depend on ``n_jobs``.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+    n_triplets : int, default 20000
+    random_state : int, optional
+    n_jobs : int or None, default 1
+    storage : {"auto", "dense", "hash"}
+    initial_capacity : int
+
+    Attributes
+    ----------
+    engines_ : list of MultiTaskEngine
+        One single-task engine per task.
+    task_seconds_ : ndarray
+        Training time of each task's learner (train_seconds_ is the wall time).
+    """
+
+    _algorithm = "ostrsl"
+
+    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536):
+        self.C = C
+        self.n_triplets = n_triplets
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.storage = storage
+        self.initial_capacity = initial_capacity
+
+    def _init_state(self, d):
+        self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
+                                         initial_capacity=self.initial_capacity) for _ in self.tasks_]
+        self.task_seconds_ = np.zeros(len(self.tasks_))
+
+    def _train(self, X, triplets, signs, codes):
+        n = triplets.shape[0]
+        losses = np.zeros(n)
+        queried = np.zeros(n, np.int8)
+        groups = [np.flatnonzero(codes == k) for k in range(len(self.tasks_))]
+        active = [k for k in range(len(self.tasks_)) if groups[k].size]
+        jobs = [(self.engines_[k], X, triplets[groups[k]], signs[groups[k]]) for k in active]
+        for k, (engine, lk, qk, seconds) in zip(active, run_parallel(_train_task_engine, jobs, n_jobs=self.n_jobs)):
+            self.engines_[k] = engine
+            losses[groups[k]] = lk
+            queried[groups[k]] = qk
+            self.task_seconds_[k] += seconds
+        return losses, queried
+
+    def _export(self):
+        return [e.matrices()[0][0] for e in self.engines_], None

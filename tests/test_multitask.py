@@ -1,0 +1,377 @@
+"""OMTRSL family: fast path vs the literal Algorithm 1/2, baselines, model files, data, protocol, Dask."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from reference_bilinear import dense_oasis
+from reference_multitask import dense_omtrsl, paper_A_inverse
+from sparsesim.engine.multitask import MultiTaskEngine, relationship_inverse, task_coefficients
+from sparsesim.exceptions import DataNotFoundError, FileFormatError, InvalidInputError, UnknownNameError
+from sparsesim.learners.multitask import (
+    OGRSL,
+    OMTRSL,
+    OSTRSL,
+    MultiTaskSimilarity,
+    OMTRSLActive,
+    OMTRSLRandom,
+)
+from sparsesim.registry import algorithms_of_kind, make_estimator
+from sparsesim.triplets import omtrsl_triplets
+
+
+def _problem(seed=0, n=24, d=7, K=3, n_trip=80, density=0.5):
+    rng = np.random.default_rng(seed)
+    Xd = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    trip = rng.integers(0, n, size=(n_trip, 3))
+    trip[:, 2] = (trip[:, 1] + 1 + rng.integers(0, n - 1, n_trip)) % n  # x^1 != x^2
+    signs = rng.choice([-1.0, 1.0], n_trip)
+    tid = rng.integers(0, K, n_trip)
+    return Xd, trip, signs, tid, rng.random(n_trip)
+
+
+def _M(own, shared, k):
+    W = own[k].toarray() + (shared.toarray() if shared is not None else 0.0)
+    return np.eye(W.shape[0]) + W
+
+
+def _tiny_tasks(seed=0, K=3, n_classes=4, per_class=10, d=30):
+    """Clustered documents in K tasks; each task shifts the class centres differently."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_classes, d))
+    X, y, t = [], [], []
+    for k in range(K):
+        shift = rng.normal(scale=0.8, size=(n_classes, d))
+        for c in range(n_classes):
+            X.append(centres[c] + shift[c] + rng.normal(scale=1.2, size=(per_class, d)))
+            y += [c] * per_class
+            t += [k] * per_class
+    return sp.csr_matrix(np.vstack(X)), np.array(y), np.array(t)
+
+
+# ------------------------------------------------------------------ update rule
+
+
+def test_task_coefficients_reproduce_the_paper_matrix():
+    for b, K in [(0.0, 1), (0.5, 3), (7.0, 4), (100.0, 50)]:
+        alpha, beta = task_coefficients(b, K)
+        lit = paper_A_inverse(b, K)
+        np.testing.assert_allclose(alpha * np.eye(K) + beta * np.ones((K, K)), lit, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(relationship_inverse(b, K), lit, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("storage", ["dense", "hash"])
+@pytest.mark.parametrize("query,rate", [("all", 1.0), ("active", 0.5), ("random", 0.4)])
+@pytest.mark.parametrize("b", [0.0, 0.7, 5.0])
+@pytest.mark.parametrize("density,d", [(0.1, 12), (1.0, 7)])  # gathered sparse rows / contiguous dense rows
+def test_engine_matches_literal_algorithm(storage, query, rate, b, density, d):
+    Xd, trip, signs, tid, u = _problem(seed=int(b * 10) + len(query), density=density, d=d)
+    K, d = 3, Xd.shape[1]
+    ref, asked = dense_omtrsl(Xd, trip, signs, tid, K, b, 0.3, query, rate, u)
+    eng = MultiTaskEngine(d, K, b=b, C=0.3, query=query, rate=rate, storage=storage, initial_capacity=16)
+    X = sp.csr_matrix(Xd)
+    for lo, hi in [(0, 30), (30, 31), (31, 80)]:  # chunking must not matter (and the table grows)
+        eng.partial_fit(X, trip[lo:hi], signs[lo:hi], tid[lo:hi], u[lo:hi])
+    own, shared = eng.matrices()
+    for k in range(K):
+        np.testing.assert_allclose(_M(own, shared, k), ref[k], rtol=0, atol=1e-10)
+    assert eng.n_queries == int(asked.sum())
+    assert (query == "all") == (eng.n_queries == len(trip))
+
+
+def test_engine_refuses_out_of_range_indices():
+    X = sp.csr_matrix(np.eye(4))
+    eng = MultiTaskEngine(4, 2, storage="dense")
+    with pytest.raises(ValueError, match="task ids"):
+        eng.partial_fit(X, np.array([[0, 1, 2]]), np.ones(1), np.array([2]))
+    with pytest.raises(ValueError, match="row indices"):
+        eng.partial_fit(X, np.array([[0, 1, 4]]), np.ones(1), np.array([0]))
+    with pytest.raises(ValueError, match="uniform"):
+        MultiTaskEngine(4, 2, query="active").partial_fit(X, np.array([[0, 1, 2]]), np.ones(1), np.array([0]))
+
+
+def test_hash_and_dense_storage_agree_on_many_sparse_tasks():
+    rng = np.random.default_rng(3)
+    n, d, K = 200, 400, 50
+    X = sp.random(n, d, density=0.03, random_state=4, format="csr")
+    trip = rng.integers(0, n, size=(600, 3))
+    signs = rng.choice([-1.0, 1.0], 600)
+    tid = rng.integers(0, K, 600)
+    mats = []
+    for storage in ("dense", "hash"):
+        e = MultiTaskEngine(d, K, b=2.0, C=0.5, storage=storage, initial_capacity=16)
+        e.partial_fit(X, trip, signs, tid)
+        mats.append(e.matrices())
+    for k in (0, 17, 49):
+        np.testing.assert_allclose(_M(*mats[0], k), _M(*mats[1], k), rtol=0, atol=1e-12)
+    assert abs(mats[0][1] - mats[1][1]).max() < 1e-12
+
+
+def test_learner_partial_fit_matches_reference_with_named_tasks():
+    Xd, trip, signs, tid, _ = _problem(seed=11)
+    names = np.array(["comp", "rec", "sci"])
+    est = OMTRSL(C=0.3, b=2.0, storage="hash")
+    est.partial_fit(Xd, trip[:40], signs[:40], names[tid[:40]], tasks=names)
+    est.partial_fit(Xd, trip[40:], signs[40:], names[tid[40:]])
+    ref, _ = dense_omtrsl(Xd, trip, signs, tid, 3, 2.0, 0.3)
+    for k, name in enumerate(names):
+        np.testing.assert_allclose(est.model_for(name).M.toarray(), ref[k], rtol=0, atol=1e-10)
+    assert est.n_triplets_seen_ == len(trip) and est.query_ratio_ == 1.0
+
+
+def test_ostrsl_and_ogrsl_are_oasis_per_task_and_global():
+    Xd, trip, signs, tid, _ = _problem(seed=5)
+    ost = OSTRSL(C=0.4).partial_fit(Xd, trip, signs, tid)
+    for k in range(3):
+        sel = tid == k
+        ref = dense_oasis(Xd, trip[sel], 0.4, signs=signs[sel])
+        np.testing.assert_allclose(ost.model_for(k).M.toarray(), ref, rtol=0, atol=1e-10)
+    glob = OGRSL(C=0.4).partial_fit(Xd, trip, signs, tid)
+    ref = dense_oasis(Xd, trip, 0.4, signs=signs)
+    for k in range(3):
+        np.testing.assert_allclose(glob.model_for(k).M.toarray(), ref, rtol=0, atol=1e-10)
+    # b = 0: A^{-1} = I, OMTRSL is OSTRSL
+    om = OMTRSL(C=0.4, b=0.0).partial_fit(Xd, trip, signs, tid)
+    for k in range(3):
+        np.testing.assert_allclose(om.model_for(k).M.toarray(), ost.model_for(k).M.toarray(), atol=1e-12)
+
+
+# ------------------------------------------------------------------ behaviour
+
+
+@pytest.mark.parametrize("cls", [OMTRSL, OMTRSLActive, OMTRSLRandom, OSTRSL, OGRSL])
+def test_same_seed_same_model_other_seed_other_model(cls):
+    X, y, t = _tiny_tasks()
+    m1 = cls(n_triplets=200, random_state=1).fit(X, y, t).model_
+    m2 = cls(n_triplets=200, random_state=1).fit(X, y, t).model_
+    m3 = cls(n_triplets=200, random_state=2).fit(X, y, t).model_
+    for k in range(3):
+        assert abs(m1.model_for(k).W - m2.model_for(k).W).max() == 0.0
+    assert any(abs(m1.model_for(k).W - m3.model_for(k).W).max() > 0 for k in range(3))
+
+
+def test_same_seed_gives_every_algorithm_the_same_stream():
+    X, y, t = _tiny_tasks()
+    # OMTRSL-Random asking every label is OMTRSL: the triplet stream depends only on the seed
+    full = OMTRSL(C=0.5, b=1.0, n_triplets=250, random_state=4).fit(X, y, t)
+    rnd = OMTRSLRandom(C=0.5, b=1.0, query_ratio=1.0, n_triplets=250, random_state=4).fit(X, y, t)
+    for k in range(3):
+        assert abs(full.model_for(k).W - rnd.model_for(k).W).max() < 1e-12
+
+
+def test_active_queries_fewer_labels_with_smaller_delta_and_random_hits_its_ratio():
+    X, y, t = _tiny_tasks()
+    ratios = [OMTRSLActive(delta=dl, n_triplets=1500, random_state=0).fit(X, y, t).query_ratio_
+              for dl in (0.01, 1.0, 100.0)]
+    assert ratios[0] < ratios[1] < ratios[2] <= 1.0
+    rnd = OMTRSLRandom(query_ratio=0.2, n_triplets=3000, random_state=0).fit(X, y, t)
+    assert abs(rnd.query_ratio_ - 0.2) < 0.03
+
+
+def test_learning_beats_the_identity_on_clustered_tasks():
+    from sparsesim.experiments.ijcai17 import evaluate_tasks
+
+    X, y, t = _tiny_tasks(per_class=14)
+    rows = np.arange(X.shape[0])
+    untrained = evaluate_tasks(OMTRSL(n_triplets=0).fit(X, y, t).model_, X, y, t, rows, np.unique(t))
+    trained = evaluate_tasks(OMTRSL(C=0.1, b=1.0, n_triplets=3000, random_state=0).fit(X, y, t).model_,
+                             X, y, t, rows, np.unique(t))
+    assert trained["map"] > untrained["map"]
+
+
+def test_evaluation_stays_inside_each_task():
+    from sparsesim.evaluation import dot_scorer, evaluate_retrieval
+    from sparsesim.experiments.ijcai17 import evaluate_tasks
+
+    X, y, t = _tiny_tasks()
+    model = OGRSL(n_triplets=0).fit(X, y, t).model_  # M = I: the dot product
+    rows = np.arange(0, X.shape[0], 2)
+    ev = evaluate_tasks(model, X, y, t, rows, np.unique(t), ["a", "b", "c"])
+    for k, p in enumerate(ev["per_task"]):
+        r = rows[t[rows] == k]
+        direct = evaluate_retrieval(dot_scorer(X[r]), y[r], k=10)
+        assert p["task"] == "abc"[k] and p["ap@10"] == pytest.approx(direct["ap@10"])
+    assert ev["ap@10"] == pytest.approx(np.mean([p["ap@10"] for p in ev["per_task"]]))
+
+
+# ------------------------------------------------------------------ model files
+
+
+def test_model_save_load_round_trip(tmp_path):
+    X, y, t = _tiny_tasks()
+    names = np.array(["x", "y", "z"])[t]
+    for est in (OMTRSL(n_triplets=200, random_state=0), OGRSL(n_triplets=200, random_state=0)):
+        model = est.fit(X, y, names).model_
+        path = tmp_path / f"{est._algorithm}.npz"
+        model.save(path)
+        back = MultiTaskSimilarity.load(path)
+        assert back.tasks == ["x", "y", "z"] and back.metadata["algorithm"] == est._algorithm
+        for task in ("x", "z"):
+            np.testing.assert_array_equal(back.model_for(task).score_matrix(X[:5], X),
+                                          model.model_for(task).score_matrix(X[:5], X))
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(FileFormatError):
+        MultiTaskSimilarity.load(path)
+
+
+def test_model_rejects_unknown_task():
+    X, y, t = _tiny_tasks()
+    model = OMTRSL(n_triplets=50, random_state=0).fit(X, y, t).model_
+    with pytest.raises(InvalidInputError, match="unknown task"):
+        model.model_for(7)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_input_raises_clear_errors():
+    X, y, t = _tiny_tasks()
+    bad = X.toarray()
+    bad[0, 0] = np.nan
+    with pytest.raises(InvalidInputError, match="NaN"):
+        OMTRSL(n_triplets=10).fit(bad, y, t)
+    y1 = y.copy()
+    y1[t == 1] = 0  # task 1 has a single class
+    with pytest.raises(InvalidInputError, match="class"):
+        OMTRSL(n_triplets=10).fit(X, y1, t)
+    with pytest.raises(InvalidInputError, match="one task per document"):
+        OMTRSL(n_triplets=10).fit(X, y, t[:-1])
+    with pytest.raises(InvalidInputError, match="C must be positive"):
+        OMTRSL(C=0.0, n_triplets=10).fit(X, y, t)
+    with pytest.raises(InvalidInputError, match="b must be"):
+        OMTRSL(b=-1.0, n_triplets=10).fit(X, y, t)
+    with pytest.raises(InvalidInputError, match="delta"):
+        OMTRSLActive(delta=0.0, n_triplets=10).fit(X, y, t)
+    with pytest.raises(InvalidInputError, match="query_ratio"):
+        OMTRSLRandom(query_ratio=1.5, n_triplets=10).fit(X, y, t)
+    est = OMTRSL().partial_fit(X, [[0, 1, 2]], [1], [0], tasks=[0, 1, 2])
+    with pytest.raises(InvalidInputError, match="unknown task"):
+        est.partial_fit(X, [[0, 1, 2]], [1], [5])
+    with pytest.raises(InvalidInputError, match="features"):
+        est.partial_fit(X[:, :10], [[0, 1, 2]], [1], [0])
+    with pytest.raises(InvalidInputError, match="triplet indices"):
+        est.partial_fit(X, [[0, 1, 10**6]], [1], [0])
+    with pytest.raises(UnknownNameError):
+        make_estimator("omtrsl", gamma=3)
+
+
+def test_registry_lists_the_family():
+    assert set(algorithms_of_kind("multitask-similarity")) >= {"omtrsl", "omtrsl-active", "omtrsl-random",
+                                                               "ostrsl", "ogrsl"}
+    assert isinstance(make_estimator("omtrsl-active", delta=0.3), OMTRSLActive)
+
+
+# ------------------------------------------------------------------ real data
+
+
+def _load(name):
+    from sparsesim.data import load_dataset
+
+    try:
+        return load_dataset(name)
+    except DataNotFoundError as exc:
+        pytest.skip(f"data not available: {exc}")
+
+
+def test_isolet_tasks_are_the_five_speaker_groups():
+    data = _load("isolet-tasks")
+    assert data.task_names == ["isolet1", "isolet2", "isolet3", "isolet4", "isolet5"]
+    assert np.bincount(data.tasks).tolist() == [1560, 1560, 1560, 1558, 1559]
+    for k in range(5):
+        assert np.unique(data.y[data.tasks == k]).size == 26
+
+
+def test_news20_tasks_are_the_four_top_level_categories():
+    data = _load("news20-tasks")
+    assert data.task_names == ["comp", "rec", "sci", "talk"]
+    for k, prefix in enumerate(data.task_names):
+        groups = {data.class_names[c] for c in np.unique(data.y[data.tasks == k])}
+        assert all(g.startswith(prefix + ".") for g in groups)
+        assert len(groups) == (5 if prefix == "comp" else 4)
+    assert data.n_features == 2000
+    norms = np.sqrt(np.asarray(data.X.multiply(data.X).sum(axis=1)).ravel())
+    assert np.allclose(norms[norms > 0], 1.0)
+
+
+# ------------------------------------------------------------------ protocol
+
+
+def _tiny_data():
+    from sparsesim.data import LabelledData
+
+    X, y, t = _tiny_tasks(per_class=24)
+    return LabelledData(X=X, y=y, tasks=t, task_names=["t0", "t1", "t2"], name="tiny", info={})
+
+
+def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments import ijcai17
+
+    monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: _tiny_data())
+    config = ExperimentConfig(
+        dataset="tiny", algorithms=["omtrsl", "ostrsl", "ogrsl", "omtrsl-active", "omtrsl-random"], triplets=300,
+        params={"omtrsl-active": {"delta": 0.5}}, out_dir=tmp_path,
+        options={"folds": 3, "search": True, "b_grid": [0.1, 10.0], "c_grid": [0.1, 1.0], "active_deltas": [0.1, 1.0]},
+    )
+    report = run_experiment("ijcai17", config)
+    json.dumps(report)  # JSON-serialisable
+    res = report["results"]
+    assert len(res) == 5 * 3 and {r["fold"] for r in res} == {0, 1, 2}
+    for r in res:
+        assert len(r["per_task"]) == 3 and 0.0 <= r["ap@10"] <= 1.0 and len(r["ap_curve"]) == 10
+        assert r["ap@10"] == pytest.approx(np.mean([p["ap@10"] for p in r["per_task"]]))
+    act = {r["fold"]: r["query_ratio"] for r in res if r["algorithm"] == "omtrsl-active"}
+    for r in res:
+        if r["algorithm"] == "omtrsl-random":
+            assert r["params"]["query_ratio"] == pytest.approx(act[r["fold"]])
+    assert report["chosen_params"]["omtrsl"]["b"] in (0.1, 10.0)
+    assert len(report["search"]["results"]) == 4 + 2 + 2
+    assert len(report["active_sweep"]) == 2
+    assert {p.rsplit("_", 1)[-1] for p in report["plots"]} >= {"k.png", "sensitivity.png", "active.png"}
+    text = ijcai17.format_table(report)
+    assert "omtrsl-random" in text and "AP@10" in text
+
+
+def test_protocol_refuses_single_task_algorithms_and_data(monkeypatch):
+    from sparsesim.data import LabelledData
+    from sparsesim.experiments import ExperimentConfig, ijcai17
+
+    with pytest.raises(UnknownNameError, match="multi-task"):
+        ijcai17.run(ExperimentConfig(dataset="x", algorithms=["oasis"]))
+    monkeypatch.setattr(ijcai17, "load_dataset", lambda name, **o: LabelledData(X=sp.eye(4, format="csr"),
+                                                                                y=np.array([0, 0, 1, 1])))
+    with pytest.raises(InvalidInputError, match="task column"):
+        ijcai17.run(ExperimentConfig(dataset="x", algorithms=["omtrsl"]))
+
+
+# ------------------------------------------------------------------ Dask
+
+
+def test_dask_cluster_gives_the_same_numbers_as_one_process():
+    distributed = pytest.importorskip("dask.distributed")
+    import joblib
+
+    from sparsesim.experiments.ijcai17 import cv_folds, run_one
+    from sparsesim.parallel import run_parallel
+
+    X, y, t = _tiny_tasks()
+    folds = cv_folds(y, t, 3, seed=0)
+    jobs = [(alg, p, X, y, t, tr, te, 200, 10 + f, None, f)
+            for alg, p in [("omtrsl", {"b": 1.0, "C": 0.5}), ("ostrsl", {"C": 0.5}), ("ogrsl", {"C": 0.5})]
+            for f, (tr, te) in enumerate(folds)]
+    local = run_parallel(run_one, jobs, n_jobs=1)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        with joblib.parallel_config(backend="dask"):
+            remote = run_parallel(run_one, jobs, n_jobs=None)
+            # per-task learners of OSTRSL through the same helper
+            ost = OSTRSL(C=0.5, n_triplets=200, random_state=3, n_jobs=None).fit(X, y, t)
+    assert [r["ap@10"] for r in remote] == [r["ap@10"] for r in local]
+    assert [r["map_curve"] for r in remote] == [r["map_curve"] for r in local]
+    ref = OSTRSL(C=0.5, n_triplets=200, random_state=3, n_jobs=1).fit(X, y, t)
+    for k in range(3):
+        assert abs(ost.model_for(k).W - ref.model_for(k).W).max() == 0.0
