@@ -40,6 +40,7 @@ from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary
 from .mtl_online import OnlineMultiTaskClassifier, Round
 
 __all__ = [
+    "DivergenceError",
     "omtl_interaction_inverse",
     "multitask_perceptron_step",
     "logdet_interaction_update",
@@ -52,6 +53,10 @@ __all__ = [
 ]
 
 VN_LOG_CAP = 50.0
+
+
+class DivergenceError(InvalidInputError):
+    """The weights or the interaction matrix overflowed (parameters too aggressive)."""
 
 
 # --------------------------------------------------------------------------- pure update rules
@@ -197,7 +202,7 @@ class _MultitaskPerceptron(OnlineMultiTaskClassifier):
             with np.errstate(over="ignore", invalid="ignore"):
                 self._wtw = wtw_prev + y * (np.outer(a, wx) + np.outer(wx, a)) + float(val @ val) * np.outer(a, a)
             if not np.all(np.isfinite(self._wtw)):
-                raise InvalidInputError(
+                raise DivergenceError(
                     f"{type(self).__name__} diverged: the weights overflowed after {self.n_updates_} "
                     "mistakes (for OMTLLOG/OMTLVON use a smaller eta or normalize=True)"
                 )
@@ -288,7 +293,7 @@ class OMTLAdaptive(_MultitaskPerceptron):
                 A_inv = A_inv * np.exp(shift)
             self._log_A_inv = log_A_inv
         if not (np.all(np.isfinite(A_inv)) and np.all(np.isfinite(self._wtw))):
-            raise InvalidInputError(
+            raise DivergenceError(
                 f"{'OMTLLOG' if self.divergence == 'logdet' else 'OMTLVON'} diverged (the interaction "
                 f"matrix overflowed after {self.n_updates_} mistakes); use a smaller eta or normalize=True"
             )
