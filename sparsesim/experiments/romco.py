@@ -127,6 +127,8 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
                 "train_seconds": time.perf_counter() - t0, "params": dict(params), "per_task": [],
                 "curve": None}
     seconds = time.perf_counter() - t0
+    extra = {k.rstrip("_"): int(getattr(est, k)) for k in ("n_updates_", "n_materialized_", "rank_")
+             if hasattr(est, k)}
     per_task = online_metrics(est.online_margins_, s.y)
     for name, row in zip(s.task_names, per_task):
         row["task"] = name
@@ -143,6 +145,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
         "f1_neg": f1_neg,
         "train_seconds": seconds,
         "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
+        **extra,
         "per_task": per_task,
         "curve": {"rounds": points.tolist(), "per_task": _curve(est.online_margins_, s.y, points).tolist()},
     }

@@ -227,8 +227,8 @@ class ROMCO(OnlineMultiTaskClassifier):
     (20, 3)
     """
 
-    _state_attrs = ("_Ut", "_Ubuf", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_", "rank_",
-                    "_since_refresh")
+    _state_attrs = ("_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_",
+                    "rank_", "n_materialized_", "_since_refresh")
 
     def __init__(self, regularizer: str = "nuclear", eta1: float = 0.1, eta2: float = 0.1,
                  lam1: float = 1e-4, lam2: float = 1e-4, gram_refresh: int = 500):
@@ -256,22 +256,29 @@ class ROMCO(OnlineMultiTaskClassifier):
 
     def _init_state(self, n_tasks: int, n_features: int) -> None:
         self._check_params()
-        self._Ut = np.zeros((n_tasks, n_features))  # U transposed: row i = u^i
+        # U^T = _N @ _Ut: a lazy m x m factor in front of an m x d base (see _learn_round)
+        self._Ut = np.zeros((n_tasks, n_features))
         self._Ubuf = np.empty_like(self._Ut)
-        self._Vr = np.zeros((n_tasks, n_features))  # V transposed = diag(_vscale) @ _Vr
+        self._N = np.eye(n_tasks)
+        self._Ninv = np.eye(n_tasks)
+        self._Vr = np.zeros((n_tasks, n_features))  # V^T = diag(_vscale) @ _Vr
         self._vscale = np.ones(n_tasks)
         self._vnorm = np.zeros(n_tasks)
-        self._gram = np.zeros((n_tasks, n_tasks))
+        self._gram = np.zeros((n_tasks, n_tasks))  # U^T U
         self.n_updates_ = 0
+        self.n_materialized_ = 0
         self.rank_ = 0
         self._since_refresh = 0
 
+    def _u_transposed(self) -> np.ndarray:
+        return self._Ut if self._N is None else self._N @ self._Ut
+
     def _weights(self) -> np.ndarray:
-        return self._Ut + self._vscale[:, None] * self._Vr
+        return self._u_transposed() + self._vscale[:, None] * self._Vr
 
     @property
     def U_(self) -> np.ndarray:
-        return self._Ut.T
+        return self._u_transposed().T
 
     @property
     def V_(self) -> np.ndarray:
@@ -294,72 +301,112 @@ class ROMCO(OnlineMultiTaskClassifier):
         return self
 
     def _refresh(self) -> None:
-        self._gram = self._Ut @ self._Ut.T
+        B = self._Ut @ self._Ut.T
+        self._gram = self._N @ B @ self._N.T
         self._vnorm = self._vscale * np.linalg.norm(self._Vr, axis=1)
         self._since_refresh = 0
 
+    def _materialize(self, T: np.ndarray) -> None:
+        """Base <- T @ base (one m x m by m x d product), lazy factor <- identity."""
+        np.matmul(T, self._Ut, out=self._Ubuf)
+        self._Ut, self._Ubuf = self._Ubuf, self._Ut
+        m = self._N.shape[0]
+        self._N = np.eye(m)
+        self._Ninv = np.eye(m)
+        self.n_materialized_ += 1
+
     # ---- one round
     def _learn_round(self, rnd: Round) -> np.ndarray:
-        Ut, Vr, vscale = self._Ut, self._Vr, self._vscale
+        """One round of Algorithm 1/2 (see the module docstring for the fast path).
+
+        ``U^T`` is kept as ``N @ B`` (``N`` m x m, invertible; ``B`` m x d). The gradient step adds
+        ``eta1 * N^{-1} Delta^T`` to ``B`` (``O(m * nnz)``); the prox multiplies ``N`` by
+        ``M = Q diag(ratio) Q^T`` (``O(m^3)``). Only when ``M`` is singular (a singular value is set
+        to zero: NuCl with ``sigma_hat <= eta1*lam1``) or ``N`` becomes ill-conditioned is ``B``
+        rewritten (``O(d m^2)``). Directions in which ``U_hat`` is numerically null keep ratio 1
+        (``U_hat q = 0`` there, so any ratio gives the same ``U*``).
+        """
+        Ut, Vr, vscale, N = self._Ut, self._Vr, self._vscale, self._N
         k = rnd.tasks.size
+        m = self.n_tasks_
         tk = rnd.tasks[rnd.owner]  # task of every entry
         feat, vals = rnd.feat, rnd.vals
-        ug = Ut[tk, feat]
-        vg = Vr[tk, feat]
+        lens_all = np.diff(rnd.ptr)
+        nz_all = lens_all > 0
+        # Y[:, j] = B[:, x_j] @ x_j, so that U^T x_j = N @ Y[:, j]
+        Y = np.zeros((m, k))
+        if feat.size:
+            Y[:, nz_all] = np.add.reduceat(Ut[:, feat] * vals, rnd.ptr[:-1][nz_all], axis=1)
         # eq. (5): p = (u^i + v^i) . x^i, computed for all tasks before any update
-        ux = np.bincount(rnd.owner, weights=vals * ug, minlength=k)
+        ux = np.einsum("jk,kj->j", N[rnd.tasks], Y)
+        vg = Vr[tk, feat]
         vx = np.bincount(rnd.owner, weights=vals * vg, minlength=k) * vscale[rnd.tasks]
         margins = ux + vx
         loss = 1.0 - rnd.y * margins  # eq. (1) before the [.]_+
         hit = loss > 0.0
         if not np.any(hit):  # Alg. 1/2 line 13: no loss, no update
             return margins
-        m = self.n_tasks_
         eta1, eta2 = float(self.eta1), float(self.eta2)
         emask = hit[rnd.owner]
         f = feat[emask]
         te = tk[emask]
         dv = (rnd.y[rnd.owner] * vals)[emask]  # entries of Delta = -grad L_t: column te, row f
         hit_tasks = rnd.tasks[hit]
-        lens = np.diff(rnd.ptr)[hit]
-        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        nonempty = lens > 0
+        lens = lens_all[hit]
 
         # ---- U: gradient step U_hat = U + eta1 Delta, tracked in the Gram matrix
         K = self._gram.copy()
         if f.size:
-            # Z[j, a] = u^j . Delta[:, hit_tasks[a]]
-            Z = np.zeros((m, hit_tasks.size))
-            Z[:, nonempty] = np.add.reduceat(Ut[:, f] * dv, starts[nonempty], axis=1)
+            Z = (N @ Y[:, hit]) * rnd.y[hit]  # Z[j, a] = u^j . Delta[:, hit_tasks[a]]
             S = sp.csr_matrix((dv, f, np.concatenate([[0], np.cumsum(lens)])),
                               shape=(hit_tasks.size, self.n_features_in_))
             DD = (S @ S.T).toarray()
             K[:, hit_tasks] += eta1 * Z
             K[hit_tasks, :] += eta1 * Z.T
             K[np.ix_(hit_tasks, hit_tasks)] += eta1 * eta1 * DD
-            Ut[te, f] += eta1 * dv  # (task, feature) pairs are unique within a round
+            # B += eta1 N^{-1} Delta^T  (features shared by two tasks' instances are summed)
+            contrib = self._Ninv[:, te] * (eta1 * dv)
+            order = np.argsort(f, kind="stable")
+            fs = f[order]
+            first = np.flatnonzero(np.concatenate([[True], fs[1:] != fs[:-1]]))
+            Ut[:, fs[first]] += np.add.reduceat(contrib[:, order], first, axis=1)
         # ---- U: proximal step (Theorem 1 / Theorem 2) through the Gram matrix
         rho = eta1 * float(self.lam1)
         if rho > 0:
-            Q, ratio, _, sigma_new = _prox_factors(K, rho, self.regularizer)
-            # directions whose new singular value is zero (or negligible: below 1e-13 of the
-            # largest, i.e. rounding noise of the Gram matrix) are dropped
-            keep = (ratio > 0) & (sigma_new > 1e-13 * max(float(sigma_new.max()), 1e-300))
-            r = int(np.count_nonzero(keep))
-            if r == 0:
-                Ut[...] = 0.0
-            elif 2 * r < m:  # two thin products: U* = (U_hat Q_r) diag(ratio_r) Q_r^T
-                Qk = Q[:, keep]
-                Ut[...] = (Qk * ratio[keep]) @ (Qk.T @ Ut)
-            else:  # U* = U_hat M, M = Q diag(ratio) Q^T (symmetric), stored transposed: M @ U_hat^T
-                np.matmul((Q * ratio) @ Q.T, Ut, out=self._Ubuf)
-                self._Ut, self._Ubuf = self._Ubuf, self._Ut
+            Q, ratio, sigma_hat, sigma_new = _prox_factors(K, rho, self.regularizer)
+            smax = max(float(sigma_hat.max()), 1e-300)
+            null = sigma_hat <= 1e-9 * smax  # U_hat q ~ 0: the ratio is irrelevant, keep 1
+            ratio = np.where(null, 1.0, ratio)
+            sigma_new = np.where(null, sigma_hat, sigma_new)
+            killed = ratio <= 1e-12
+            self.rank_ = int(np.count_nonzero(~null & ~killed))
+            if np.any(killed):
+                keep = ~killed
+                r = int(np.count_nonzero(keep))
+                if r == 0:
+                    self._Ut[...] = 0.0
+                    self._N = np.eye(m)
+                    self._Ninv = np.eye(m)
+                elif 2 * r < m:  # two thin products: U*^T = Q_r diag(ratio_r) (Q_r^T N B)
+                    Qk = Q[:, keep]
+                    self._Ut = (Qk * ratio[keep]) @ ((Qk.T @ N) @ self._Ut)
+                    self._Ubuf = np.empty_like(self._Ut)
+                    self._N = np.eye(m)
+                    self._Ninv = np.eye(m)
+                    self.n_materialized_ += 1
+                else:
+                    self._materialize(((Q * ratio) @ Q.T) @ N)
+                sigma_new = np.where(killed, 0.0, sigma_new)
+            else:
+                self._N = ((Q * ratio) @ Q.T) @ N
+                self._Ninv = self._Ninv @ ((Q / ratio) @ Q.T)
+                if np.linalg.norm(self._N) * np.linalg.norm(self._Ninv) > 1e6:
+                    self._materialize(self._N)
             self._gram = (Q * sigma_new ** 2) @ Q.T
-            self.rank_ = r
         else:  # lam1 = 0: the prox is the identity
             self._gram = K
             ev = np.linalg.eigvalsh(0.5 * (K + K.T))
-            self.rank_ = int(np.count_nonzero(ev > 1e-26 * max(float(ev.max()), 1e-300)))
+            self.rank_ = int(np.count_nonzero(ev > 1e-18 * max(float(ev.max()), 1e-300)))
 
         # ---- V: gradient step V_hat = V + eta2 Delta (raw storage, per-column scale)
         if f.size:
