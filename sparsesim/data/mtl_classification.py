@@ -145,6 +145,8 @@ class MultiTaskStreams:
             "n_tasks": self.n_tasks,
             "n_features": self.n_features,
             "n_rounds": self.n_rounds,
+            # error of always predicting each task's majority class, averaged over tasks
+            "majority_error": float(np.mean([min(np.mean(y > 0), np.mean(y < 0)) for y in self.y])),
             "tasks": [
                 {"task": n, "n": int(x.shape[0]), "positives": int(np.sum(y > 0))}
                 for n, x, y in zip(self.task_names, self.X, self.y)

@@ -464,7 +464,8 @@ def format_table(report: dict) -> str:
     """Human-readable tables: averages over tasks (mean (std over shuffles)), then per task."""
     lines = [
         f"ROMCO protocol on {report['dataset']}: {report['data']['n_tasks']} tasks, "
-        f"{report['data']['n_features']} features, {len(report['seeds'])} shuffles",
+        f"{report['data']['n_features']} features, {len(report['seeds'])} shuffles "
+        f"(majority-class error {100 * report['data'].get('majority_error', float('nan')):.2f} %)",
         "",
         f"{'algorithm':<11} {'error %':>15} {'task std':>8} {'F1 pos %':>15} {'F1 neg %':>15} {'seconds':>8}",
     ]

@@ -380,7 +380,8 @@ class ROMCO(OnlineMultiTaskClassifier):
             sigma_new = np.where(null, sigma_hat, sigma_new)
             killed = ratio <= 1e-12
             self.rank_ = int(np.count_nonzero(~null & ~killed))
-            if np.any(killed):
+            lazy_ok = not np.any(killed) and float(ratio.min()) > 1e-6
+            if not lazy_ok:
                 keep = ~killed
                 r = int(np.count_nonzero(keep))
                 if r == 0:
@@ -397,9 +398,10 @@ class ROMCO(OnlineMultiTaskClassifier):
                 else:
                     self._materialize(((Q * ratio) @ Q.T) @ N)
                 sigma_new = np.where(killed, 0.0, sigma_new)
-            else:
+            else:  # lazy: N <- M N, N^{-1} <- N^{-1} M^{-1}; rewrite B when N gets ill-conditioned
                 self._N = ((Q * ratio) @ Q.T) @ N
                 self._Ninv = self._Ninv @ ((Q / ratio) @ Q.T)
+                # ratios lie in (1e-6, 1], so ||N|| <= 1 and ||N^{-1}|| stays below 1e12 here
                 if np.linalg.norm(self._N) * np.linalg.norm(self._Ninv) > 1e6:
                     self._materialize(self._N)
             self._gram = (Q * sigma_new ** 2) @ Q.T
