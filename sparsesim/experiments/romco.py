@@ -402,6 +402,7 @@ def plot_curves(report: dict, path: Path) -> Path:
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     for k, name in enumerate(panels):
         ax = axes[k // cols][k % cols]
+        lo, hi = np.inf, -np.inf
         for alg, c in curves.items():
             color, ls = _STYLE.get(alg, (None, "-"))
             ys = c["mean"] if name == "average over tasks" else c["per_task"][k]
@@ -411,6 +412,13 @@ def plot_curves(report: dict, path: Path) -> Path:
                 keep = rounds <= n
                 rounds, ys = rounds[keep], np.array(ys)[keep]
             ax.plot(rounds, 100 * np.asarray(ys), color=color, ls=ls, lw=1.2, label=alg)
+            late = rounds >= 0.05 * rounds.max()
+            if np.any(late):
+                hi = max(hi, 100 * float(np.max(np.asarray(ys)[late])))
+                lo = min(lo, 100 * float(np.min(np.asarray(ys)[late])))
+        if np.isfinite(hi) and hi > lo:  # the first rounds (error near 100%) would flatten the rest
+            pad = 0.1 * (hi - lo) + 0.1
+            ax.set_ylim(max(0.0, lo - pad), hi + pad)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("rounds", fontsize=8)
         ax.set_ylabel("cumulative error (%)", fontsize=8)
