@@ -379,7 +379,8 @@ class ROMCO(OnlineMultiTaskClassifier):
             ratio = np.where(null, 1.0, ratio)
             sigma_new = np.where(null, sigma_hat, sigma_new)
             killed = ratio <= 1e-12
-            self.rank_ = int(np.count_nonzero(~null & ~killed))
+            # reported rank: singular values above the Gram matrix's rounding noise (~1e-8 sigma_max)
+            self.rank_ = int(np.count_nonzero((sigma_new > 1e-7 * smax) & ~killed))
             lazy_ok = not np.any(killed) and float(ratio.min()) > 1e-6
             if not lazy_ok:
                 keep = ~killed
@@ -408,7 +409,7 @@ class ROMCO(OnlineMultiTaskClassifier):
         else:  # lam1 = 0: the prox is the identity
             self._gram = K
             ev = np.linalg.eigvalsh(0.5 * (K + K.T))
-            self.rank_ = int(np.count_nonzero(ev > 1e-18 * max(float(ev.max()), 1e-300)))
+            self.rank_ = int(np.count_nonzero(ev > 1e-14 * max(float(ev.max()), 1e-300)))
 
         # ---- V: gradient step V_hat = V + eta2 Delta (raw storage, per-column scale)
         if f.size:
