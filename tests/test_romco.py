@@ -290,3 +290,37 @@ def test_real_data_slice_beats_chance():
     majority = np.mean([max(np.mean(y > 0), np.mean(y < 0)) for y in small.y])
     assert model.error_rates_.mean() < 1 - majority + 0.05
     assert model.error_rates_.mean() < 0.4
+
+
+# --------------------------------------------------------------------------- protocol (small slices)
+
+
+def test_protocol_romco_small(tmp_path):
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.romco import format_table, search_params
+    from sparsesim.data.catalog import load_registered
+
+    try:
+        streams = load_registered("mhc1")
+    except DataNotFoundError as exc:
+        pytest.skip(f"mhc1 data not available: {exc}")
+    cfg = ExperimentConfig(dataset="mhc1", algorithms=["romco-logd", "pa-unique", "omtllog"],
+                           seeds=[0, 1], out_dir=tmp_path, params={"omtllog": {"eta": 1e-6}},
+                           options={"max_per_task": 200, "sensitivity": True, "sensitivity_shuffles": 1})
+    rep = run_experiment("romco", cfg)
+    assert len(rep["results"]) == 6
+    for r in rep["results"]:
+        assert {"algorithm", "seed", "error_rate", "f1", "f1_pos", "f1_neg", "train_seconds", "per_task"} <= set(r)
+        assert len(r["per_task"]) == 12 and 0 <= r["error_rate"] <= 1
+        assert np.isclose(r["error_rate"], np.mean([t["error_rate"] for t in r["per_task"]]))
+    same = [r for r in rep["results"] if r["algorithm"] == "pa-unique"]
+    again = run_experiment("romco", ExperimentConfig(dataset="mhc1", algorithms=["pa-unique"], seeds=[0, 1],
+                                                     options={"max_per_task": 200}))
+    assert [r["error_rate"] for r in same] == [r["error_rate"] for r in again["results"]]
+    assert all((tmp_path / f"romco_mhc1_{k}.png").exists() for k in ("cumulative_error", "sensitivity"))
+    assert (tmp_path / "romco_mhc1.json").exists()
+    assert "romco-logd" in format_table(rep)
+    found = search_params(streams, "omtlvon", seed=99, max_per_task=150)
+    assert len(found["trials"]) == 32 and "eta" in found["best"]
+    with pytest.raises(SparsesimError):
+        run_experiment("romco", ExperimentConfig(dataset="mhc1", algorithms=["oasis"]))

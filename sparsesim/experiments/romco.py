@@ -30,7 +30,8 @@ checkpoints : int, default 100
 dataset_options : dict
     Passed to the data set loader (e.g. ``{"include_tune": true}`` for spam-task-a).
 max_per_task : int, optional
-    Truncate every (shuffled) stream, for quick runs.
+    Truncate every (shuffled) stream, for quick runs (a truncated task left with one class is refused
+    with a clear error).
 
 Plots (when ``config.out_dir`` is set): ``romco_<dataset>_cumulative_error.png`` (Figs. 3-5) and
 ``romco_<dataset>_sensitivity.png`` (Fig. 6), plus the report as ``romco_<dataset>.json``.
