@@ -66,6 +66,27 @@ def time_fast(regularizer, m, d, reps, rng):
     return float(np.median(times)), float(np.median(mat)), model
 
 
+def time_kill_rounds(m, d, reps, rng):
+    """NuCl rounds in which one singular value falls below eta1*lam1 and is set to zero: U has
+    m-1 singular values 10 and one 1e-3, instances are scaled by 1e-4, rho = eta1*lam1 = 0.01."""
+    P, _ = np.linalg.qr(rng.normal(size=(d, m)))
+    Qm, _ = np.linalg.qr(rng.normal(size=(m, m)))
+    U = (P * np.r_[np.full(m - 1, 10.0), 1e-3]) @ Qm.T
+    model = ROMCO("nuclear", eta1=0.1, eta2=0.1, lam1=0.1, lam2=1e-3, gram_refresh=10**9).set_state(U, np.zeros((d, m)))
+    times = []
+    for k, rows in enumerate(make_rounds(rng, m, d, reps + 3)):
+        rows = [(idx, 1e-4 * val) for idx, val in rows]
+        rnd = make_round(np.arange(m), rows, labels_with_loss(model, rows))
+        before = model.n_corrected_ + model.n_materialized_
+        t0 = time.process_time()
+        model._learn_round(rnd)
+        dt = time.process_time() - t0
+        if k >= 3:
+            times.append(dt)
+        assert model.n_corrected_ + model.n_materialized_ == before + 1  # a singular value was zeroed
+    return float(np.median(times)), model.n_corrected_, model.n_materialized_
+
+
 def naive_round(U, V, rows, y, regularizer, eta1=0.1, eta2=0.1, lam1=1e-2, lam2=1e-3):
     d, m = U.shape
     G = np.zeros((d, m))
@@ -120,6 +141,10 @@ def main():
                     fast, mat, model = time_fast(reg, m, d, reps, rng)
                     naive = time_naive(reg, m, d, max(3, reps // 6), rng)
                     rows.append((d, m, reg, fast, mat, naive, model.rank_))
+    kill = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for d in (10_000, 100_000):
+            kill[d] = time_kill_rounds(30, d, reps, rng)
     print(f"one ROMCO round, every task updating, {NNZ} nnz/instance, 1 BLAS thread, CPU time "
           f"(median of {reps} rounds; naive: median of {max(3, reps // 6)})")
     print(f"{'d':>8} {'m':>3} {'regularizer':<8} {'fast ms':>9} {'+rewrite':>9} {'naive ms':>9} "
@@ -127,14 +152,20 @@ def main():
     for d, m, reg, fast, mat, naive, rank in rows:
         print(f"{d:>8} {m:>3} {reg:<8} {1e3 * fast:9.2f} {1e3 * mat:9.2f} {1e3 * naive:9.2f} "
               f"{naive / fast:8.1f} {rank:>5}")
-    print("fast = lazy round (no singular value set to zero); +rewrite = extra cost of a round that")
-    print("zeroes a singular value or re-conditions the lazy factor (one m x m by m x d product)")
+    print("fast = lazy round (no singular value set to zero); +rewrite = extra cost of a full rewrite of")
+    print("the m x d base (one m x m by m x d product: re-conditioning, or many singular values zeroed)")
+    for d, (t, nc, nm) in kill.items():
+        print(f"NuCl round that sets a singular value to zero (m=30, d={d:,}): {1e3 * t:.2f} ms "
+              f"(rank correction {nc} rounds, full rewrite {nm})")
     target = [r for r in rows if r[0] == 100_000 and r[1] == 30]
     for d, m, reg, fast, mat, naive, rank in target:
         status = "OK" if fast <= 0.010 else "OVER"
         worst = "OK" if fast + mat <= 0.010 else "OVER"
         print(f"target (m=30, d=100,000, {reg}): {1e3 * fast:.2f} ms per round <= 10 ms: {status}; "
-              f"with a rewrite {1e3 * (fast + mat):.2f} ms: {worst}")
+              f"with a full rewrite {1e3 * (fast + mat):.2f} ms: {worst}")
+    t = kill[100_000][0]
+    print(f"target (m=30, d=100,000, nuclear, a singular value zeroed): {1e3 * t:.2f} ms <= 10 ms: "
+          f"{'OK' if t <= 0.010 else 'OVER'}")
     try:
         import matplotlib
 

@@ -206,6 +206,8 @@ def test_many_rounds_match_dense_algorithm(regularizer, lam1):
     params = dict(eta1=0.5, eta2=0.5, lam1=lam1, lam2=0.3)
     model = ROMCO(regularizer, gram_refresh=7, **params).fit(X, y)
     assert model.n_materialized_ < model.n_updates_  # the lazy path ran
+    if lam1 > 0.1 and regularizer == "nuclear":
+        assert model.n_corrected_ > 0  # rounds that zeroed a singular value by the rank correction
     U = np.zeros((d, m))
     V = np.zeros((d, m))
     for rnd in iter_rounds(X, y):

@@ -128,7 +128,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
                 "train_seconds": time.perf_counter() - t0, "params": dict(params), "per_task": [],
                 "curve": None}
     seconds = time.perf_counter() - t0
-    extra = {k.rstrip("_"): int(getattr(est, k)) for k in ("n_updates_", "n_materialized_", "rank_")
+    extra = {k.rstrip("_"): int(getattr(est, k)) for k in ("n_updates_", "n_materialized_", "n_corrected_", "rank_")
              if hasattr(est, k)}
     per_task = online_metrics(est.online_margins_, s.y)
     for name, row in zip(s.task_names, per_task):

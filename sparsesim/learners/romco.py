@@ -31,6 +31,7 @@ step ``O(nnz)``; column norms are tracked incrementally.
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg.blas as _blas
 import scipy.sparse as sp
 
 from ..exceptions import InvalidInputError
@@ -228,7 +229,7 @@ class ROMCO(OnlineMultiTaskClassifier):
     """
 
     _state_attrs = ("_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_",
-                    "rank_", "n_materialized_", "_since_refresh")
+                    "rank_", "n_materialized_", "n_corrected_", "_since_refresh")
 
     def __init__(self, regularizer: str = "nuclear", eta1: float = 0.1, eta2: float = 0.1,
                  lam1: float = 1e-4, lam2: float = 1e-4, gram_refresh: int = 500):
@@ -267,6 +268,7 @@ class ROMCO(OnlineMultiTaskClassifier):
         self._gram = np.zeros((n_tasks, n_tasks))  # U^T U
         self.n_updates_ = 0
         self.n_materialized_ = 0
+        self.n_corrected_ = 0
         self.rank_ = 0
         self._since_refresh = 0
 
@@ -314,6 +316,21 @@ class ROMCO(OnlineMultiTaskClassifier):
         self._N = np.eye(m)
         self._Ninv = np.eye(m)
         self.n_materialized_ += 1
+
+    def _remove_directions(self, P0: np.ndarray, C: np.ndarray) -> None:
+        """``B <- B - C @ (P0 @ B)`` in place: one product ``R = P0 @ B`` and a BLAS rank-k update
+        (``dger`` / ``dgemm`` with ``beta = 1`` on the Fortran view ``B^T``), no ``m x d`` temporary."""
+        B = self._Ut
+        R = P0 @ B  # (k, d)
+        BT = B.T  # (d, m), Fortran-contiguous view of B
+        if R.shape[0] == 1:
+            out = _blas.dger(-1.0, R[0], C[:, 0], a=BT, overwrite_a=True)
+        else:
+            out = _blas.dgemm(-1.0, R.T, np.asfortranarray(C.T), beta=1.0, c=BT, overwrite_c=True)
+        if not np.shares_memory(out, B):  # BLAS wrapper made a copy (should not happen): keep it
+            self._Ut = np.ascontiguousarray(out.T)
+            self._Ubuf = np.empty_like(self._Ut)
+        self.n_corrected_ += 1
 
     # ---- one round
     def _learn_round(self, rnd: Round) -> np.ndarray:
@@ -381,8 +398,17 @@ class ROMCO(OnlineMultiTaskClassifier):
             killed = ratio <= 1e-12
             # reported rank: singular values above the Gram matrix's rounding noise (~1e-8 sigma_max)
             self.rank_ = int(np.count_nonzero((sigma_new > 1e-7 * smax) & ~killed))
-            lazy_ok = not np.any(killed) and float(ratio.min()) > 1e-6
-            if not lazy_ok:
+            n_killed = int(np.count_nonzero(killed))
+            ratio_kept = np.where(killed, 1.0, ratio)  # M' = Q diag(ratio_kept) Q^T is invertible
+            lazy_ok = float(ratio_kept.min()) > 1e-6
+            if lazy_ok and 0 < n_killed <= max(1, m // 4):
+                # M = M' - Q0 Q0^T (Q0: killed directions). U*^T = M' N B - Q0 (Q0^T N B): keep the
+                # lazy factor N <- M' N and remove the killed directions from B with a rank-n_killed
+                # correction B <- B - N^{-1} Q0 (Q0^T N B)  (M'^{-1} Q0 = Q0), O(d m n_killed).
+                Q0 = Q[:, killed]
+                self._remove_directions(Q0.T @ N, self._Ninv @ Q0)
+                n_killed = 0
+            if n_killed:
                 keep = ~killed
                 r = int(np.count_nonzero(keep))
                 if r == 0:
@@ -398,13 +424,15 @@ class ROMCO(OnlineMultiTaskClassifier):
                     self.n_materialized_ += 1
                 else:
                     self._materialize(((Q * ratio) @ Q.T) @ N)
-                sigma_new = np.where(killed, 0.0, sigma_new)
-            else:  # lazy: N <- M N, N^{-1} <- N^{-1} M^{-1}; rewrite B when N gets ill-conditioned
-                self._N = ((Q * ratio) @ Q.T) @ N
-                self._Ninv = self._Ninv @ ((Q / ratio) @ Q.T)
+            elif not lazy_ok:
+                self._materialize(((Q * ratio) @ Q.T) @ N)
+            else:  # lazy: N <- M' N, N^{-1} <- N^{-1} M'^{-1}; rewrite B when N gets ill-conditioned
+                self._N = ((Q * ratio_kept) @ Q.T) @ self._N
+                self._Ninv = self._Ninv @ ((Q / ratio_kept) @ Q.T)
                 # ratios lie in (1e-6, 1], so ||N|| <= 1 and ||N^{-1}|| stays below 1e12 here
                 if np.linalg.norm(self._N) * np.linalg.norm(self._Ninv) > 1e6:
                     self._materialize(self._N)
+            sigma_new = np.where(killed, 0.0, sigma_new)
             self._gram = (Q * sigma_new ** 2) @ Q.T
         else:  # lam1 = 0: the prox is the identity
             self._gram = K
