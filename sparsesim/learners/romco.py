@@ -15,16 +15,18 @@ proximal steps
   and Proposition 1 for LogD: the minimiser among 0 and the positive roots of the cubic (21));
 * ``v^i <- max(0, 1 - eta2*lam2 / ||v_hat^i||) v_hat^i`` for every column (eq. (18)).
 
-Fast path (cost per round ``O(nnz * m + m^3 + d * m^2)``, independent of how many features a
-document *could* have): ``U`` is stored transposed (``m x d``, C order) together with its
-``m x m`` Gram matrix ``K = U^T U``. The sparse gradient step updates ``K`` in
-``O(nnz * m)``; the eigendecomposition ``K_hat = Q diag(sigma_hat^2) Q^T`` gives the right singular
-vectors and singular values of ``U_hat``, and ``U* = U_hat Q diag(sigma*/sigma_hat) Q^T`` -- one
-``(m x m) @ (m x d)`` product (two thinner ones when the new rank is below ``m/2``); the new Gram
-matrix is ``Q diag(sigma*^2) Q^T`` for free. Since ``0 <= sigma* <= sigma_hat`` the ratio is
-bounded, so small or numerically zero singular values are harmless. ``K`` is recomputed from
-``U`` every ``gram_refresh`` updates to stop rounding drift. ``V`` is stored as a raw matrix times a
-per-column scale, so the group shrinkage (18) of all columns costs ``O(m)`` and the sparse gradient
+Fast path (cost per round ``O(nnz * m + m^3)``, plus ``O(d * m * k)`` when ``k`` singular values are
+set to zero; never more than ``O(d * m^2)``): the SVD goes through the ``m x m`` Gram matrix
+``K = U^T U``, which the sparse gradient step updates in ``O(nnz * m)``; ``eigh(K_hat) = Q diag(sigma_hat^2)
+Q^T`` gives the right singular vectors and values of ``U_hat`` and ``U* = U_hat Q diag(sigma*/sigma_hat)
+Q^T``; the new Gram matrix is ``Q diag(sigma*^2) Q^T``. ``U^T`` is stored as ``N @ B`` (``N`` m x m
+invertible, ``B`` m x d): the gradient step adds ``eta1 N^{-1} Delta^T`` to ``B`` and the prox multiplies
+``N`` by the m x m matrix above, so ``B`` (the only ``d``-sized part) is touched only on the features of
+the round -- except when singular values are set to zero (an in-place rank-k BLAS correction of
+``B``) or ``N`` gets ill-conditioned (one ``(m x m) @ (m x d)`` product). Since ``0 <= sigma* <=
+sigma_hat`` the ratios are bounded, so small or numerically zero singular values are harmless. ``K`` is
+recomputed every ``gram_refresh`` updates to stop rounding drift. ``V`` is stored as a raw matrix times
+a per-column scale, so the group shrinkage (18) of all columns costs ``O(m)`` and the sparse gradient
 step ``O(nnz)``; column norms are tracked incrementally.
 """
 
