@@ -151,3 +151,24 @@ register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multita
 register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
                        "OGRSL: one global OASIS-style similarity for all tasks"))
 # --- END multi-task relative similarity ---
+
+# --- BEGIN romco: online multi-task classification (ROMCO paper and its online baselines) ---
+register(AlgorithmSpec("romco-nucl", "sparsesim.learners.romco:ROMCO", "multitask-classifier",
+                       "ROMCO-NuCl: W = U + V, nuclear-norm prox on U, group lasso on V (Yang et al., Alg. 1)",
+                       {"regularizer": "nuclear"}))
+register(AlgorithmSpec("romco-logd", "sparsesim.learners.romco:ROMCO", "multitask-classifier",
+                       "ROMCO-LogD: W = U + V, log-determinant prox on U (cubic (21)), group lasso on V (Alg. 2)",
+                       {"regularizer": "logdet"}))
+register(AlgorithmSpec("pa-global", "sparsesim.learners.mtl_baselines:PAGlobal", "multitask-classifier",
+                       "PA-Global: one PA-I model (C=1) for the instances of all tasks"))
+register(AlgorithmSpec("pa-unique", "sparsesim.learners.mtl_baselines:PAUnique", "multitask-classifier",
+                       "PA-Unique: one PA-I model (C=1) per task"))
+register(AlgorithmSpec("omtl", "sparsesim.learners.mtl_baselines:OMTL", "multitask-classifier",
+                       "OMTL: multitask Perceptron with the fixed clique interaction matrix (Cavallanti et al. 2010)"))
+register(AlgorithmSpec("omtllog", "sparsesim.learners.mtl_baselines:OMTLAdaptive", "multitask-classifier",
+                       "OMTLLOG: multitask Perceptron, interaction matrix learned by LogDet divergence (Saha et al. 2011)",
+                       {"divergence": "logdet"}))
+register(AlgorithmSpec("omtlvon", "sparsesim.learners.mtl_baselines:OMTLAdaptive", "multitask-classifier",
+                       "OMTLVON: multitask Perceptron, interaction matrix learned by von Neumann divergence (Saha et al. 2011)",
+                       {"divergence": "vonneumann"}))
+# --- END romco ---

@@ -1,0 +1,201 @@
+"""Shared machinery of the online multi-task classifiers (ROMCO and its baselines).
+
+Protocol (Yang, Zhao & Gao, ROMCO, Sec. 3.2): there are ``m`` tasks, each with its own stream of
+instances ``(x_t^i, y_t^i)`` in one shared feature space. At round ``t`` every task presents its
+``t``-th instance; the learner predicts ``sign(z^i . x_t^i)`` for each, then sees the labels and
+updates. When the streams have different lengths a task that has run out sits out the remaining
+rounds (see :func:`iter_rounds`); the number of rounds is the longest stream.
+
+A prediction with margin exactly 0 (e.g. the all-zero initial model) is counted as a mistake:
+no decision was made (the same convention as :class:`~sparsesim.learners.linear_pa.PassiveAggressiveBinary`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
+
+from ..data.mtl_classification import check_task_streams
+from ..exceptions import InvalidInputError
+from ..validation import check_csr
+
+__all__ = ["Round", "iter_rounds", "make_round", "OnlineMultiTaskClassifier"]
+
+
+@dataclass(frozen=True)
+class Round:
+    """The instances of one round, concatenated in sparse coordinate form.
+
+    Attributes
+    ----------
+    tasks : ndarray of int, shape (k,)
+        Active tasks, ascending.
+    ptr : ndarray of int, shape (k + 1,)
+        Instance ``j`` (of task ``tasks[j]``) owns entries ``ptr[j]:ptr[j+1]`` of ``feat``/``vals``.
+    feat : ndarray of int, shape (nnz,)
+        Feature ids (sorted and unique within each instance).
+    vals : ndarray of float, shape (nnz,)
+    y : ndarray of float, shape (k,)
+        Labels in {-1, +1}.
+    owner : ndarray of int, shape (nnz,)
+        Position ``j`` in ``tasks`` of the instance each entry belongs to.
+    """
+
+    tasks: np.ndarray
+    ptr: np.ndarray
+    feat: np.ndarray
+    vals: np.ndarray
+    y: np.ndarray
+    owner: np.ndarray
+
+    def instance(self, j: int):
+        """``(indices, values)`` of the ``j``-th instance of the round."""
+        lo, hi = self.ptr[j], self.ptr[j + 1]
+        return self.feat[lo:hi], self.vals[lo:hi]
+
+
+def make_round(tasks, rows, y) -> Round:
+    """Build a :class:`Round` from ``rows = [(indices, values), ...]`` (one per active task)."""
+    tasks = np.asarray(tasks, dtype=np.int64)
+    lens = np.array([len(r[0]) for r in rows], dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum(lens)])
+    feat = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in rows]) if rows else np.zeros(0, np.int64)
+    vals = np.concatenate([np.asarray(r[1], dtype=np.float64) for r in rows]) if rows else np.zeros(0)
+    owner = np.repeat(np.arange(len(rows)), lens)
+    return Round(tasks, ptr, feat, vals, np.asarray(y, dtype=np.float64), owner)
+
+
+def iter_rounds(X: list, y: list):
+    """Yield the :class:`Round` s of per-task streams ``X`` (CSR) / ``y`` (±1), in order.
+
+    Round ``t`` holds the ``t``-th instance of every task whose stream is longer than ``t``.
+    """
+    lengths = np.array([x.shape[0] for x in X])
+    for t in range(int(lengths.max())):
+        tasks = np.flatnonzero(lengths > t)
+        rows = []
+        for i in tasks:
+            x = X[i]
+            lo, hi = x.indptr[t], x.indptr[t + 1]
+            rows.append((x.indices[lo:hi], x.data[lo:hi]))
+        yield make_round(tasks, rows, [y[i][t] for i in tasks])
+
+
+class OnlineMultiTaskClassifier(BaseEstimator):
+    """Base class: round loop, mistake counting, prediction. Subclasses implement
+    ``_init_state(n_tasks, n_features)``, ``_learn_round(rnd) -> margins`` (margins of the round's
+    instances *before* the update) and ``_weights() -> (n_tasks, n_features)`` array.
+
+    Attributes
+    ----------
+    n_tasks_ : int
+    n_features_in_ : int
+    n_rounds_ : int
+        Rounds processed.
+    n_seen_ : ndarray of int, shape (n_tasks,)
+        Instances processed per task.
+    n_mistakes_ : ndarray of int, shape (n_tasks,)
+        Online mistakes per task (sign of the margin before the update differs from the label;
+        margin 0 counts as a mistake).
+    online_margins_ : list of ndarray
+        Margins before each update, per task, of the last :meth:`partial_fit` call.
+    """
+
+    _state_attrs: tuple = ()
+
+    # ---- subclass hooks
+    def _init_state(self, n_tasks: int, n_features: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _learn_round(self, rnd: Round) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _weights(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- public API
+    def _reset(self) -> None:
+        for attr in ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_",
+                     "online_margins_") + tuple(self._state_attrs):
+            self.__dict__.pop(attr, None)
+
+    def _start(self, n_tasks: int, n_features: int) -> None:
+        self.n_tasks_ = n_tasks
+        self.n_features_in_ = n_features
+        self.n_rounds_ = 0
+        self.n_seen_ = np.zeros(n_tasks, dtype=np.int64)
+        self.n_mistakes_ = np.zeros(n_tasks, dtype=np.int64)
+        self._init_state(n_tasks, n_features)
+
+    def partial_fit(self, X, y):
+        """One online pass over per-task streams (continues from the current model).
+
+        Parameters
+        ----------
+        X : list of sparse matrices (or 2-D arrays), one per task, same number of columns
+        y : list of label vectors in {-1, +1} (or {0, 1}), one per task
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "n_tasks_")
+        X, y = check_task_streams(
+            X, y,
+            n_features=None if first else self.n_features_in_,
+            n_tasks=None if first else self.n_tasks_,
+        )
+        if first:
+            self._start(len(X), X[0].shape[1])
+        margins = [np.empty(x.shape[0]) for x in X]
+        # The per-round products are small (m x m by m x d): BLAS threads only add overhead and
+        # contention, so the online loop runs single-threaded (parallelism is across runs).
+        with threadpool_limits(limits=1, user_api="blas"):
+            for t, rnd in enumerate(iter_rounds(X, y)):
+                p = self._learn_round(rnd)
+                for j, i in enumerate(rnd.tasks):
+                    margins[i][t] = p[j]
+                wrong = np.sign(p) != rnd.y
+                self.n_mistakes_[rnd.tasks] += wrong
+                self.n_seen_[rnd.tasks] += 1
+                self.n_rounds_ += 1
+        self.online_margins_ = margins
+        return self
+
+    def fit(self, X, y):
+        """Reset and make one online pass over the per-task streams ``X``, ``y``."""
+        self._reset()
+        return self.partial_fit(X, y)
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """Task weight vectors as a dense ``(n_features, n_tasks)`` matrix (column ``i`` = task ``i``)."""
+        return np.asarray(self._weights()).T
+
+    def decision_function(self, X, task: int) -> np.ndarray:
+        """Margins of the rows of ``X`` under the model of ``task``."""
+        if not hasattr(self, "n_tasks_"):
+            raise InvalidInputError("the model is not fitted yet")
+        if not 0 <= int(task) < self.n_tasks_:
+            raise InvalidInputError(f"task {task} out of range 0..{self.n_tasks_ - 1}")
+        X = check_csr(X, n_features=self.n_features_in_)
+        w = np.asarray(self._weights()[int(task)]).ravel()
+        return np.asarray(X @ w).ravel()
+
+    def predict(self, X, task: int) -> np.ndarray:
+        """Labels in {-1, +1} of the rows of ``X`` for ``task`` (margin 0 -> +1)."""
+        return np.where(self.decision_function(X, task) >= 0, 1, -1)
+
+    @property
+    def error_rates_(self) -> np.ndarray:
+        """Cumulative online error rate of each task (mistakes / instances seen)."""
+        return self.n_mistakes_ / np.maximum(self.n_seen_, 1)
+
+
+def as_csr_list(X) -> list:
+    """Helper for callers holding one dense/sparse matrix per task."""
+    return [sp.csr_matrix(x) for x in X]
