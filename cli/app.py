@@ -51,6 +51,25 @@ def parse_params(items: Optional[List[str]]) -> dict:
     return out
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` or ``"0-9"`` (inclusive ranges) or a mix -> list of ints."""
+    out: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else ("-" + part[1:].split("-", 1)[0], part[1:].split("-", 1)[1])
+                out.extend(range(int(lo), int(hi) + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise InvalidInputError(f"--seeds expects integers or ranges like 0-9, got {text!r}") from None
+    if not out:
+        raise InvalidInputError("--seeds needs at least one seed")
+    return out
+
+
 def _progress(total: int, description: str, enabled: bool):
     """A rich progress bar on stderr; returns (context manager, advance-to callback)."""
     from contextlib import nullcontext
@@ -241,10 +260,7 @@ def experiment(
         raise InvalidInputError("--algorithms needs at least one name")
     for name in names:
         get_algorithm(name)
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise InvalidInputError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
+    seed_list = parse_seeds(seeds)
     options = parse_params(option).get("*", {})
     if query_ratio is not None:
         options["query_ratio"] = query_ratio
