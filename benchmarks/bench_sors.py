@@ -74,7 +74,8 @@ def run_engine(cfg: dict) -> dict:
 
 
 def run_naive(cfg: dict) -> dict:
-    """OASIS-style PA step with scipy: W = W + tau * outer (copies W each step)."""
+    """SORS-I's step written naively with scipy: W = W + eta * outer (a copy of W every step),
+    then the L1 soft-threshold over all stored entries."""
     import scipy.sparse as sp
 
     from sparsesim.triplets import sors_triplets
@@ -146,8 +147,10 @@ def main(argv=None):
     print(header)
     print("-" * len(header))
     for name in args.corpora.split(","):
+        # the naive update runs SORS-I's rule with SORS-I's parameters: the same work per step
+        sors = params.get("sors-l1", {})
         naive = spawn({"corpus": name, "algorithm": "naive-scipy", "T": 50 if args.quick else args.naive_T,
-                       "eta": 0.1, "lam": 1e-3})
+                       "eta": sors.get("eta", 0.1), "lam": sors.get("lam", 0.0)})
         print(f"{name:<11}{'naive-scipy':<17}{50 if args.quick else args.naive_T:>8}{fmt(naive)}", flush=True)
         rows.append({"corpus": name, "algorithm": "naive-scipy", "T": args.naive_T, **naive})
         for T in sizes:
