@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import FileFormatError, InvalidInputError
-from .catalog import DataFile, DatasetSpec, register_dataset
+from .catalog import DataFile, DatasetSpec, register_dataset, check_options
 from .containers import LabelledData
 from .paths import locate
 from .readers import _STREAM_ERRORS, _labels_as_int, l2_normalize, read_svmlight, read_text_corpus, tfidf
@@ -36,16 +36,7 @@ _GH = "https://raw.githubusercontent.com"
 _TEXT_REPR = "TF-IDF (sklearn TfidfTransformer defaults: raw tf, smooth idf), rows L2-normalised"
 
 
-def _options(spec, options: dict, allowed: dict) -> dict:
-    unknown = set(options) - set(allowed)
-    if unknown:
-        raise InvalidInputError(
-            f"data set {spec.name!r}: unknown option(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(allowed)) or 'none'}"
-        )
-    out = dict(allowed)
-    out.update(options)
-    return out
+_options = check_options
 
 
 def _representation(spec, value, choices=("default", "raw")) -> str:

@@ -120,6 +120,21 @@ def get_dataset_spec(name: str) -> DatasetSpec:
         ) from None
 
 
+def check_options(spec: DatasetSpec, options: dict, allowed: dict) -> dict:
+    """A loader's options merged over its defaults ``allowed``; unknown names are refused."""
+    from ..exceptions import InvalidInputError
+
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"data set {spec.name!r}: unknown option(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(allowed)) or 'none'}"
+        )
+    out = dict(allowed)
+    out.update(options)
+    return out
+
+
 def load_registered(name: str, **options):
     """Load the registered data set ``name`` through its loader."""
     spec = get_dataset_spec(name)

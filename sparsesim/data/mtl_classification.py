@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import FileFormatError, InvalidInputError
-from .catalog import DataFile, DatasetSpec, register_dataset
+from .catalog import DataFile, DatasetSpec, register_dataset, check_options
 from .paths import locate
 
 __all__ = [
@@ -245,16 +245,7 @@ def check_task_streams(X, y, n_features: int | None = None, n_tasks: int | None 
 # --------------------------------------------------------------------------- helpers
 
 
-def _options(spec, options: dict, allowed: dict) -> dict:
-    unknown = set(options) - set(allowed)
-    if unknown:
-        raise InvalidInputError(
-            f"data set {spec.name!r}: unknown option(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(allowed)) or 'none'}"
-        )
-    out = dict(allowed)
-    out.update(options)
-    return out
+_options = check_options
 
 
 def _l2_rows(X: sp.csr_matrix) -> sp.csr_matrix:
