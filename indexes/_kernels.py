@@ -26,6 +26,18 @@ def rows_times_csr_T(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, out_t):
 
 
 @numba.njit(cache=True, nogil=True)
+def rows_times_csr(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, out):
+    """``out[r, :] += A[r] @ B`` for every row r of A (B in CSR), out of shape (A.shape[0], B.shape[1])."""
+    for r in range(a_ptr.size - 1):
+        row = out[r]
+        for p in range(a_ptr[r], a_ptr[r + 1]):
+            j = a_idx[p]
+            a = a_val[p]
+            for t in range(b_ptr[j], b_ptr[j + 1]):
+                row[b_idx[t]] += a * b_val[t]
+
+
+@numba.njit(cache=True, nogil=True)
 def csr_times_dense(x_ptr, x_idx, x_val, lo, hi, dense, out):
     """``out[i - lo, :] = X[i] @ dense`` for rows lo <= i < hi of X (CSR), dense of shape (d, b)."""
     b = dense.shape[1]
@@ -125,13 +137,17 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, n_docs, limit, p
 
 
 @numba.njit(cache=True, nogil=True)
-def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, x_ptr, x_idx, x_val, cands, n_features, k, out_docs, out_scores):
+def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx, x_val, cands, n_features, k,
+           out_docs, out_scores):
     """Exact bilinear scores of each query's candidates and its top k.
 
-    For query r: qm = q_r M (scattered into a dense buffer of n_features), then for each distinct
-    candidate c in ``cands[r]`` (-1 entries skipped) S = x_c . qm. Candidates are deduplicated.
-    Writes the k best (doc, score) pairs, best first; when fewer than k distinct candidates exist,
-    documents 0, 1, ... not yet in the pool are scored to fill it.
+    S(q, c) = sum_i q_i (M c)_i. For the "heavy" rows of M (``heavy_pos[i] = t >= 0``) the
+    values (M c)_i are precomputed in ``Z[c, t]`` (the dense columns of Y = X M^T); the other
+    ("light") rows are scattered into a dense buffer qm = q_light M and gathered per candidate.
+    So S = x_c . qm + sum_{heavy i in q} q_i Z[c, t(i)], the exact score in float64.
+    Candidates (-1 entries skipped) are deduplicated; when fewer than k distinct candidates
+    exist, documents 0, 1, ... not yet in the pool are scored to fill it. Writes the k best
+    (doc, score) pairs, best first.
     """
     qm = np.zeros(n_features, np.float64)
     n_docs = x_ptr.size - 1
@@ -139,10 +155,21 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, x_ptr, x_idx, x_val, cands,
     width = cands.shape[1]
     docs = np.empty(width + k, np.int64)
     vals = np.empty(width + k, np.float64)
+    max_q = 0
     for r in range(q_ptr.size - 1):
+        max_q = max(max_q, q_ptr[r + 1] - q_ptr[r])
+    h_pos = np.empty(max_q, np.int64)
+    h_val = np.empty(max_q, np.float64)
+    for r in range(q_ptr.size - 1):
+        nh = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
             a = q_val[p]
+            if heavy_pos[i] >= 0:
+                h_pos[nh] = heavy_pos[i]
+                h_val[nh] = a
+                nh += 1
+                continue
             for t in range(m_ptr[i], m_ptr[i + 1]):
                 qm[m_idx[t]] += a * m_val[t]
         m = 0
@@ -165,6 +192,9 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, x_ptr, x_idx, x_val, cands,
             s = 0.0
             for p in range(x_ptr[c], x_ptr[c + 1]):
                 s += x_val[p] * qm[x_idx[p]]
+            zc = Z[c]
+            for u in range(nh):
+                s += h_val[u] * zc[h_pos[u]]
             vals[t] = s
         best = _top_of(docs, vals, m, k)
         for t in range(best.size):
@@ -172,5 +202,7 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, x_ptr, x_idx, x_val, cands,
             out_scores[r, t] = vals[best[t]]
         for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
+            if heavy_pos[i] >= 0:
+                continue
             for t in range(m_ptr[i], m_ptr[i + 1]):
                 qm[m_idx[t]] = 0.0

@@ -95,9 +95,9 @@ def fit_projection(model, Xp, dim: int, sample: int, n_iter: int, random_state, 
     return np.ascontiguousarray(V, dtype=np.float32), np.ascontiguousarray(B, dtype=np.float32), s
 
 
-def _embed(Xp, dense, n_jobs, chunk: int = 65536) -> np.ndarray:
-    """X @ dense as float32 (rows x dim), chunked over rows in threads."""
-    out = np.empty((Xp.shape[0], dense.shape[1]), dtype=np.float32)
+def _embed(Xp, dense, n_jobs, chunk: int = 65536, dtype=np.float32) -> np.ndarray:
+    """X @ dense (rows x dim), chunked over rows in threads."""
+    out = np.empty((Xp.shape[0], dense.shape[1]), dtype=dtype)
 
     def part(lo, hi):
         K.csr_times_dense(Xp.indptr, Xp.indices, Xp.data, lo, hi, dense, out[lo:hi])
@@ -126,14 +126,19 @@ class AnnIndex(Index):
         HNSW search / construction breadth.
     dense_pool : int, default 100
         Candidates from the dense stage.
-    n_postings : int, default 1000
+    n_postings : int, default 200
         Posting-list entries read per query feature in the sparse stage (0 disables it).
-    sparse_pool : int, default 200
+    sparse_pool : int, default 100
         Candidates from the sparse stage.
     svd_sample : int, default 4000
         Rows of Y = X M^T the SVD is learned from (capped so the dense sample stays <= 1 GiB).
     svd_iter : int, default 4
         Power iterations of the randomized SVD.
+    rerank_memory : int, default 2 GiB
+        Budget (bytes) for Z, the precomputed values (M x)_i of every document on the "heavy"
+        rows i of M (n x h float64); 0 scatters every row of q M at query time.
+    heavy_min_nnz : int, default 256
+        Rows of M with fewer nonzeros are never precomputed.
     block_size : int, default 256
         Queries per candidate / re-ranking block.
     n_jobs : int, default 1
@@ -149,13 +154,16 @@ class AnnIndex(Index):
     postings_ : csr_matrix
         Impact-ordered posting lists of X.
     singular_values_ : ndarray
+    heavy_rows_ : ndarray of int
+        Rows of M whose per-document values are precomputed in ``Z_``.
+    Z_ : ndarray (n_documents, n_heavy) float64
     """
 
     kind = "ann"
 
     def __init__(self, model, dim=128, faiss_index="ivf", nlist=None, nprobe=32, hnsw_m=32, ef_search=128,
-                 ef_construction=200, dense_pool=100, n_postings=1000, sparse_pool=200, svd_sample=4000,
-                 svd_iter=4, block_size=256, n_jobs=1, random_state=0):
+                 ef_construction=200, dense_pool=100, n_postings=200, sparse_pool=100, svd_sample=4000,
+                 svd_iter=4, rerank_memory=2 << 30, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0):
         super().__init__(model, n_jobs=n_jobs)
         if faiss_index not in _FAISS_KINDS:
             raise InvalidInputError(f"faiss_index must be one of {_FAISS_KINDS}, got {faiss_index!r}")
@@ -184,6 +192,10 @@ class AnnIndex(Index):
         self.sparse_pool = int(sparse_pool)
         self.svd_sample = int(svd_sample)
         self.svd_iter = int(svd_iter)
+        if int(rerank_memory) < 0 or int(heavy_min_nnz) < 1:
+            raise InvalidInputError("rerank_memory must be >= 0 and heavy_min_nnz >= 1")
+        self.rerank_memory = int(rerank_memory)
+        self.heavy_min_nnz = int(heavy_min_nnz)
         self.block_size = int(block_size)
         self.random_state = random_state
         self.V_ = self.B_ = None
@@ -191,12 +203,16 @@ class AnnIndex(Index):
         self.postings_ = None
         self.singular_values_ = None
         self.nlist_ = None
+        self.heavy_rows_ = None
+        self.Z_ = None
+        self._heavy_pos = None
         self._M = None
 
     def params(self) -> dict:
         return {k: getattr(self, k) for k in ("dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search",
                                                  "ef_construction", "dense_pool", "n_postings", "sparse_pool",
-                                                 "svd_sample", "svd_iter", "block_size", "random_state")}
+                                                 "svd_sample", "svd_iter", "rerank_memory", "heavy_min_nnz", "block_size",
+                                                 "random_state")}
 
     @property
     def _dense_on(self) -> bool:
@@ -219,6 +235,9 @@ class AnnIndex(Index):
         faiss = _faiss()
         faiss.omp_set_num_threads(jobs)
         self.postings_ = impact_postings(Xp)
+        self.heavy_rows_ = self._choose_heavy_rows(Xp)
+        self._heavy_pos = self._positions(self.heavy_rows_)
+        self.Z_ = self._heavy_values(Xp, jobs)
         if self._dense_on:
             self.V_, self.B_, self.singular_values_ = fit_projection(
                 self.model, Xp, self.dim, self.svd_sample, self.svd_iter, self.random_state)
@@ -248,8 +267,44 @@ class AnnIndex(Index):
         index.train(np.ascontiguousarray(train))
         return index
 
+    # -- exact re-ranking: heavy rows of M precomputed per document -------------------------------
+    def _choose_heavy_rows(self, Xp) -> np.ndarray:
+        """Rows i of M whose scatter would dominate q M: the most expensive by nnz(M_i) x df_i.
+
+        For these rows the values (M x)_i of every document are precomputed (Z, n x h float64,
+        at most ``rerank_memory`` bytes), so re-ranking reads one number per heavy query feature
+        and candidate instead of scattering a row with thousands of entries.
+        """
+        M = self._m()
+        n = Xp.shape[0]
+        row_nnz = np.diff(M.indptr)
+        df = np.bincount(Xp.indices, minlength=self.n_features)
+        h_max = int(self.rerank_memory // (8 * max(n, 1)))
+        eligible = np.flatnonzero((row_nnz >= self.heavy_min_nnz) & (df > 0))
+        if h_max <= 0 or eligible.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        cost = row_nnz[eligible].astype(np.float64) * df[eligible]
+        keep = eligible[np.argsort(-cost, kind="stable")[:h_max]]
+        return np.sort(keep).astype(np.int64)
+
+    def _positions(self, heavy_rows) -> np.ndarray:
+        pos = np.full(self.n_features, -1, dtype=np.int64)
+        pos[heavy_rows] = np.arange(heavy_rows.size)
+        return pos
+
+    def _heavy_values(self, Xp, n_jobs, block: int = 256) -> np.ndarray:
+        """Z[c, t] = (M x_c)_{heavy_rows[t]} = (X M_H^T)[c, t], computed block by block of heavy rows."""
+        H = self.heavy_rows_
+        Z = np.empty((Xp.shape[0], H.size), dtype=np.float64)
+        M = self._m()
+        for lo in range(0, H.size, block):
+            D = np.ascontiguousarray(M[H[lo:lo + block]].toarray().T)  # d x b
+            Z[:, lo:lo + D.shape[1]] = _embed(Xp, D, n_jobs, dtype=np.float64)
+        return Z
+
     def _add(self, Xp):
         X_all = sp.vstack([self.X_, Xp], format="csr")
+        self.Z_ = np.vstack([self.Z_, self._heavy_values(Xp, max(1, int(self.n_jobs or 1)))])
         if self._dense_on:
             faiss = _faiss()
             faiss.omp_set_num_threads(max(1, int(self.n_jobs or 1)))
@@ -296,7 +351,8 @@ class AnnIndex(Index):
             Qb = Qp[lo:hi]
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
-            K.rerank(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, X.indptr, X.indices, X.data,
+            K.rerank(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, self._heavy_pos, self.Z_,
+                     X.indptr, X.indices, X.data,
                      np.ascontiguousarray(cands[lo:hi]), self.n_features, k, docs, scores)
             return docs, scores
 
@@ -320,7 +376,8 @@ class AnnIndex(Index):
         P = self.postings_
         arrays.update({"postings.indptr": np.asarray(P.indptr, np.int64),
                        "postings.indices": np.asarray(P.indices, np.int32),
-                       "postings.data": np.asarray(P.data, np.float64)})
+                       "postings.data": np.asarray(P.data, np.float64),
+                       "heavy.rows": np.asarray(self.heavy_rows_, np.int64), "heavy.Z": self.Z_})
         if self._dense_on:
             arrays.update({"projection.V": self.V_, "projection.B": self.B_,
                            "projection.singular_values": np.asarray(self.singular_values_, np.float64)})
@@ -333,12 +390,22 @@ class AnnIndex(Index):
         return {"faiss.index": lambda path: faiss.write_index(self.faiss_, str(path))}
 
     def _state(self) -> dict:
-        return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_}
+        return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size)}
 
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
         from .exact import _csr_from
 
         self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
+        self.heavy_rows_ = arrays["heavy.rows"]
+        self.Z_ = arrays["heavy.Z"]
+        n, h = self.X_.shape[0], self.heavy_rows_.shape[0]
+        if (self.heavy_rows_.ndim != 1 or self.Z_.shape != (n, h)
+                or (h and (self.heavy_rows_.min() < 0 or self.heavy_rows_.max() >= self.n_features))):
+            from sparsesim.exceptions import FileFormatError
+
+            raise FileFormatError(f"heavy-row arrays have shapes {self.heavy_rows_.shape}, {self.Z_.shape}; "
+                                  f"expected (h,) and ({n}, h)")
+        self._heavy_pos = self._positions(self.heavy_rows_)
         self.nlist_ = meta["state"].get("nlist_")
         self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
         if self._dense_on:

@@ -164,8 +164,10 @@ class ExactIndex(Index):
         all_docs, all_vals = [], []
         for qlo in range(0, Qp.shape[0], b):
             Qb = Qp[qlo:qlo + b]
-            qmt = np.zeros((d, Qb.shape[0]))  # (Q_b M)^T
-            K.rows_times_csr_T(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qmt)
+            qm = np.zeros((Qb.shape[0], d))  # Q_b M, scattered row by row (contiguous writes)
+            K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qm)
+            qmt = np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
+            del qm
 
             def part(lo, hi):
                 out = np.empty((hi - lo, qmt.shape[1]))

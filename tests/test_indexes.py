@@ -106,11 +106,17 @@ def test_top_k_equal_to_corpus_size(model, split):
 
 
 # -- ANN -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("faiss_index", ["ivf", "hnsw"])
-def test_ann_recall_and_exact_scores(model, split, faiss_index):
+@pytest.mark.parametrize("faiss_index,heavy", [("ivf", "default"), ("hnsw", "default"), ("ivf", "none"),
+                                               ("ivf", "many")])
+def test_ann_recall_and_exact_scores(model, split, faiss_index, heavy):
     X, Q, _ = split
     top, _, S = brute_top(model, Q, X, 10)
-    index = build_index(model, X, kind="ann", faiss_index=faiss_index, dim=32)
+    extra = {"default": {}, "none": {"rerank_memory": 0}, "many": {"heavy_min_nnz": 20}}[heavy]
+    index = build_index(model, X, kind="ann", faiss_index=faiss_index, dim=32, **extra)
+    if heavy == "none":
+        assert index.heavy_rows_.size == 0
+    if heavy == "many":
+        assert index.heavy_rows_.size > 100 and index.Z_.shape == (X.shape[0], index.heavy_rows_.size)
     ids, scores = index.query(Q, top_k=10)
     assert recall(ids, top) >= 0.95
     # returned scores are the exact bilinear scores of the returned documents, sorted
@@ -196,7 +202,7 @@ def test_ids_preserved_and_checked(model, split):
 @pytest.mark.parametrize("kind", ["exact", "ann"])
 def test_add_documents(model, split, kind):
     X, Q, X_new = split
-    params = {"dim": 32} if kind == "ann" else {"strategy": "corpus"}
+    params = {"dim": 32, "heavy_min_nnz": 20} if kind == "ann" else {"strategy": "corpus"}
     ids_old = [f"a{i}" for i in range(X.shape[0])]
     ids_new = [f"b{i}" for i in range(X_new.shape[0])]
     index = build_index(model, X, kind=kind, ids=ids_old, **params)
@@ -231,7 +237,7 @@ def test_add_with_default_ids_continues_numbering(model, split):
 @pytest.mark.parametrize("kind,mmap", [("exact", False), ("exact", True), ("ann", False), ("ann", True)])
 def test_save_load_round_trip(model, split, tmp_path, kind, mmap):
     X, Q, _ = split
-    params = {"dim": 32, "n_postings": 500} if kind == "ann" else {"strategy": "corpus"}
+    params = {"dim": 32, "n_postings": 500, "heavy_min_nnz": 20} if kind == "ann" else {"strategy": "corpus"}
     ids = [f"d{i}" for i in range(X.shape[0])]
     index = build_index(model, X, kind=kind, ids=ids, **params)
     before = index.query(Q, top_k=10)
@@ -283,7 +289,7 @@ def test_mismatched_model_refused(model, split, tmp_path):
 
 
 @pytest.mark.parametrize("victim", ["faiss.index", "corpus.data.npy", "postings.indices.npy", "model.npz",
-                                    "ids.npy"])
+                                    "ids.npy", "heavy.Z.npy"])
 def test_corrupt_or_truncated_files_refused(model, split, tmp_path, victim):
     X = split[0][:200]
     build_index(model, X, kind="ann", dim=8, ids=[f"x{i}" for i in range(200)]).save(tmp_path / "idx")
