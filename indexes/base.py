@@ -119,6 +119,11 @@ def merge_top_k(docs: np.ndarray, vals: np.ndarray, k: int):
     return np.take_along_axis(docs, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
+def _plain(value):
+    """A numpy scalar as the matching Python scalar (for JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 class Index:
     """Base class: a corpus transformed by a :class:`~sparsesim.models.BilinearSimilarity`.
 
@@ -183,6 +188,21 @@ class Index:
         rows, scores = self._query_rows(Qp, k, jobs, **options)
         ids = self.ids_[rows]
         return list(ids), scores
+
+    def query_records(self, Q, top_k: int = 10, query_ids=None, n_jobs: int | None = None, **options) -> list[dict]:
+        """Query results as JSON-ready dicts ``{"query": ID, "results": [{"id": ..., "score": ...}]}``.
+
+        ``query_ids`` names the queries (default: their row numbers); ids and scores are plain
+        Python ``int``/``str``/``float``, so ``json.dumps`` writes one line per query.
+        """
+        ids, scores = self.query(Q, top_k=top_k, n_jobs=n_jobs, **options)
+        n = len(ids)
+        if query_ids is None:
+            query_ids = range(n)
+        elif len(query_ids) != n:
+            raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {n} queries")
+        return [{"query": _plain(qid), "results": [{"id": _plain(i), "score": float(v)} for i, v in zip(row, vals)]}
+                for qid, row, vals in zip(query_ids, ids, scores)]
 
     def query_rows(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
         """Like :meth:`query` but returns row numbers (n_queries, top_k) instead of user ids."""

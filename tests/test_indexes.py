@@ -330,3 +330,17 @@ def test_newer_format_refused(model, split, tmp_path):
     mpath.write_text(json.dumps(manifest))
     with pytest.raises(FileFormatError, match="newer"):
         load_index(tmp_path / "idx")
+
+
+def test_query_records_are_json_lines(model, split):
+    X, Q, _ = split
+    index = build_index(model, X[:100], ids=[f"d{i}" for i in range(100)])
+    records = index.query_records(Q[:3], top_k=4, query_ids=["q0", "q1", "q2"])
+    ids, scores = index.query(Q[:3], top_k=4)
+    line = json.dumps(records[1])
+    back = json.loads(line)
+    assert back["query"] == "q1" and [r["id"] for r in back["results"]] == list(ids[1])
+    np.testing.assert_allclose([r["score"] for r in back["results"]], scores[1])
+    assert [r["query"] for r in build_index(model, X[:10]).query_records(Q[:2], top_k=1)] == [0, 1]
+    with pytest.raises(InvalidInputError, match="query_ids"):
+        index.query_records(Q[:3], top_k=2, query_ids=["a"])
