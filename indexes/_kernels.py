@@ -162,6 +162,7 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
     h_val = np.empty(max_q, np.float64)
     for r in range(q_ptr.size - 1):
         nh = 0
+        light = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
             a = q_val[p]
@@ -170,6 +171,7 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
                 h_val[nh] = a
                 nh += 1
                 continue
+            light += m_ptr[i + 1] - m_ptr[i]
             for t in range(m_ptr[i], m_ptr[i + 1]):
                 qm[m_idx[t]] += a * m_val[t]
         m = 0
@@ -200,9 +202,12 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
         for t in range(best.size):
             out_docs[r, t] = docs[best[t]]
             out_scores[r, t] = vals[best[t]]
-        for p in range(q_ptr[r], q_ptr[r + 1]):
-            i = q_idx[p]
-            if heavy_pos[i] >= 0:
-                continue
-            for t in range(m_ptr[i], m_ptr[i + 1]):
-                qm[m_idx[t]] = 0.0
+        if light > n_features // 4:  # cheaper to clear the whole buffer than to revisit the rows
+            qm[:] = 0.0
+        else:
+            for p in range(q_ptr[r], q_ptr[r + 1]):
+                i = q_idx[p]
+                if heavy_pos[i] >= 0:
+                    continue
+                for t in range(m_ptr[i], m_ptr[i + 1]):
+                    qm[m_idx[t]] = 0.0
