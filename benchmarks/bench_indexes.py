@@ -80,6 +80,7 @@ SWEEP = [
     ("dense stage only (FAISS)", {"n_postings": 0}),
     ("dense only, pool 1000", {"n_postings": 0, "dense_pool": 1000}),
     ("n_postings=50", {"n_postings": 50}),
+    ("n_postings=200", {"n_postings": 200}),
     ("n_postings=1000", {"n_postings": 1000}),
     ("sparse_pool=50", {"sparse_pool": 50}),
     ("sparse_pool=300", {"sparse_pool": 300}),
@@ -169,7 +170,7 @@ def run_scale(scale: str, n_queries: int, n_jobs: int, n_triplets: int, seed: in
     query_peak = peak_gib()
     defaults = ann.params()
     desc = (f"dim={ann.dim}, IVF nlist={ann.nlist_}, nprobe={ann.nprobe}, dense_pool={ann.dense_pool}, "
-            f"n_postings={ann.n_postings}, sparse_pool={ann.sparse_pool}, heavy rows={ann.heavy_rows_.size}")
+            f"n_postings={ann.default_n_postings()}, sparse_pool={ann.sparse_pool}, heavy rows={ann.heavy_rows_.size}")
     rec = recall_at(rows, truth)
     # the scores an ANN index returns are exact bilinear scores: check on the first 20 queries
     m = min(20, Q.shape[0])
