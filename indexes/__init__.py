@@ -1,0 +1,67 @@
+"""Retrieval indexes over a learned bilinear similarity S(q, x) = q^T M x.
+
+Public entry points (what the CLI calls)
+----------------------------------------
+``build_index(model, X, kind="exact" | "ann", ids=None, n_jobs=1, **params) -> Index``
+    Index corpus ``X`` under ``model``; ``params`` go to :class:`ExactIndex` or :class:`AnnIndex`.
+``Index.query(Q, top_k=10) -> (ids, scores)``
+    ``ids`` is a list (one array per query) of user ids, best first; ``scores`` an
+    (n_queries, top_k) array of exact bilinear scores.
+``Index.add(X_new, ids=None)``
+    Append documents without rebuilding.
+``Index.save(directory, overwrite=False)`` / ``load_index(directory, model=None, mmap=False)``
+    The checksummed index directory (see :mod:`sparsesim.indexes.storage`).
+"""
+
+from __future__ import annotations
+
+from sparsesim.exceptions import UnknownNameError
+
+from .ann import AnnIndex
+from .base import Index
+from .exact import ExactIndex
+from .storage import load_index, read_manifest, save_index
+
+__all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
+           "read_manifest"]
+
+INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
+
+
+def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, **params) -> Index:
+    """Build an index of corpus ``X`` under the similarity ``model``.
+
+    Parameters
+    ----------
+    model : BilinearSimilarity
+        The learned similarity (M = I + W).
+    X : sparse matrix, shape (n_documents, n_features)
+        The corpus; its width must match the model.
+    kind : {"exact", "ann"}
+        Exact bilinear top-k, or sparse + FAISS candidates re-ranked with the exact score.
+    ids : sequence of int or str, optional
+        One unique user id per document (default: row numbers).
+    n_jobs : int, default 1
+        Threads for building and (by default) for queries.
+    **params
+        Index parameters (see :class:`ExactIndex`, :class:`AnnIndex`).
+
+    Returns
+    -------
+    Index
+
+    Examples
+    --------
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.learners.bilinear import OASIS
+    >>> from sparsesim.indexes import build_index
+    >>> data = load_dataset("news20-sample")
+    >>> model = OASIS(n_triplets=500, random_state=0).fit(data.X, data.y).model_
+    >>> index = build_index(model, data.X, kind="exact")
+    >>> ids, scores = index.query(data.X[:2], top_k=3)
+    >>> scores.shape
+    (2, 3)
+    """
+    if kind not in INDEX_KINDS:
+        raise UnknownNameError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
+    return INDEX_KINDS[kind](model, n_jobs=n_jobs, **params).fit(X, ids=ids)

@@ -1,0 +1,213 @@
+"""Compiled inner loops of the indexes (numba, ``nogil`` so joblib threads run them in parallel).
+
+All kernels take CSR matrices as their three arrays (indptr, indices, data) and never densify a
+corpus: dense buffers are at most (block of queries) x (features) or (block of documents) x
+(block of queries).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def rows_times_csr_T(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, out_t):
+    """``out_t[:, r] += (A[r] @ B)`` for every row r of A (B in CSR): out_t has shape (B.shape[1], A.shape[0]).
+
+    With A = a block of queries and B = M this writes (Q M)^T, the layout the corpus kernel reads.
+    """
+    for r in range(a_ptr.size - 1):
+        for p in range(a_ptr[r], a_ptr[r + 1]):
+            j = a_idx[p]
+            a = a_val[p]
+            for t in range(b_ptr[j], b_ptr[j + 1]):
+                out_t[b_idx[t], r] += a * b_val[t]
+
+
+@numba.njit(cache=True, nogil=True)
+def rows_times_csr(a_ptr, a_idx, a_val, b_ptr, b_idx, b_val, out):
+    """``out[r, :] += A[r] @ B`` for every row r of A (B in CSR), out of shape (A.shape[0], B.shape[1])."""
+    for r in range(a_ptr.size - 1):
+        row = out[r]
+        for p in range(a_ptr[r], a_ptr[r + 1]):
+            j = a_idx[p]
+            a = a_val[p]
+            for t in range(b_ptr[j], b_ptr[j + 1]):
+                row[b_idx[t]] += a * b_val[t]
+
+
+@numba.njit(cache=True, nogil=True)
+def csr_times_dense(x_ptr, x_idx, x_val, lo, hi, dense, out):
+    """``out[i - lo, :] = X[i] @ dense`` for rows lo <= i < hi of X (CSR), dense of shape (d, b)."""
+    b = dense.shape[1]
+    for i in range(lo, hi):
+        row = out[i - lo]
+        for t in range(b):
+            row[t] = 0.0
+        for p in range(x_ptr[i], x_ptr[i + 1]):
+            v = x_val[p]
+            src = dense[x_idx[p]]
+            for t in range(b):
+                row[t] += v * src[t]
+
+
+@numba.njit(cache=True, nogil=True)
+def csr_T_times_dense(m_ptr, m_idx, m_val, dense, out):
+    """``out = M^T @ dense`` for M in CSR (shape d x d'), dense of shape (d, k), out (d', k) zeroed."""
+    k = dense.shape[1]
+    for i in range(m_ptr.size - 1):
+        src = dense[i]
+        for p in range(m_ptr[i], m_ptr[i + 1]):
+            dst = out[m_idx[p]]
+            v = m_val[p]
+            for t in range(k):
+                dst[t] += v * src[t]
+
+
+@numba.njit(cache=True, nogil=True)
+def accumulate_postings(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, out):
+    """``out[r, doc] += q_r[i] * P[i, doc]`` over the posting lists P (CSR, features x documents)."""
+    for r in range(q_ptr.size - 1):
+        row = out[r]
+        for p in range(q_ptr[r], q_ptr[r + 1]):
+            i = q_idx[p]
+            a = q_val[p]
+            for t in range(p_ptr[i], p_ptr[i + 1]):
+                row[p_idx[t]] += a * p_val[t]
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_of(cands, vals, n, k):
+    """Indices into cands[:n] of the (up to) k largest vals, best first (ties: smaller doc first)."""
+    if n <= k:
+        sel = np.arange(n)
+    else:
+        thr = -np.partition(-vals[:n], k - 1)[k - 1]
+        sel = np.empty(n, np.int64)
+        m = 0
+        for t in range(n):
+            if vals[t] >= thr:
+                sel[m] = t
+                m += 1
+        sel = sel[:m]
+    sub_vals = vals[sel]
+    sub_docs = cands[sel]
+    # sort by (-value, doc): stable sort by doc, then stable sort by -value
+    order = np.argsort(sub_docs, kind="mergesort")
+    order = order[np.argsort(-sub_vals[order], kind="mergesort")]
+    return sel[order[:k]]
+
+
+@numba.njit(cache=True, nogil=True)
+def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, n_docs, limit, pool, out):
+    """Candidate generation over impact-ordered posting lists (the corpus's own sparse overlap).
+
+    For each query, accumulate q_i * x_i over the first ``limit`` postings of each query feature
+    (postings are stored largest value first) and write the ``pool`` best documents to
+    ``out[r]`` (padded with -1).
+    """
+    acc = np.zeros(n_docs, np.float64)
+    seen = np.zeros(n_docs, np.bool_)
+    touched = np.empty(n_docs, np.int64)
+    vals = np.empty(n_docs, np.float64)
+    for r in range(q_ptr.size - 1):
+        m = 0
+        for p in range(q_ptr[r], q_ptr[r + 1]):
+            i = q_idx[p]
+            a = q_val[p]
+            end = min(p_ptr[i + 1], p_ptr[i] + limit)
+            for t in range(p_ptr[i], end):
+                doc = p_idx[t]
+                if not seen[doc]:
+                    seen[doc] = True
+                    touched[m] = doc
+                    m += 1
+                acc[doc] += a * p_val[t]
+        for t in range(m):
+            vals[t] = acc[touched[t]]
+        best = _top_of(touched, vals, m, pool)
+        for t in range(pool):
+            out[r, t] = -1
+        for t in range(best.size):
+            out[r, t] = touched[best[t]]
+        for t in range(m):
+            acc[touched[t]] = 0.0
+            seen[touched[t]] = False
+
+
+@numba.njit(cache=True, nogil=True)
+def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx, x_val, cands, n_features, k,
+           out_docs, out_scores):
+    """Exact bilinear scores of each query's candidates and its top k.
+
+    S(q, c) = sum_i q_i (M c)_i. For the "heavy" rows of M (``heavy_pos[i] = t >= 0``) the
+    values (M c)_i are precomputed in ``Z[c, t]`` (the dense columns of Y = X M^T); the other
+    ("light") rows are scattered into a dense buffer qm = q_light M and gathered per candidate.
+    So S = x_c . qm + sum_{heavy i in q} q_i Z[c, t(i)], the exact score in float64.
+    Candidates (-1 entries skipped) are deduplicated; when fewer than k distinct candidates
+    exist, documents 0, 1, ... not yet in the pool are scored to fill it. Writes the k best
+    (doc, score) pairs, best first.
+    """
+    qm = np.zeros(n_features, np.float64)
+    n_docs = x_ptr.size - 1
+    stamp = np.full(n_docs, -1, np.int64)
+    width = cands.shape[1]
+    docs = np.empty(width + k, np.int64)
+    vals = np.empty(width + k, np.float64)
+    max_q = 0
+    for r in range(q_ptr.size - 1):
+        max_q = max(max_q, q_ptr[r + 1] - q_ptr[r])
+    h_pos = np.empty(max_q, np.int64)
+    h_val = np.empty(max_q, np.float64)
+    for r in range(q_ptr.size - 1):
+        nh = 0
+        light = 0
+        for p in range(q_ptr[r], q_ptr[r + 1]):
+            i = q_idx[p]
+            a = q_val[p]
+            if heavy_pos[i] >= 0:
+                h_pos[nh] = heavy_pos[i]
+                h_val[nh] = a
+                nh += 1
+                continue
+            light += m_ptr[i + 1] - m_ptr[i]
+            for t in range(m_ptr[i], m_ptr[i + 1]):
+                qm[m_idx[t]] += a * m_val[t]
+        m = 0
+        for t in range(width):
+            c = cands[r, t]
+            if c < 0 or stamp[c] == r:
+                continue
+            stamp[c] = r
+            docs[m] = c
+            m += 1
+        filler = 0
+        while m < k and filler < n_docs:
+            if stamp[filler] != r:
+                stamp[filler] = r
+                docs[m] = filler
+                m += 1
+            filler += 1
+        for t in range(m):
+            c = docs[t]
+            s = 0.0
+            for p in range(x_ptr[c], x_ptr[c + 1]):
+                s += x_val[p] * qm[x_idx[p]]
+            zc = Z[c]
+            for u in range(nh):
+                s += h_val[u] * zc[h_pos[u]]
+            vals[t] = s
+        best = _top_of(docs, vals, m, k)
+        for t in range(best.size):
+            out_docs[r, t] = docs[best[t]]
+            out_scores[r, t] = vals[best[t]]
+        if light > n_features // 4:  # cheaper to clear the whole buffer than to revisit the rows
+            qm[:] = 0.0
+        else:
+            for p in range(q_ptr[r], q_ptr[r + 1]):
+                i = q_idx[p]
+                if heavy_pos[i] >= 0:
+                    continue
+                for t in range(m_ptr[i], m_ptr[i + 1]):
+                    qm[m_idx[t]] = 0.0

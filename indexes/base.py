@@ -1,0 +1,260 @@
+"""What every index shares: the model, the stored corpus, user ids, input checks, top-k merging."""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.models import BilinearSimilarity
+from sparsesim.parallel import run_parallel
+from sparsesim.validation import check_csr
+
+__all__ = ["Index", "prepare_rows", "normalize_ids"]
+
+
+def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
+    """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so)."""
+    if model is None:
+        raise InvalidInputError("an index needs a BilinearSimilarity model")
+    X = check_csr(X, name=name, n_features=model.n_features)
+    if model.normalize:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        X = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
+    X.indices = X.indices.astype(np.int32, copy=False)
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    return X
+
+
+def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray:
+    """User ids as an int64 or unicode array of length ``n``, unique (also against ``existing``).
+
+    ``None`` numbers the documents after the existing ones (row numbers for a new index).
+    """
+    start = 0 if existing is None else existing.shape[0]
+    if ids is None:
+        if existing is not None and existing.dtype.kind != "i":
+            raise InvalidInputError("the index has string ids; pass ids for the new documents")
+        return np.arange(start, start + n, dtype=np.int64)
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InvalidInputError(f"ids must be a 1-D sequence with one id per document ({n}), got shape {arr.shape}")
+    if arr.dtype.kind == "O":
+        if all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) for v in arr):
+            arr = arr.astype(np.int64)
+        elif all(isinstance(v, str) for v in arr):
+            arr = arr.astype(str)
+        else:
+            raise InvalidInputError("ids must be all integers or all strings")
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "U":
+        pass
+    elif arr.dtype.kind == "S":
+        arr = arr.astype(str)
+    else:
+        raise InvalidInputError(f"ids must be integers or strings, got dtype {arr.dtype}")
+    if n and np.unique(arr).shape[0] != n:
+        raise InvalidInputError("ids must be unique; found duplicates")
+    if existing is not None:
+        if (existing.dtype.kind == "i") != (arr.dtype.kind == "i"):
+            kind = "integer" if existing.dtype.kind == "i" else "string"
+            raise InvalidInputError(f"the index has {kind} ids; the new ids must be {kind}s too")
+        clash = np.intersect1d(existing, arr)
+        if clash.size:
+            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0]!r}")
+        if arr.dtype.kind == "U":
+            width = max(existing.dtype.itemsize, arr.dtype.itemsize) // 4
+            arr = arr.astype(f"<U{max(width, 1)}")
+    return arr
+
+
+def check_top_k(top_k, n_documents: int) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1:
+        raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
+    if top_k > n_documents:
+        raise InvalidInputError(f"top_k={top_k} is larger than the index ({n_documents} documents)")
+    return int(top_k)
+
+
+def resolve_jobs(n_jobs) -> int:
+    if n_jobs is None:
+        return 1
+    n_jobs = int(n_jobs)
+    if n_jobs < 0:
+        n_jobs = max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return max(1, n_jobs)
+
+
+def threaded(func, jobs, n_jobs: int):
+    """Run ``func`` over ``jobs`` in joblib threads (the numba kernels release the GIL)."""
+    if n_jobs == 1 or len(jobs) == 1:
+        return [func(*job) for job in jobs]
+    return run_parallel(func, jobs, n_jobs=n_jobs, backend="threading")
+
+
+def top_k_rows(scores: np.ndarray, k: int, offset: int = 0):
+    """Per row of ``scores`` (queries x documents), the k best (document + offset, score), best first.
+
+    Partial selection (``np.argpartition``) then a sort of the k selected by (-score, document);
+    which of several documents tied at the k-th score is kept is not specified.
+    """
+    n = scores.shape[1]
+    if k < n:
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    else:
+        part = np.broadcast_to(np.arange(n), scores.shape)
+    vals = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    docs = np.take_along_axis(part, order, axis=1) + offset
+    return docs, np.take_along_axis(vals, order, axis=1)
+
+
+def merge_top_k(docs: np.ndarray, vals: np.ndarray, k: int):
+    """Merge candidate (docs, vals) of shape (n_queries, m) into the k best per row, best first."""
+    order = np.lexsort((docs, -vals), axis=1)[:, :k]
+    return np.take_along_axis(docs, order, axis=1), np.take_along_axis(vals, order, axis=1)
+
+
+def _plain(value):
+    """A numpy scalar as the matching Python scalar (for JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class Index:
+    """Base class: a corpus transformed by a :class:`~sparsesim.models.BilinearSimilarity`.
+
+    Subclasses implement ``_build``, ``_query_rows(Qp, k, n_jobs, **options)`` (returning row
+    numbers and scores), ``_add(Xp)`` and their storage arrays.
+    """
+
+    kind = ""
+
+    def __init__(self, model: BilinearSimilarity, n_jobs: int | None = 1):
+        if not isinstance(model, BilinearSimilarity):
+            raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        self.model = model
+        self.n_jobs = n_jobs
+        self.X_ = None
+        self.ids_ = None
+        self.read_only_ = False
+        self.build_seconds_ = 0.0
+
+    # -- facts ------------------------------------------------------------------------------
+    @property
+    def n_documents(self) -> int:
+        return 0 if self.X_ is None else self.X_.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.model.n_features
+
+    def params(self) -> dict:  # pragma: no cover - overridden
+        return {}
+
+    def __repr__(self):
+        return f"{type(self).__name__}(n_documents={self.n_documents}, n_features={self.n_features}, {self.params()})"
+
+    # -- public API -------------------------------------------------------------------------
+    def query(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
+        """The ``top_k`` most similar documents of every query row.
+
+        Parameters
+        ----------
+        Q : sparse matrix or array, shape (n_queries, n_features)
+            Queries; the width must match the model.
+        top_k : int, default 10
+            At most the number of documents in the index.
+        n_jobs : int, optional
+            Threads for this call (default: the index's ``n_jobs``).
+        **options
+            Index-specific search options (e.g. ``nprobe`` for ANN indexes).
+
+        Returns
+        -------
+        ids : list of ndarray
+            Per query, the ids of its ``top_k`` documents, best first.
+        scores : ndarray, shape (n_queries, top_k)
+            Their bilinear scores S(q, x) = q^T M x.
+        """
+        Qp = prepare_rows(self.model, Q, "queries")
+        k = check_top_k(top_k, self.n_documents)
+        jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
+        if Qp.shape[0] == 0:
+            return [], np.empty((0, k))
+        rows, scores = self._query_rows(Qp, k, jobs, **options)
+        ids = self.ids_[rows]
+        return list(ids), scores
+
+    def query_records(self, Q, top_k: int = 10, query_ids=None, n_jobs: int | None = None, **options) -> list[dict]:
+        """Query results as JSON-ready dicts ``{"query": ID, "results": [{"id": ..., "score": ...}]}``.
+
+        ``query_ids`` names the queries (default: their row numbers); ids and scores are plain
+        Python ``int``/``str``/``float``, so ``json.dumps`` writes one line per query.
+        """
+        ids, scores = self.query(Q, top_k=top_k, n_jobs=n_jobs, **options)
+        n = len(ids)
+        if query_ids is None:
+            query_ids = range(n)
+        elif len(query_ids) != n:
+            raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {n} queries")
+        return [{"query": _plain(qid), "results": [{"id": _plain(i), "score": float(v)} for i, v in zip(row, vals)]}
+                for qid, row, vals in zip(query_ids, ids, scores)]
+
+    def query_rows(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
+        """Like :meth:`query` but returns row numbers (n_queries, top_k) instead of user ids."""
+        Qp = prepare_rows(self.model, Q, "queries")
+        k = check_top_k(top_k, self.n_documents)
+        jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
+        return self._query_rows(Qp, k, jobs, **options)
+
+    def add(self, X_new, ids=None):
+        """Add documents (with user ids) to the index without rebuilding what is already there.
+
+        Parameters
+        ----------
+        X_new : sparse matrix, shape (n_new, n_features)
+        ids : sequence of int or str, optional
+            One unique id per new document (default: continue the row numbering; only for
+            integer-id indexes).
+
+        Returns
+        -------
+        self
+        """
+        if self.read_only_:
+            raise InvalidInputError("this index was loaded memory-mapped (read-only); load it with mmap=False to add")
+        Xp = prepare_rows(self.model, X_new, "documents")
+        new_ids = normalize_ids(ids, Xp.shape[0], existing=self.ids_)
+        if Xp.shape[0] == 0:
+            return self
+        self._add(Xp)
+        self.X_ = sp.vstack([self.X_, Xp], format="csr")
+        self.X_.indices = self.X_.indices.astype(np.int32, copy=False)
+        self.X_.indptr = self.X_.indptr.astype(np.int64, copy=False)
+        self.ids_ = np.concatenate([self.ids_.astype(new_ids.dtype) if new_ids.dtype.kind == "U" else self.ids_, new_ids])
+        return self
+
+    def save(self, directory, overwrite: bool = False):
+        """Write the index directory atomically (see :mod:`sparsesim.indexes.storage`)."""
+        from .storage import save_index
+
+        return save_index(self, directory, overwrite=overwrite)
+
+    # -- helpers for subclasses -----------------------------------------------------------
+    def _set_corpus(self, Xp, ids):
+        self.X_ = Xp
+        self.ids_ = normalize_ids(ids, Xp.shape[0])
+
+    def _arrays(self) -> dict:
+        """Arrays to store (name -> ndarray); the corpus and ids, plus subclass arrays."""
+        X = self.X_
+        return {"corpus.indptr": np.asarray(X.indptr, np.int64), "corpus.indices": np.asarray(X.indices, np.int32),
+                "corpus.data": np.asarray(X.data, np.float64), "ids": self.ids_}
+
+    def _extra_files(self) -> dict:
+        """Non-npy files to store: name -> writer(path)."""
+        return {}

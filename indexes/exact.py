@@ -1,0 +1,216 @@
+"""Exact top-k retrieval under a learned bilinear similarity S(q, x) = q^T M x.
+
+Two exact strategies, chosen by the memory the transformed corpus would take:
+
+* ``"corpus"`` -- precompute Y = X M^T once and keep it as posting lists (features x documents);
+  a query block costs a sparse product of the queries with Y^T, accumulated into dense
+  (block x documents) score rows. Fast when Y stays sparse (M close to I, or an L1-sparse W).
+* ``"query"`` -- keep X and M; a query block is transformed once (Q M, dense block x features)
+  and multiplied with X chunk by chunk. Memory is X plus bounded buffers whatever M is; this is
+  the only option when Y is dense-ish (a W learned by OASIS makes ~40% of Y nonzero on news20,
+  so Y for 10^6 documents would need hundreds of GB).
+
+Both return exact scores; top-k is a partial selection (``np.argpartition``) then a sort of the
+k selected. Blocks and chunks bound the memory; joblib threads run the numba kernels (which
+release the GIL) over query blocks or document chunks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsesim.exceptions import InvalidInputError
+
+from . import _kernels as K
+from .base import Index, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
+
+__all__ = ["ExactIndex"]
+
+_STRATEGIES = ("auto", "corpus", "query")
+
+
+class ExactIndex(Index):
+    """Exact bilinear top-k over a corpus.
+
+    Parameters
+    ----------
+    model : BilinearSimilarity
+    strategy : {"auto", "corpus", "query"}, default "auto"
+        ``"corpus"`` precomputes Y = X M^T; ``"query"`` transforms the queries instead.
+        ``"auto"`` estimates nnz(Y) from a sample of rows and precomputes Y when it fits in
+        ``corpus_memory`` bytes.
+    corpus_memory : int, default 1 GiB
+        Budget for the precomputed Y (12 bytes per nonzero) under ``"auto"``.
+    block_size : int, default 64
+        Queries transformed / scored together.
+    chunk_size : int, default 65536
+        Documents per chunk under ``"query"`` (a chunk's scores are chunk x block floats).
+    n_jobs : int, default 1
+        Threads for queries (and the default of :meth:`query`).
+    random_state : int, default 0
+        Seed of the row sample ``"auto"`` uses.
+
+    Attributes
+    ----------
+    X_ : csr_matrix
+        The stored corpus (normalised when the model normalises).
+    ids_ : ndarray
+        User id of every row.
+    strategy_ : str
+        The strategy in use.
+    postings_ : csr_matrix or None
+        Y^T (features x documents) under ``"corpus"``.
+    """
+
+    kind = "exact"
+
+    def __init__(self, model, strategy="auto", corpus_memory=1 << 30, block_size=64, chunk_size=65536,
+                 n_jobs=1, random_state=0):
+        super().__init__(model, n_jobs=n_jobs)
+        if strategy not in _STRATEGIES:
+            raise InvalidInputError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+        if int(block_size) < 1 or int(chunk_size) < 1:
+            raise InvalidInputError("block_size and chunk_size must be positive")
+        self.strategy = strategy
+        self.corpus_memory = int(corpus_memory)
+        self.block_size = int(block_size)
+        self.chunk_size = int(chunk_size)
+        self.random_state = random_state
+        self.strategy_ = None
+        self.postings_ = None
+        self._M = None
+
+    def params(self) -> dict:
+        return {"strategy": self.strategy, "corpus_memory": self.corpus_memory, "block_size": self.block_size,
+                "chunk_size": self.chunk_size, "random_state": self.random_state}
+
+    # -- build ------------------------------------------------------------------------------
+    def fit(self, X, ids=None):
+        """Index corpus ``X`` (rows = documents) with user ``ids`` (default: row numbers)."""
+        start = time.perf_counter()
+        Xp = prepare_rows(self.model, X, "corpus")
+        self._set_corpus(Xp, ids)
+        self.strategy_ = self._choose_strategy(Xp) if self.strategy == "auto" else self.strategy
+        self.postings_ = self._transform_postings(Xp) if self.strategy_ == "corpus" else None
+        self.build_seconds_ = time.perf_counter() - start
+        return self
+
+    def estimate_corpus_nnz(self, Xp, sample: int = 256) -> int:
+        """Estimated nnz(X M^T) from a random sample of rows."""
+        n = Xp.shape[0]
+        if n == 0:
+            return 0
+        rng = np.random.default_rng(self.random_state)
+        rows = np.sort(rng.choice(n, size=min(sample, n), replace=False))
+        nnz = (Xp[rows] @ self._mt()).nnz
+        return int(np.ceil(nnz / rows.size * n))
+
+    def _choose_strategy(self, Xp) -> str:
+        return "corpus" if self.estimate_corpus_nnz(Xp) * 12 <= self.corpus_memory else "query"
+
+    def _m(self):
+        if self._M is None:
+            self._M = self.model.M.tocsr()
+        return self._M
+
+    def _mt(self):
+        return self._m().T.tocsr()
+
+    def _transform_postings(self, Xp, rows_per_chunk: int = 4096) -> sp.csr_matrix:
+        MT = self._mt()
+        parts = [(Xp[lo:lo + rows_per_chunk] @ MT).tocsr() for lo in range(0, Xp.shape[0], rows_per_chunk)]
+        Y = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.n_features))
+        P = Y.T.tocsr()
+        P.sort_indices()
+        return P
+
+    def _add(self, Xp):
+        if self.strategy_ == "corpus":
+            new = self._transform_postings(Xp)
+            self.postings_ = sp.hstack([self.postings_, new], format="csr")
+
+    # -- query ------------------------------------------------------------------------------
+    def _query_rows(self, Qp, k, n_jobs, **options):
+        if options:
+            raise InvalidInputError(f"unknown option(s) for an exact index: {', '.join(sorted(options))}")
+        if self.strategy_ == "corpus":
+            return self._query_corpus(Qp, k, n_jobs)
+        return self._query_query(Qp, k, n_jobs)
+
+    def _query_corpus(self, Qp, k, n_jobs):
+        n = self.n_documents
+        P = self.postings_
+        b = max(1, min(self.block_size, (1 << 25) // max(n, 1)))  # <= 256 MB of scores per block
+
+        def block(lo):
+            Qb = Qp[lo:lo + b]
+            out = np.zeros((Qb.shape[0], n))
+            K.accumulate_postings(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, out)
+            return top_k_rows(out, k)
+
+        results = threaded(block, [(lo,) for lo in range(0, Qp.shape[0], b)], n_jobs)
+        return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
+
+    def _query_query(self, Qp, k, n_jobs):
+        M = self._m()
+        X = self.X_
+        n, d = self.n_documents, self.n_features
+        b = self.block_size
+        chunk = max(self.chunk_size, k)
+        bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+        all_docs, all_vals = [], []
+        for qlo in range(0, Qp.shape[0], b):
+            Qb = Qp[qlo:qlo + b]
+            qm = np.zeros((Qb.shape[0], d))  # Q_b M, scattered row by row (contiguous writes)
+            K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qm)
+            qmt = np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
+            del qm
+
+            def part(lo, hi):
+                out = np.empty((hi - lo, qmt.shape[1]))
+                K.csr_times_dense(X.indptr, X.indices, X.data, lo, hi, qmt, out)
+                return top_k_rows(out.T, k, offset=lo)
+
+            results = threaded(part, bounds, n_jobs)
+            docs = np.hstack([r[0] for r in results])
+            vals = np.hstack([r[1] for r in results])
+            docs, vals = merge_top_k(docs, vals, k)
+            all_docs.append(docs)
+            all_vals.append(vals)
+        return np.vstack(all_docs), np.vstack(all_vals)
+
+    # -- storage ----------------------------------------------------------------------------
+    def _arrays(self) -> dict:
+        arrays = super()._arrays()
+        if self.strategy_ == "corpus":
+            P = self.postings_
+            arrays.update({"postings.indptr": np.asarray(P.indptr, np.int64),
+                           "postings.indices": np.asarray(P.indices, np.int32),
+                           "postings.data": np.asarray(P.data, np.float64)})
+        return arrays
+
+    def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
+        self.strategy_ = meta["state"]["strategy_"]
+        if self.strategy_ == "corpus":
+            self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
+        self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
+
+    def _state(self) -> dict:
+        return {"strategy_": self.strategy_, "build_seconds": self.build_seconds_}
+
+
+def _csr_from(arrays, prefix, shape):
+    """A CSR matrix over stored (possibly memory-mapped) arrays, without copying them."""
+    M = sp.csr_matrix(shape)
+    M.indptr = arrays[f"{prefix}.indptr"]
+    M.indices = arrays[f"{prefix}.indices"]
+    M.data = arrays[f"{prefix}.data"]
+    M._shape = tuple(shape)
+    if M.indptr.shape[0] != shape[0] + 1 or M.indptr[-1] != M.indices.shape[0] or M.indices.shape != M.data.shape:
+        from sparsesim.exceptions import FileFormatError
+
+        raise FileFormatError(f"inconsistent {prefix} arrays (indptr/indices/data do not match)")
+    return M

@@ -1,0 +1,346 @@
+"""Retrieval indexes: exact equals brute force, ANN recall, storage round trip, refusals, add, ids."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparsesim
+from sparsesim.data.synthetic import rcv1_like
+from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnknownNameError
+from sparsesim.learners.bilinear import OASIS
+from sparsesim.models import BilinearSimilarity
+
+
+def _checkout_indexes():
+    """Import ``sparsesim.indexes`` from this checkout (an editable install may map it elsewhere)."""
+    pkg = pathlib.Path(__file__).resolve().parents[1] / "indexes"
+    mod = sys.modules.get("sparsesim.indexes")
+    if mod is not None and pathlib.Path(mod.__file__).resolve().parent == pkg:
+        return mod
+    spec = importlib.util.spec_from_file_location("sparsesim.indexes", pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sparsesim.indexes"] = mod
+    spec.loader.exec_module(mod)
+    sparsesim.indexes = mod
+    return mod
+
+
+ix = _checkout_indexes()
+from sparsesim.indexes import AnnIndex, ExactIndex, build_index, load_index  # noqa: E402
+from sparsesim.indexes.ann import impact_postings  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    data = rcv1_like(1300, n_features=3000, nnz_per_doc=30, n_classes=5, class_vocab=300, seed=1)
+    return data
+
+
+@pytest.fixture(scope="module")
+def model(corpus):
+    X, y = corpus.X[:1000], corpus.y[:1000]
+    return OASIS(n_triplets=1500, random_state=0).fit(X, y).model_
+
+
+@pytest.fixture(scope="module")
+def split(corpus):
+    return corpus.X[:1000], corpus.X[1000:1200], corpus.X[1200:]
+
+
+def brute_top(model, Q, X, k):
+    S = model.score_matrix(Q, X)
+    order = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(S, order, axis=1), S
+
+
+def recall(found, truth):
+    return float(np.mean([len(set(map(int, a)) & set(map(int, b))) / len(b) for a, b in zip(found, truth)]))
+
+
+# -- exact ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["corpus", "query"])
+def test_exact_equals_brute_force(model, split, strategy):
+    X, Q, _ = split
+    top, vals, _ = brute_top(model, Q, X, 10)
+    index = build_index(model, X, kind="exact", strategy=strategy, block_size=7, chunk_size=97)
+    assert index.strategy_ == strategy
+    ids, scores = index.query(Q, top_k=10)
+    np.testing.assert_allclose(scores, vals, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(np.array(ids), top)
+
+
+def test_exact_threads_and_normalize(split):
+    X, Q, _ = split
+    W = sp.random(X.shape[1], X.shape[1], density=0.002, random_state=0, format="csr")
+    m = BilinearSimilarity(W, normalize=True)
+    _, vals, _ = brute_top(m, Q * 3.0, X * 2.0, 5)
+    for strategy in ("corpus", "query"):
+        index = build_index(m, X * 2.0, kind="exact", strategy=strategy, chunk_size=128, n_jobs=2)
+        _, s2 = index.query(Q * 3.0, top_k=5)
+        _, s1 = index.query(Q * 3.0, top_k=5, n_jobs=1)
+        np.testing.assert_allclose(s2, vals, atol=1e-10)
+        np.testing.assert_array_equal(s1, s2)
+
+
+def test_auto_strategy_follows_memory_budget(model, split):
+    X = split[0]
+    assert build_index(model, X, strategy="auto", corpus_memory=1).strategy_ == "query"
+    assert build_index(model, X, strategy="auto", corpus_memory=1 << 34).strategy_ == "corpus"
+
+
+def test_top_k_equal_to_corpus_size(model, split):
+    X, Q, _ = split
+    small = X[:15]
+    _, vals, _ = brute_top(model, Q[:3], small, 15)
+    for strategy in ("corpus", "query"):
+        _, scores = build_index(model, small, strategy=strategy, chunk_size=4).query(Q[:3], top_k=15)
+        np.testing.assert_allclose(scores, vals, atol=1e-10)
+
+
+# -- ANN -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("faiss_index,heavy", [("ivf", "default"), ("hnsw", "default"), ("ivf", "none"),
+                                               ("ivf", "many")])
+def test_ann_recall_and_exact_scores(model, split, faiss_index, heavy):
+    X, Q, _ = split
+    top, _, S = brute_top(model, Q, X, 10)
+    extra = {"default": {}, "none": {"rerank_memory": 0}, "many": {"heavy_min_nnz": 20}}[heavy]
+    index = build_index(model, X, kind="ann", faiss_index=faiss_index, dim=32, **extra)
+    if heavy == "none":
+        assert index.heavy_rows_.size == 0
+    if heavy == "many":
+        assert index.heavy_rows_.size > 100 and index.Z_.shape == (X.shape[0], index.heavy_rows_.size)
+    ids, scores = index.query(Q, top_k=10)
+    assert recall(ids, top) >= 0.95
+    # returned scores are the exact bilinear scores of the returned documents, sorted
+    rows = np.array(ids)
+    np.testing.assert_allclose(scores, np.take_along_axis(S, rows, axis=1), atol=1e-10)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_ann_each_stage_alone_and_pool_growth(model, split):
+    X, Q, _ = split
+    top, _, _ = brute_top(model, Q, X, 10)
+    dense = build_index(model, X, kind="ann", dim=32, n_postings=0)
+    sparse_only = build_index(model, X, kind="ann", dim=0)
+    assert dense.faiss_ is not None and sparse_only.faiss_ is None
+    r_small = recall(dense.query(Q, 10, dense_pool=10)[0], top)
+    r_big = recall(dense.query(Q, 10, dense_pool=400, nprobe=64)[0], top)
+    assert r_big >= r_small and r_big >= 0.9
+    assert recall(sparse_only.query(Q, 10)[0], top) > 0.5
+    # a pool as large as the corpus makes the ANN index exact
+    full = sparse_only.query(Q, 10, n_postings=10**6, sparse_pool=X.shape[0])[0]
+    assert recall(full, top) >= 0.99
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        dense.query(Q, 10, nprob=3)
+    with pytest.raises(InvalidInputError, match="both candidate stages"):
+        AnnIndex(model, dim=0, n_postings=0)
+
+
+def test_impact_postings_sorted(split):
+    X = split[0]
+    P = impact_postings(X)
+    assert P.shape == (X.shape[1], X.shape[0]) and P.nnz == X.nnz
+    for i in np.flatnonzero(np.diff(P.indptr) > 1)[:50]:
+        vals = P.data[P.indptr[i]:P.indptr[i + 1]]
+        assert np.all(np.diff(vals) <= 0)
+    np.testing.assert_allclose(sp.csr_matrix((P.data, P.indices, P.indptr), shape=P.shape).T.toarray(), X.toarray())
+
+
+# -- input checks --------------------------------------------------------------------------------
+def test_bad_queries_and_parameters_refused(model, split):
+    X, Q, _ = split
+    for kind in ("exact", "ann"):
+        index = build_index(model, X[:200], kind=kind, **({"dim": 8} if kind == "ann" else {}))
+        with pytest.raises(InvalidInputError, match="features"):
+            index.query(sp.random(2, X.shape[1] + 1, density=0.1, format="csr"), top_k=5)
+        with pytest.raises(InvalidInputError, match="larger than the index"):
+            index.query(Q[:2], top_k=201)
+        with pytest.raises(InvalidInputError, match="positive"):
+            index.query(Q[:2], top_k=0)
+        bad = Q[:2].copy()
+        bad.data[0] = np.nan
+        with pytest.raises(InvalidInputError, match="NaN"):
+            index.query(bad, top_k=5)
+    with pytest.raises(InvalidInputError, match="features"):
+        build_index(model, sp.random(5, 10, density=0.5, format="csr"))
+    with pytest.raises(UnknownNameError):
+        build_index(model, X, kind="lsh")
+    with pytest.raises(InvalidInputError, match="strategy"):
+        ExactIndex(model, strategy="fast")
+
+
+# -- ids and add ---------------------------------------------------------------------------------
+def test_ids_preserved_and_checked(model, split):
+    X, Q, _ = split
+    names = np.array([f"doc-{i}" for i in range(X.shape[0])])
+    index = build_index(model, X, kind="exact", ids=names)
+    top, _, _ = brute_top(model, Q, X, 5)
+    ids, _ = index.query(Q, top_k=5)
+    np.testing.assert_array_equal(np.array(ids), names[top])
+    with pytest.raises(InvalidInputError, match="unique"):
+        build_index(model, X[:3], ids=["a", "b", "a"])
+    with pytest.raises(InvalidInputError, match="one id per document"):
+        build_index(model, X[:3], ids=["a", "b"])
+    with pytest.raises(InvalidInputError, match="all integers or all strings"):
+        build_index(model, X[:2], ids=np.array([1, "b"], dtype=object))
+    with pytest.raises(InvalidInputError, match="already in the index"):
+        index.add(Q[:1], ids=["doc-3"])
+    with pytest.raises(InvalidInputError, match="string ids"):
+        index.add(Q[:1])
+    with pytest.raises(InvalidInputError, match="strings too"):
+        index.add(Q[:1], ids=[7])
+
+
+@pytest.mark.parametrize("kind", ["exact", "ann"])
+def test_add_documents(model, split, kind):
+    X, Q, X_new = split
+    params = {"dim": 32, "heavy_min_nnz": 20} if kind == "ann" else {"strategy": "corpus"}
+    ids_old = [f"a{i}" for i in range(X.shape[0])]
+    ids_new = [f"b{i}" for i in range(X_new.shape[0])]
+    index = build_index(model, X, kind=kind, ids=ids_old, **params)
+    faiss_before = index.faiss_.ntotal if kind == "ann" else None
+    index.add(X_new, ids=ids_new)
+    assert index.n_documents == X.shape[0] + X_new.shape[0]
+    if kind == "ann":
+        assert index.faiss_.ntotal == faiss_before + X_new.shape[0]
+    all_X = sp.vstack([X, X_new], format="csr")
+    all_ids = np.array(ids_old + ids_new)
+    top, vals, _ = brute_top(model, Q, all_X, 10)
+    ids, scores = index.query(Q, top_k=10)
+    if kind == "exact":
+        np.testing.assert_array_equal(np.array(ids), all_ids[top])
+        np.testing.assert_allclose(scores, vals, atol=1e-10)
+    else:
+        assert recall([[int(str(i)[1:]) + (X.shape[0] if str(i)[0] == "b" else 0) for i in row] for row in ids],
+                      top) >= 0.95
+    # the added documents are found: each new document's own query returns documents from both parts
+    found = set(np.concatenate(index.query(X_new, top_k=3)[0]).tolist())
+    assert any(f.startswith("b") for f in found)
+
+
+def test_add_with_default_ids_continues_numbering(model, split):
+    X, Q, X_new = split
+    index = build_index(model, X[:100], kind="exact")
+    index.add(X_new[:5])
+    np.testing.assert_array_equal(index.ids_[-5:], np.arange(100, 105))
+
+
+# -- storage -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,mmap", [("exact", False), ("exact", True), ("ann", False), ("ann", True)])
+def test_save_load_round_trip(model, split, tmp_path, kind, mmap):
+    X, Q, _ = split
+    params = {"dim": 32, "n_postings": 500, "heavy_min_nnz": 20} if kind == "ann" else {"strategy": "corpus"}
+    ids = [f"d{i}" for i in range(X.shape[0])]
+    index = build_index(model, X, kind=kind, ids=ids, **params)
+    before = index.query(Q, top_k=10)
+    path = tmp_path / "idx"
+    index.save(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["kind"] == kind and manifest["model"]["checksum"] == model.checksum()
+    assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
+    loaded = load_index(path, mmap=mmap)
+    assert type(loaded) is type(index) and loaded.params() == index.params()
+    after = loaded.query(Q, top_k=10)
+    np.testing.assert_array_equal(np.array(after[0]), np.array(before[0]))
+    np.testing.assert_array_equal(after[1], before[1])
+    loaded_with_model = load_index(path, model=model, mmap=mmap)
+    np.testing.assert_array_equal(loaded_with_model.query(Q, top_k=10)[1], before[1])
+    if mmap:
+        assert isinstance(loaded.X_.data, np.memmap) and not loaded.X_.data.flags.writeable
+        with pytest.raises(InvalidInputError, match="read-only"):
+            loaded.add(Q[:1], ids=["new"])
+    else:
+        loaded.add(Q[:2], ids=["q0", "q1"])
+        assert loaded.n_documents == X.shape[0] + 2
+
+
+def test_save_refuses_existing_directory_unless_overwrite(model, split, tmp_path):
+    X = split[0][:50]
+    index = build_index(model, X)
+    index.save(tmp_path / "idx")
+    with pytest.raises(InvalidInputError, match="already exists"):
+        index.save(tmp_path / "idx")
+    index.add(split[1][:3])
+    index.save(tmp_path / "idx", overwrite=True)
+    assert load_index(tmp_path / "idx").n_documents == 53
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temporary leftovers
+
+
+def test_mismatched_model_refused(model, split, tmp_path):
+    X = split[0][:100]
+    build_index(model, X, kind="ann", dim=8).save(tmp_path / "idx")
+    other = BilinearSimilarity(model.W * 1.5)
+    with pytest.raises(ModelMismatchError, match="built with model"):
+        load_index(tmp_path / "idx", model=other)
+    narrow = BilinearSimilarity(sp.csr_matrix((10, 10)))
+    with pytest.raises(ModelMismatchError, match="features"):
+        load_index(tmp_path / "idx", model=narrow)
+    flags = BilinearSimilarity(model.W, normalize=True)
+    with pytest.raises(ModelMismatchError):
+        load_index(tmp_path / "idx", model=flags)
+
+
+@pytest.mark.parametrize("victim", ["faiss.index", "corpus.data.npy", "postings.indices.npy", "model.npz",
+                                    "ids.npy", "heavy.Z.npy"])
+def test_corrupt_or_truncated_files_refused(model, split, tmp_path, victim):
+    X = split[0][:200]
+    build_index(model, X, kind="ann", dim=8, ids=[f"x{i}" for i in range(200)]).save(tmp_path / "idx")
+    path = tmp_path / "idx" / victim
+    raw = bytearray(path.read_bytes())
+    # flipped byte, same size: caught by the sha256
+    flipped = raw.copy()
+    flipped[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        load_index(tmp_path / "idx")
+    # truncated: caught by the size
+    path.write_bytes(bytes(raw[: len(raw) // 2]))
+    with pytest.raises(FileFormatError, match="truncated"):
+        load_index(tmp_path / "idx", verify=False)
+    path.unlink()
+    with pytest.raises(FileFormatError, match="missing"):
+        load_index(tmp_path / "idx")
+
+
+def test_not_an_index_refused(tmp_path):
+    with pytest.raises(FileFormatError, match="no such index directory"):
+        load_index(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileFormatError, match="manifest"):
+        load_index(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    with pytest.raises(FileFormatError, match="corrupt manifest"):
+        load_index(tmp_path / "bad")
+
+
+def test_newer_format_refused(model, split, tmp_path):
+    build_index(model, split[0][:30]).save(tmp_path / "idx")
+    mpath = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    manifest["format_version"] = 99
+    mpath.write_text(json.dumps(manifest))
+    with pytest.raises(FileFormatError, match="newer"):
+        load_index(tmp_path / "idx")
+
+
+def test_query_records_are_json_lines(model, split):
+    X, Q, _ = split
+    index = build_index(model, X[:100], ids=[f"d{i}" for i in range(100)])
+    records = index.query_records(Q[:3], top_k=4, query_ids=["q0", "q1", "q2"])
+    ids, scores = index.query(Q[:3], top_k=4)
+    line = json.dumps(records[1])
+    back = json.loads(line)
+    assert back["query"] == "q1" and [r["id"] for r in back["results"]] == list(ids[1])
+    np.testing.assert_allclose([r["score"] for r in back["results"]], scores[1])
+    assert [r["query"] for r in build_index(model, X[:10]).query_records(Q[:2], top_k=1)] == [0, 1]
+    with pytest.raises(InvalidInputError, match="query_ids"):
+        index.query_records(Q[:3], top_k=2, query_ids=["a"])
