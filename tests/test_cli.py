@@ -155,3 +155,23 @@ def test_demo_runs(monkeypatch, capsys):
     assert code == 0 and set(report["scores"]) == {"oasis", "dot"}
     assert len(report["neighbours"]["oasis"]) == 5
     assert np.isfinite(report["scores"]["oasis"]["map"])
+
+
+def test_index_build_and_query_match_exact_search(trained, sample_svm, tmp_path, monkeypatch, capsys):
+    path, _ = sample_svm
+    out = tmp_path / "idx"
+    code, _, err = run_cli(["index", "build", "--model", trained, "--data", "news20-sample", "--kind", "exact",
+                            "--out", out, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    code, via_index, _ = run_cli(["query", "--index", out, "--queries", path, "--top-k", "5", "--json"],
+                                 monkeypatch, capsys)
+    code2, direct, _ = run_cli(["query", "--model", trained, "--corpus", "news20-sample", "--queries", path,
+                                "--top-k", "5", "--json"], monkeypatch, capsys)
+    assert code == code2 == 0
+    a = [json.loads(line) for line in via_index.strip().splitlines()]
+    b = [json.loads(line) for line in direct.strip().splitlines()]
+    assert [[r["id"] for r in x["results"]] for x in a] == [[r["id"] for r in x["results"]] for x in b]
+    for x, y in zip(a, b):
+        np.testing.assert_allclose([r["score"] for r in x["results"]], [r["score"] for r in y["results"]], rtol=1e-9)
+    (out / "manifest.json").write_text("corrupt")
+    assert_clean_error(run_cli(["query", "--index", out, "--queries", path], monkeypatch, capsys), "manifest")
