@@ -344,3 +344,15 @@ def test_query_records_are_json_lines(model, split):
     assert [r["query"] for r in build_index(model, X[:10]).query_records(Q[:2], top_k=1)] == [0, 1]
     with pytest.raises(InvalidInputError, match="query_ids"):
         index.query_records(Q[:3], top_k=2, query_ids=["a"])
+
+
+def test_ann_threads_and_hnsw_mmap(model, split, tmp_path):
+    X, Q, _ = split
+    index = build_index(model, X, kind="ann", faiss_index="hnsw", dim=16, n_jobs=2, block_size=50)
+    r2 = index.query(Q, top_k=5)
+    r1 = index.query(Q, top_k=5, n_jobs=1)
+    np.testing.assert_array_equal(np.array(r1[0]), np.array(r2[0]))
+    np.testing.assert_array_equal(r1[1], r2[1])
+    index.save(tmp_path / "hnsw")
+    loaded = load_index(tmp_path / "hnsw", mmap=True)
+    np.testing.assert_array_equal(loaded.query(Q, top_k=5)[1], r1[1])
