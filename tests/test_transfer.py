@@ -394,3 +394,16 @@ def test_oht2_with_equal_priors_does_not_depend_on_alpha():
     c = combine_stream(h, f, y, "discount", alpha=0.3, theta0=0.7)
     d = combine_stream(h, f, y, "discount", alpha=0.95, theta0=0.7)
     assert np.any(np.sign(c) != np.sign(d))
+
+
+def test_kernel_pa_refuses_to_densify_a_large_sparse_corpus():
+    import scipy.sparse as sp
+
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.learners.kernel_pa import _check_dense
+
+    big = sp.random(10_000, 62_061, density=1e-4, format="csr", random_state=0)
+    with pytest.raises(InvalidInputError, match="PassiveAggressiveBinary"):
+        _check_dense(big)
+    small = sp.random(20, 8, density=0.5, format="csr", random_state=0)
+    np.testing.assert_array_equal(_check_dense(small), small.toarray())

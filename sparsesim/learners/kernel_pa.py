@@ -45,8 +45,23 @@ def _check_variant(variant: str) -> None:
         raise InvalidInputError(f"unknown PA variant {variant!r}; use one of {PA_VARIANTS}")
 
 
+# Kernel PA and OHT work on dense low-dimensional views (image descriptors, topic vectors);
+# a sparse input is densified only while its dense form stays under this many bytes, so a
+# high-dimensional sparse corpus is refused instead of silently exhausting memory.
+MAX_DENSE_BYTES = 1 << 28
+
+
 def _check_dense(X, name="X", n_features=None) -> np.ndarray:
-    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    if hasattr(X, "toarray"):
+        n, d = X.shape
+        if n * d * 8 > MAX_DENSE_BYTES:
+            raise InvalidInputError(
+                f"{name} is sparse {n} x {d}: its dense form needs {n * d * 8 / 2**20:.0f} MiB; kernel PA and OHT work "
+                "on dense low-dimensional views (for sparse high-dimensional data use "
+                "sparsesim.learners.linear_pa.PassiveAggressiveBinary)"
+            )
+        X = X.toarray()
+    X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[None, :]
     if X.ndim != 2:
