@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashstore import HashStore, find, find_or_insert, home_slot, remove_at
+from .hashstore import EMPTY, REBUILD_LOAD, TOMBSTONE, HashStore, find, find_or_insert, home_slot, remove_at
 from .prefetch import prefetch
 
 OASIS = 0
@@ -234,6 +234,9 @@ def train_triplets(
                 else:
                     s = slots[e]
                     if s < 0:
+                        if mode == SORS and proximal_entry(0.0, g, eta, th, mode, delta, 0.0)[0] == 0.0:
+                            e += 1  # a new entry the prox sets to zero never enters the table
+                            continue
                         s = find_or_insert(keys, vals, key, shift, counts)
                         if lazy:
                             lasts[s] = target
@@ -267,6 +270,55 @@ def finalize_lazy(keys, vals, lasts, auxs, counts, diag, diag_last, diag_aux, ta
         for i in range(diag.shape[0]):
             diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
             diag_last[i] = target
+
+
+@numba.njit(cache=True)
+def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, mode, delta):
+    """Apply all pending shrinkage up to step ``target`` and drop zeros and tombstones in place.
+
+    One sequential pass and no new allocation, which is what keeps SORS's churn cheap: under L1
+    about as many entries die as are born each step, so the table fills with tombstones long
+    before it holds more live entries. The pass starts just after an EMPTY slot (no probe
+    cluster crosses it) and moves each surviving entry to the first EMPTY slot at or after its
+    home slot; that slot lies between its home and its current slot, so every probe stays short
+    and local, and entries already placed stay reachable. Zero entries leave the table (SORS);
+    under AdaSORS they stay, because their H_ij is part of the exact state.
+    Sets ``counts`` to the live entries (no tombstones remain); returns that count.
+    """
+    cap = keys.shape[0]
+    mask = cap - 1
+    start = -1
+    for s in range(cap):
+        if keys[s] == EMPTY:
+            start = s
+            break
+    live = 0
+    for off in range(1, cap + 1):
+        s = (start + off) & mask
+        k = keys[s]
+        if k == EMPTY:
+            continue
+        if k == TOMBSTONE:
+            keys[s] = EMPTY
+            continue
+        v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
+        if v == 0.0 and mode == SORS:
+            keys[s] = EMPTY
+            continue
+        t = home_slot(k, shift)
+        while t != s and keys[t] != EMPTY:
+            t = (t + 1) & mask
+        vals[t] = v
+        lasts[t] = target
+        if t != s:
+            keys[t] = k
+            if mode == ADASORS:
+                auxs[t] = auxs[s]
+            keys[s] = EMPTY
+        live += 1
+    counts[0] = live
+    counts[1] = live
+    return live
 
 
 class StepSchedule:
@@ -359,12 +411,19 @@ class BilinearEngine:
                 self.prox_diag, zi, zv, slots, keybuf, losses,
             )
             if pos < n:
-                if self.mode == SORS:
+                if self.mode != OASIS:
                     # Sweep before growing: apply all pending shrinkage so entries that decayed to
-                    # zero leave the table; memory then follows the sparsity of M, not the set of
-                    # entries ever touched. O(capacity), amortised over the inserts that filled it.
-                    self.finalize()
-                st.reserve(max(need, 1))
+                    # zero leave the table (SORS) and tombstones are reclaimed in place; memory
+                    # then follows the sparsity of M, not the set of entries ever touched. One
+                    # sequential O(capacity) pass, amortised over the inserts that filled the table;
+                    # the table only grows when live entries need the room.
+                    sweep_compact(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
+                                  st.shift, st.step, self.schedule.cum, self.lam, self.mode, self.delta)
+                    if st.counts[0] + need <= st.capacity * REBUILD_LOAD:
+                        continue
+                    st.grow(max(need, 1))
+                else:
+                    st.reserve(max(need, 1))
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses

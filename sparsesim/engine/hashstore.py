@@ -226,6 +226,11 @@ class HashStore:
         """
         if self.counts[1] + extra <= self.max_used():
             return
+        self.grow(extra)
+
+    def grow(self, extra: int) -> None:
+        """Rebuild (dropping tombstones) at the smallest capacity that keeps the load at most
+        ``REBUILD_LOAD`` after ``extra`` more inserts."""
         live = int(self.counts[0])
         cap = self.capacity
         while (live + extra) > cap * REBUILD_LOAD:
