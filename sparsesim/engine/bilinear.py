@@ -31,7 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashstore import EMPTY, REBUILD_LOAD, TOMBSTONE, HashStore, find, find_or_insert, home_slot, remove_at
+from .hashstore import (EMPTY, REBUILD_LOAD, TOMBSTONE, HashStore, find_or_free, home_slot, insert_at_or_probe,
+                        remove_at)
 from .prefetch import prefetch
 
 OASIS = 0
@@ -170,8 +171,8 @@ def train_triplets(
                         diag_last[i] = target
                     slots[e] = -1
                 else:
-                    s = find(keys, key, shift)
-                    slots[e] = s
+                    s = find_or_free(keys, key, shift)
+                    slots[e] = s  # >= 0: the entry's slot; <= -2: where to insert it
                     if s >= 0:
                         v = vals[s]
                         if lazy:
@@ -219,8 +220,8 @@ def train_triplets(
                     sa = slots[ahead]
                     if sa >= 0:
                         prefetch(keys, sa)
-                    elif keybuf[ahead] >= 0:
-                        prefetch(keys, home_slot(keybuf[ahead], shift))
+                    elif sa <= -2:
+                        prefetch(keys, -2 - sa)
                 g = scale * xi * zv[jj]
                 key = keybuf[e]
                 if key < 0:
@@ -237,7 +238,7 @@ def train_triplets(
                         if mode == SORS and proximal_entry(0.0, g, eta, th, mode, delta, 0.0)[0] == 0.0:
                             e += 1  # a new entry the prox sets to zero never enters the table
                             continue
-                        s = find_or_insert(keys, vals, key, shift, counts)
+                        s = insert_at_or_probe(keys, vals, key, shift, counts, -2 - s)
                         if lazy:
                             lasts[s] = target
                             if mode == ADASORS:

@@ -64,6 +64,41 @@ def find(keys, key, shift):
 
 
 @numba.njit(cache=True)
+def find_or_free(keys, key, shift):
+    """Slot holding ``key`` (>= 0), or ``-2 - f`` where ``f`` is the first free slot (tombstone
+    or EMPTY) on its probe path: where an insert of ``key`` may go while that slot stays free.
+    Lets a read pass hand its probe to the write pass (see :func:`insert_at_or_probe`)."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    first_free = -1
+    while True:
+        k = keys[s]
+        if k == key:
+            return s
+        if k == EMPTY:
+            return -2 - (s if first_free < 0 else first_free)
+        if k == TOMBSTONE and first_free < 0:
+            first_free = s
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def insert_at_or_probe(keys, vals, key, shift, counts, free):
+    """Insert absent ``key`` at slot ``free`` (from :func:`find_or_free`) if it is still free,
+    else probe again. Valid because the key is absent and every slot before ``free`` on its
+    probe path was occupied when ``free`` was found (occupied slots only turn into tombstones)."""
+    k = keys[free]
+    if k == EMPTY:
+        counts[1] += 1
+    elif k != TOMBSTONE:
+        return find_or_insert(keys, vals, key, shift, counts)
+    keys[free] = key
+    vals[free] = 0.0
+    counts[0] += 1
+    return free
+
+
+@numba.njit(cache=True)
 def find_or_insert(keys, vals, key, shift, counts):
     """Slot of ``key``, inserting it with value 0 when absent (reusing the first tombstone seen).
 
