@@ -50,20 +50,6 @@ def home_slot(key, shift):
 
 
 @numba.njit(cache=True)
-def find(keys, key, shift):
-    """Slot holding ``key`` or -1."""
-    mask = keys.shape[0] - 1
-    s = home_slot(key, shift)
-    while True:
-        k = keys[s]
-        if k == key:
-            return s
-        if k == EMPTY:
-            return -1
-        s = (s + 1) & mask
-
-
-@numba.njit(cache=True)
 def find_or_free(keys, key, shift):
     """Slot holding ``key`` (>= 0), or ``-2 - f`` where ``f`` is the first free slot (tombstone
     or EMPTY) on its probe path: where an insert of ``key`` may go while that slot stays free.
@@ -83,15 +69,20 @@ def find_or_free(keys, key, shift):
 
 
 @numba.njit(cache=True)
-def insert_at_or_probe(keys, vals, key, shift, counts, free):
-    """Insert absent ``key`` at slot ``free`` (from :func:`find_or_free`) if it is still free,
-    else probe again. Valid because the key is absent and every slot before ``free`` on its
-    probe path was occupied when ``free`` was found (occupied slots only turn into tombstones)."""
-    k = keys[free]
-    if k == EMPTY:
+def find(keys, key, shift):
+    """Slot holding ``key`` or -1."""
+    s = find_or_free(keys, key, shift)
+    return s if s >= 0 else -1
+
+
+@numba.njit(cache=True)
+def _insert_at(keys, vals, key, free, counts):
+    """Put absent ``key`` (value 0) in free slot ``free``.
+
+    ``counts[0]`` counts live entries, ``counts[1]`` live + tombstones (what limits probing).
+    """
+    if keys[free] == EMPTY:
         counts[1] += 1
-    elif k != TOMBSTONE:
-        return find_or_insert(keys, vals, key, shift, counts)
     keys[free] = key
     vals[free] = 0.0
     counts[0] += 1
@@ -100,30 +91,20 @@ def insert_at_or_probe(keys, vals, key, shift, counts, free):
 
 @numba.njit(cache=True)
 def find_or_insert(keys, vals, key, shift, counts):
-    """Slot of ``key``, inserting it with value 0 when absent (reusing the first tombstone seen).
+    """Slot of ``key``, inserting it with value 0 when absent (reusing the first tombstone seen)."""
+    s = find_or_free(keys, key, shift)
+    return s if s >= 0 else _insert_at(keys, vals, key, -2 - s, counts)
 
-    ``counts[0]`` counts live entries, ``counts[1]`` live + tombstones (what limits probing).
-    """
-    mask = keys.shape[0] - 1
-    s = home_slot(key, shift)
-    first_tomb = -1
-    while True:
-        k = keys[s]
-        if k == key:
-            return s
-        if k == EMPTY:
-            break
-        if k == TOMBSTONE and first_tomb < 0:
-            first_tomb = s
-        s = (s + 1) & mask
-    if first_tomb >= 0:
-        s = first_tomb
-    else:
-        counts[1] += 1
-    keys[s] = key
-    vals[s] = 0.0
-    counts[0] += 1
-    return s
+
+@numba.njit(cache=True)
+def insert_at_or_probe(keys, vals, key, shift, counts, free):
+    """Insert absent ``key`` at slot ``free`` (from :func:`find_or_free`) if it is still free,
+    else probe again. Valid because the key is absent and every slot before ``free`` on its
+    probe path was occupied when ``free`` was found (occupied slots only turn into tombstones)."""
+    k = keys[free]
+    if k == EMPTY or k == TOMBSTONE:
+        return _insert_at(keys, vals, key, free, counts)
+    return find_or_insert(keys, vals, key, shift, counts)
 
 
 @numba.njit(cache=True)

@@ -94,7 +94,33 @@ def vonneumann_interaction_update(log_A_inv: np.ndarray, WtW: np.ndarray, eta: f
 # --------------------------------------------------------------------------- PA baselines
 
 
-class PAGlobal(OnlineMultiTaskClassifier):
+class _PABaseline(OnlineMultiTaskClassifier):
+    """What PA-Global and PA-Unique share: the PA variant and C, and the round loop that sends
+    each instance to the model serving its task (``_model_for``)."""
+
+    def __init__(self, variant: str = "pa1", C: float = 1.0):
+        self.variant = variant
+        self.C = C
+
+    def _new_model(self, n_features: int) -> PassiveAggressiveBinary:
+        if self.variant not in PA_VARIANTS:
+            raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
+        model = PassiveAggressiveBinary(variant=self.variant, C=self.C)
+        model._init_state(n_features)
+        return model
+
+    def _model_for(self, task: int) -> PassiveAggressiveBinary:
+        raise NotImplementedError
+
+    def _learn_round(self, rnd: Round) -> np.ndarray:
+        out = np.empty(rnd.tasks.size)
+        for j, task in enumerate(rnd.tasks):
+            idx, val = rnd.instance(j)
+            out[j] = self._model_for(task).learn_one(idx, val, rnd.y[j])
+        return out
+
+
+class PAGlobal(_PABaseline):
     """PA-Global: a single passive-aggressive model learns from the instances of every task.
 
     Parameters
@@ -105,28 +131,17 @@ class PAGlobal(OnlineMultiTaskClassifier):
 
     _state_attrs = ("model_",)
 
-    def __init__(self, variant: str = "pa1", C: float = 1.0):
-        self.variant = variant
-        self.C = C
-
     def _init_state(self, n_tasks: int, n_features: int) -> None:
-        if self.variant not in PA_VARIANTS:
-            raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
-        self.model_ = PassiveAggressiveBinary(variant=self.variant, C=self.C)
-        self.model_._init_state(n_features)
+        self.model_ = self._new_model(n_features)
 
-    def _learn_round(self, rnd: Round) -> np.ndarray:
-        out = np.empty(rnd.tasks.size)
-        for j in range(rnd.tasks.size):
-            idx, val = rnd.instance(j)
-            out[j] = self.model_.learn_one(idx, val, rnd.y[j])
-        return out
+    def _model_for(self, task: int) -> PassiveAggressiveBinary:
+        return self.model_
 
     def _weights(self) -> np.ndarray:
         return np.tile(self.model_.coef_, (self.n_tasks_, 1))
 
 
-class PAUnique(OnlineMultiTaskClassifier):
+class PAUnique(_PABaseline):
     """PA-Unique: an independent passive-aggressive model per task.
 
     Parameters
@@ -137,25 +152,11 @@ class PAUnique(OnlineMultiTaskClassifier):
 
     _state_attrs = ("models_",)
 
-    def __init__(self, variant: str = "pa1", C: float = 1.0):
-        self.variant = variant
-        self.C = C
-
     def _init_state(self, n_tasks: int, n_features: int) -> None:
-        if self.variant not in PA_VARIANTS:
-            raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
-        self.models_ = []
-        for _ in range(n_tasks):
-            model = PassiveAggressiveBinary(variant=self.variant, C=self.C)
-            model._init_state(n_features)
-            self.models_.append(model)
+        self.models_ = [self._new_model(n_features) for _ in range(n_tasks)]
 
-    def _learn_round(self, rnd: Round) -> np.ndarray:
-        out = np.empty(rnd.tasks.size)
-        for j, task in enumerate(rnd.tasks):
-            idx, val = rnd.instance(j)
-            out[j] = self.models_[task].learn_one(idx, val, rnd.y[j])
-        return out
+    def _model_for(self, task: int) -> PassiveAggressiveBinary:
+        return self.models_[task]
 
     def _weights(self) -> np.ndarray:
         return np.vstack([m.coef_ for m in self.models_])
