@@ -187,8 +187,28 @@ def test_same_seed_same_model_and_refit_resets():
     n = a.n_queries_
     a.fit(X, y)
     assert a.n_queries_ == n and a.n_triplets_seen_ == 800
+    # the refit restarts the query draws too (state set up again by _init_state)
+    np.testing.assert_array_equal(a.model_.W.toarray(), b.model_.W.toarray())
     c = PAAS(delta=0.2, n_triplets=800, random_state=6).fit(X, y)
     assert c.n_queries_ != n or not np.array_equal(a.model_.W.toarray(), c.model_.W.toarray())
+
+
+@pytest.mark.parametrize("name", ["oasis", "sors-l1", "paas", "pars", "cwas", "cwrs-d", "aroma-d"])
+def test_state_is_set_up_in_one_place_and_cleared_by_fit(name):
+    X, y = _data(seed=3)
+    est = make_estimator(name, n_triplets=50, random_state=0)
+    triplets = sors_triplets(y, 30, seed=1)
+    est.partial_fit(X, triplets)
+    for attr in est._state_attrs:
+        assert hasattr(est, attr), attr
+    assert est.n_triplets_seen_ == 30 and est.n_features_in_ == X.shape[1]
+    if hasattr(est, "n_queries_"):
+        assert est.n_queries_ == est.engine_.n_queries
+    est.partial_fit(X, triplets)                    # a second call keeps the engine and counts on
+    assert est.n_triplets_seen_ == 60
+    engine = est.engine_
+    est.fit(X, y)                                   # fit starts over: new engine, counters from 0
+    assert est.engine_ is not engine and est.n_triplets_seen_ == 50
 
 
 def test_bad_parameters():
