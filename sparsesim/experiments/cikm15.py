@@ -493,8 +493,10 @@ def plot_curves(report, path):
         ax.set_xscale("log")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"{report['dataset']}: cikm15 protocol, mean over folds "
-                 f"(grey line: 30% queries; sparse dotted: 95% of the passive learner)")
+    sweep = "mean over folds" if report.get("settings", {}).get("curve", True) else \
+        "sweep on fold 0, chosen delta over all folds"
+    fig.suptitle(f"{report['dataset']}: cikm15 protocol, {sweep}\n"
+                 f"(grey line: 30% queries; sparse dotted: 95% of the passive learner)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
