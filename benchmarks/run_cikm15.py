@@ -8,7 +8,8 @@ Usage::
 
     SPARSESIM_DATA=/path/to/data python benchmarks/run_cikm15.py letter pendigits satimage segment shuttle \
         --algorithms oasis,paas,pars,cws,cwas,cwrs,aroma --n-jobs 2
-    python benchmarks/run_cikm15.py usps --algorithms oasis,paas,pars,cws-d,cwas-d,cwrs-d,aroma-d --no-curve
+    python benchmarks/run_cikm15.py usps --algorithms oasis,paas,pars,cws-d,cwas-d,cwrs-d --search coordinate \
+        --search-folds 1 --no-curve
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def main(argv=None):
     parser.add_argument("--query-ratio", type=float, default=0.2)
     parser.add_argument("--search", default="grid", choices=["grid", "coordinate", "none"])
     parser.add_argument("--search-triplets", type=int, default=None)
-    parser.add_argument("--search-folds", type=int, default=1,
+    parser.add_argument("--search-folds", type=int, default=5,
                         help="folds of the tuning subset the search averages AP@10 over (1..5)")
     parser.add_argument("--params", default=None,
                         help="constructor overrides as JSON, e.g. '{\"cws\": {\"sigma_step\": \"updated\"}}'")
