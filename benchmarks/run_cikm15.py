@@ -8,7 +8,8 @@ Usage::
 
     SPARSESIM_DATA=/path/to/data python benchmarks/run_cikm15.py letter pendigits satimage segment shuttle \
         --algorithms oasis,paas,pars,cws,cwas,cwrs,aroma --n-jobs 2
-    python benchmarks/run_cikm15.py usps --algorithms oasis,paas,pars,cws-d,cwas-d,cwrs-d,aroma-d --no-curve
+    python benchmarks/run_cikm15.py usps --algorithms oasis,paas,pars,cws-d,cwas-d,cwrs-d --search coordinate \
+        --search-folds 1 --no-curve
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def main(argv=None):
     parser.add_argument("--query-ratio", type=float, default=0.2)
     parser.add_argument("--search", default="grid", choices=["grid", "coordinate", "none"])
     parser.add_argument("--search-triplets", type=int, default=None)
+    parser.add_argument("--search-folds", type=int, default=5,
+                        help="folds of the tuning subset the search averages AP@10 over (1..5)")
+    parser.add_argument("--params", default=None,
+                        help="constructor overrides as JSON, e.g. '{\"cws\": {\"sigma_step\": \"updated\"}}'")
     parser.add_argument("--no-curve", action="store_true", help="sweep delta on fold 0 only")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--n-jobs", type=int, default=2)
@@ -46,9 +51,10 @@ def main(argv=None):
         options = {"query_ratio": args.query_ratio, "search": args.search, "curve": not args.no_curve}
         if args.search_triplets:
             options["search_triplets"] = args.search_triplets
+        options["search_folds"] = args.search_folds
         cfg = ExperimentConfig(dataset=ds, algorithms=args.algorithms.split(","),
                                seeds=[int(s) for s in args.seeds.split(",")], n_jobs=args.n_jobs, out_dir=out,
-                               options=options)
+                               options=options, params=json.loads(args.params) if args.params else {})
         t0 = time.time()
         report = run_experiment("cikm15", cfg)
         wall = time.time() - t0

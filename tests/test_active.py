@@ -187,8 +187,28 @@ def test_same_seed_same_model_and_refit_resets():
     n = a.n_queries_
     a.fit(X, y)
     assert a.n_queries_ == n and a.n_triplets_seen_ == 800
+    # the refit restarts the query draws too (state set up again by _init_state)
+    np.testing.assert_array_equal(a.model_.W.toarray(), b.model_.W.toarray())
     c = PAAS(delta=0.2, n_triplets=800, random_state=6).fit(X, y)
     assert c.n_queries_ != n or not np.array_equal(a.model_.W.toarray(), c.model_.W.toarray())
+
+
+@pytest.mark.parametrize("name", ["oasis", "sors-l1", "paas", "pars", "cwas", "cwrs-d", "aroma-d"])
+def test_state_is_set_up_in_one_place_and_cleared_by_fit(name):
+    X, y = _data(seed=3)
+    est = make_estimator(name, n_triplets=50, random_state=0)
+    triplets = sors_triplets(y, 30, seed=1)
+    est.partial_fit(X, triplets)
+    for attr in est._state_attrs:
+        assert hasattr(est, attr), attr
+    assert est.n_triplets_seen_ == 30 and est.n_features_in_ == X.shape[1]
+    if hasattr(est, "n_queries_"):
+        assert est.n_queries_ == est.engine_.n_queries
+    est.partial_fit(X, triplets)                    # a second call keeps the engine and counts on
+    assert est.n_triplets_seen_ == 60
+    engine = est.engine_
+    est.fit(X, y)                                   # fit starts over: new engine, counters from 0
+    assert est.engine_ is not engine and est.n_triplets_seen_ == 50
 
 
 def test_bad_parameters():
@@ -322,3 +342,27 @@ def test_cikm15_refuses_unknown_algorithm_and_full_cw_on_high_d(tmp_path):
         run_experiment("cikm15", ExperimentConfig(algorithms=["cws"], **base))
     report = run_experiment("cikm15", ExperimentConfig(algorithms=["cws-d"], **base))
     assert len(report["results"]) == 2 and report["settings"]["n_features"] == 70
+
+
+def test_cikm15_search_averages_over_tuning_folds():
+    from sparsesim.experiments.cikm15 import _search_family, run_one
+    from sparsesim.triplets import stratified_kfold
+
+    X, y = _data(n=60, d=6, seed=21)
+    data = type("D", (), {"X": X, "y": y})()
+    rows = np.arange(60)
+    one = _search_family("pa", data, rows, 200, seed=0, mode="grid", n_jobs=1, fixed={}, n_folds=1)
+    three = _search_family("pa", data, rows, 200, seed=0, mode="grid", n_jobs=1, fixed={}, n_folds=3)
+    assert one["folds"] == 1 and three["folds"] == 3 and three["n_evaluated"] == 11
+    # each score of the 3-fold search is the mean AP@10 of OASIS (M_1 = 0) over the first 3 folds
+    folds = stratified_kfold(y, 5, seed=0)[:3]
+    C = 0.01
+    want = np.mean([run_one("oasis", {"C": C, "identity": False}, X[tr], y[tr], X[te], y[te],
+                            sors_triplets(y[tr], 200, seed=7 + 100 * f), 0)["ap@10"]
+                    for f, (tr, te) in enumerate(folds)])
+    got = next(s["ap@10"] for s in three["scores"] if s["C"] == C)
+    assert got == pytest.approx(want, abs=1e-12)
+    one_score = next(s["ap@10"] for s in one["scores"] if s["C"] == C)
+    first = run_one("oasis", {"C": C, "identity": False}, X[folds[0][0]], y[folds[0][0]], X[folds[0][1]],
+                    y[folds[0][1]], sors_triplets(y[folds[0][0]], 200, seed=7), 0)["ap@10"]
+    assert one_score == pytest.approx(first, abs=1e-12)  # n_folds=1 is the single 4/5 - 1/5 split

@@ -88,6 +88,42 @@ def decide_query(policy, u, p, delta, rate):
     return u < rate
 
 
+# what a kernel does with a triplet after the query step
+SKIP = 0      # not queried, or queried with zero hinge loss: the model stays
+ASK = 1       # a label must come from the Python oracle (return NEED_LABEL)
+UPDATE = 2    # queried with positive loss: update
+
+
+@numba.njit(cache=True, inline="always")
+def query_step(t, start, margin, pending_label, qstate, policy, u, delta, rate, have_labels, signs,
+               queried, losses):
+    """The query decision and hinge loss of triplet ``t`` (shared by both kernels).
+
+    Returns (action, y, loss): SKIP, ASK or UPDATE (see above). A label pending from the oracle
+    belongs to the first triplet of the call and is used without a new draw. Writes
+    ``queried[t]`` and ``losses[t]`` (0 unless UPDATE) and counts the query in ``qstate[0]``;
+    ``qstate[1] >= 0`` is the budget.
+    """
+    if pending_label != 0.0 and t == start:
+        y = pending_label
+    else:
+        if (qstate[1] >= 0 and qstate[0] >= qstate[1]) or not decide_query(policy, u, margin, delta, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            return SKIP, 0.0, 0.0
+        if not have_labels:
+            return ASK, 0.0, 0.0
+        y = signs[t]
+    queried[t] = 1
+    qstate[0] += 1
+    loss = 1.0 - y * margin
+    if loss <= 0.0:
+        losses[t] = 0.0
+        return SKIP, y, 0.0
+    losses[t] = loss
+    return UPDATE, y, loss
+
+
 @numba.njit(cache=True, inline="always")
 def second_order_scalars(rule, loss, conf, eta, gamma, r, sigma_updated):
     """(kappa, s) of a second-order step with confidence ``conf = phi^T Sigma_t phi``.
@@ -105,6 +141,18 @@ def second_order_scalars(rule, loss, conf, eta, gamma, r, sigma_updated):
         return kappa, s
     beta = 1.0 / (conf + r)
     return beta, loss * beta
+
+
+@numba.njit(cache=True, inline="always")
+def entry_update(m, sigma, xij, y, scale, kappa, s, rule, eta, sigma_updated):
+    """One touched entry (i, j) of any sparse step; returns (M'_ij, Sigma'_ij).
+
+    PA (Algorithm 1): M'_ij = M_ij + scale X_ij with scale = tau y; no covariance.
+    Diagonal CW (eq. 7-8) / AROW: see :func:`diag_entry_update`.
+    """
+    if rule == PA:
+        return m + scale * xij, sigma
+    return diag_entry_update(m, sigma, xij, y, kappa, s, rule, eta, sigma_updated)
 
 
 @numba.njit(cache=True, inline="always")
@@ -186,28 +234,13 @@ def train_sparse(
             if second:
                 conf += xi * xi * cacc
         margins[t] = margin
-        # query decision (eq. 3 for the active policy)
-        if pending_label != 0.0 and t == start:
-            y = pending_label
-        else:
-            if qstate[1] >= 0 and qstate[0] >= qstate[1]:
-                queried[t] = 0
-                losses[t] = 0.0
-                continue
-            if not decide_query(policy, uniforms[t], margin, delta, rate):
-                queried[t] = 0
-                losses[t] = 0.0
-                continue
-            if not have_labels:
-                return t, NEED_LABEL, 0
-            y = signs[t]
-        queried[t] = 1
-        qstate[0] += 1
-        loss = 1.0 - y * margin
-        if loss <= 0.0:
-            losses[t] = 0.0
+        # query decision (eq. 3 for the active policy) and hinge loss
+        action, y, loss = query_step(t, start, margin, pending_label, qstate, policy, uniforms[t], delta, rate,
+                                     have_labels, signs, queried, losses)
+        if action == ASK:
+            return t, NEED_LABEL, 0
+        if action == SKIP:
             continue
-        losses[t] = loss
         if rule == PA:
             sq_x = 0.0
             for ii in range(lo, hi):
@@ -231,26 +264,18 @@ def train_sparse(
                 j = zi[jj]
                 xij = xi * zv[jj]
                 if j == i:
-                    if second:
-                        nv, ns = diag_entry_update(diag[i], diag_aux[i], xij, y, kappa, s2, rule, eta,
-                                                   sigma_updated)
-                        diag[i] = nv
-                        diag_aux[i] = ns
-                    else:
-                        diag[i] += scale * xij
+                    diag[i], diag_aux[i] = entry_update(diag[i], diag_aux[i], xij, y, scale, kappa, s2, rule, eta,
+                                                        sigma_updated)
                 else:
                     s = slots[m]
                     if s < 0:
                         s = find_or_insert(keys, vals, base + j, shift, counts)
-                        if second:
-                            auxs[s] = 1.0
-                    if second:
-                        nv, ns = diag_entry_update(vals[s], auxs[s], xij, y, kappa, s2, rule, eta,
-                                                   sigma_updated)
-                        vals[s] = nv
-                        auxs[s] = ns
+                        sg = 1.0  # Sigma_1 = I
                     else:
-                        vals[s] += scale * xij
+                        sg = auxs[s] if second else 1.0  # PA's store has no aux field (a one-element dummy)
+                    vals[s], sg = entry_update(vals[s], sg, xij, y, scale, kappa, s2, rule, eta, sigma_updated)
+                    if second:
+                        auxs[s] = sg
                 m += 1
     return stop, DONE, 0
 
@@ -328,54 +353,42 @@ def train_full(
                     acc += M[i, j] * z[j]
                 margin += xi * acc
         margins[t] = margin
-        if pending_label != 0.0 and t == start:
-            y = pending_label
-        else:
-            if qstate[1] >= 0 and qstate[0] >= qstate[1]:
-                queried[t] = 0
-                losses[t] = 0.0
-                continue
-            if not decide_query(policy, uniforms[t], margin, delta, rate):
-                queried[t] = 0
-                losses[t] = 0.0
-                continue
-            if not have_labels:
-                return t, NEED_LABEL
-            y = signs[t]
-        queried[t] = 1
-        qstate[0] += 1
-        loss = 1.0 - y * margin
-        if loss <= 0.0:
-            losses[t] = 0.0
+        action, y, loss = query_step(t, start, margin, pending_label, qstate, policy, uniforms[t], delta, rate,
+                                     have_labels, signs, queried, losses)
+        if action == ASK:
+            return t, NEED_LABEL
+        if action == SKIP:
             continue
-        losses[t] = loss
         for i in range(d):
             xi = Xd[a, i]
             for j in range(d):
                 phi[i * d + j] = xi * z[j]
         if rule == PA:
-            sq = 0.0
-            for k in range(d * d):
-                sq += phi[k] * phi[k]
-            tau = min(C, loss / sq) if sq > 0.0 else 0.0  # Algorithm 1
+            sq_x = 0.0
             for i in range(d):
-                for j in range(d):
-                    M[i, j] += tau * y * phi[i * d + j]
-            continue
-        if external:
-            signs[t] = y
-            return t, NEED_UPDATE
-        fused_downdate_matvec(S, pend, pk_arr[0], phi, u)
-        conf = 0.0
-        for k in range(d * d):
-            conf += phi[k] * u[k]
-        kappa, s2 = second_order_scalars(rule, loss, conf, eta, gamma, r, sigma_updated)
+                sq_x += Xd[a, i] * Xd[a, i]
+            sq_z = 0.0
+            for j in range(d):
+                sq_z += z[j] * z[j]
+            coef = oasis_tau(loss, sq_x, sq_z, C) * y  # Algorithm 1: M += tau y X
+            step = phi
+        else:
+            if external:
+                signs[t] = y
+                return t, NEED_UPDATE
+            fused_downdate_matvec(S, pend, pk_arr[0], phi, u)
+            conf = 0.0
+            for k in range(d * d):
+                conf += phi[k] * u[k]
+            kappa, s2 = second_order_scalars(rule, loss, conf, eta, gamma, r, sigma_updated)
+            for k in range(d * d):
+                pend[k] = u[k]
+            pk_arr[0] = kappa
+            coef = y * s2  # eq. (5) / AROW: M += y s Sigma phi
+            step = u
         for i in range(d):
             for j in range(d):
-                M[i, j] += y * s2 * u[i * d + j]
-        for k in range(d * d):
-            pend[k] = u[k]
-        pk_arr[0] = kappa
+                M[i, j] += coef * step[i * d + j]
     return stop, DONE
 
 

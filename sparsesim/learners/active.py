@@ -31,8 +31,7 @@ import numpy as np
 from ..engine.second_order import FULL_MAX_D, FullCovarianceEngine, SparseSecondOrderEngine
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
-from ..validation import check_csr
-from .bilinear import _BaseBilinear, check_triplets
+from .bilinear import _BaseBilinear
 
 __all__ = ["SelectiveBilinear", "PAAS", "PARS"]
 
@@ -113,11 +112,13 @@ class SelectiveBilinear(_BaseBilinear):
     def _diag_name(self) -> str:
         return type(self).__name__.lower() + "-d"
 
-    def _reset(self):
-        super()._reset()
-        for attr in ("n_queries_", "_rng", "last_queried_", "last_margins_", "last_labels_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
+    _state_attrs = _BaseBilinear._state_attrs + ("n_queries_", "_rng", "last_queried_", "last_margins_",
+                                                 "last_labels_")
+
+    def _init_state(self, d):
+        super()._init_state(d)
+        self.n_queries_ = 0
+        self._rng = _rng_for(self.random_state)
 
     def partial_fit(self, X, triplets, signs=None):
         """Receive ``triplets`` in order, asking for labels by the query policy.
@@ -136,16 +137,7 @@ class SelectiveBilinear(_BaseBilinear):
         -------
         self
         """
-        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
-        triplets, signs = check_triplets(triplets, X.shape[0], signs)
-        if not hasattr(self, "engine_"):
-            self.engine_ = self._make_engine(X.shape[1])
-            self.n_features_in_ = X.shape[1]
-            self.n_triplets_seen_ = 0
-            self.n_queries_ = 0
-            self.n_updates_ = 0
-            self.train_seconds_ = 0.0
-            self._rng = _rng_for(self.random_state)
+        X, triplets, signs = self._prepare(X, triplets, signs)
         uniforms = self._rng.random(triplets.shape[0])
         start = time.perf_counter()
         try:

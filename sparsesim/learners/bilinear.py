@@ -54,11 +54,34 @@ class _BaseBilinear(BaseEstimator):
     def _make_engine(self, d: int) -> BilinearEngine:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # fitted state that ``fit`` clears; subclasses add theirs (see :meth:`_init_state`)
+    _state_attrs = ("engine_", "n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_")
+
     def _reset(self):
-        for attr in ("engine_", "n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_"):
+        for attr in self._state_attrs:
             if hasattr(self, attr):
                 delattr(self, attr)
         self._model_cache = None
+
+    def _init_state(self, d: int):
+        """Create the engine for ``d`` features and zero the counters (first ``partial_fit``).
+
+        The one place the fitted state is set up; subclasses that keep more state extend it
+        (call ``super()._init_state(d)``) and list the new attributes in ``_state_attrs``.
+        """
+        self.engine_ = self._make_engine(d)
+        self.n_features_in_ = d
+        self.n_triplets_seen_ = 0
+        self.n_updates_ = 0
+        self.train_seconds_ = 0.0
+
+    def _prepare(self, X, triplets, signs=None):
+        """Validate a ``partial_fit`` call's inputs and set the state up on the first call."""
+        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
+        triplets, signs = check_triplets(triplets, X.shape[0], signs)
+        if not hasattr(self, "engine_"):
+            self._init_state(X.shape[1])
+        return X, triplets, signs
 
     def partial_fit(self, X, triplets, signs=None):
         """Update the model with ``triplets`` over the rows of ``X``, in order.
@@ -77,14 +100,7 @@ class _BaseBilinear(BaseEstimator):
         -------
         self
         """
-        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
-        triplets, signs = check_triplets(triplets, X.shape[0], signs)
-        if not hasattr(self, "engine_"):
-            self.engine_ = self._make_engine(X.shape[1])
-            self.n_features_in_ = X.shape[1]
-            self.n_triplets_seen_ = 0
-            self.n_updates_ = 0
-            self.train_seconds_ = 0.0
+        X, triplets, signs = self._prepare(X, triplets, signs)
         start = time.perf_counter()
         losses = self.engine_.partial_fit(X, triplets, signs)
         self.train_seconds_ += time.perf_counter() - start
