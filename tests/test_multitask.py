@@ -62,7 +62,7 @@ def test_task_coefficients_reproduce_the_paper_matrix():
         np.testing.assert_allclose(relationship_inverse(b, K), lit, rtol=0, atol=1e-15)
 
 
-@pytest.mark.parametrize("storage", ["dense", "hash"])
+@pytest.mark.parametrize("storage", ["dense", "hash", "paired"])
 @pytest.mark.parametrize("query,rate", [("all", 1.0), ("active", 0.5), ("random", 0.4)])
 @pytest.mark.parametrize("b", [0.0, 0.7, 5.0])
 @pytest.mark.parametrize("density,d", [(0.1, 12), (1.0, 7)])  # gathered sparse rows / contiguous dense rows
@@ -100,7 +100,7 @@ def test_hash_and_dense_storage_agree_on_many_sparse_tasks():
     signs = rng.choice([-1.0, 1.0], 600)
     tid = rng.integers(0, K, 600)
     mats = []
-    for storage in ("dense", "hash"):
+    for storage in ("dense", "hash", "paired"):
         e = MultiTaskEngine(d, K, b=2.0, C=0.5, storage=storage, initial_capacity=16)
         e.partial_fit(X, trip, signs, tid)
         mats.append(e.matrices())

@@ -50,8 +50,9 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .bilinear import merge_difference
-from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
+from .bilinear import PREFETCH_DISTANCE, merge_difference
+from .hashstore import EMPTY, MAX_LOAD, REBUILD_LOAD, TOMBSTONE, HashStore, find, home_slot
+from .prefetch import prefetch
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1
@@ -418,6 +419,275 @@ class TaskHashStore(HashStore):
         return out
 
 
+# --------------------------------------------------------------------------- paired hash storage
+
+PAIR_FIELDS = [("key", np.int64), ("tag", np.int32), ("nover", np.int32), ("s", np.float64), ("o", np.float64)]
+CACHE_LINE = 64
+_LOOKUP = -2  # xslots marker: the own value may be in the overflow table, look it up
+
+
+@numba.njit(cache=True, inline="always")
+def insert_pair(keys, tags, novers, svals, ovals, key, tag, shift, counts):
+    """Insert the (known absent) pair key ``i d + j`` owned by task ``tag``, S = O = 0; returns its slot."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while keys[s] != EMPTY:
+        s = (s + 1) & mask
+    keys[s] = key
+    tags[s] = tag
+    novers[s] = 0
+    svals[s] = 0.0
+    ovals[s] = 0.0
+    counts[0] += 1
+    counts[1] += 1
+    return s
+
+
+@numba.njit(cache=True)
+def train_paired(
+    keys, tags, novers, svals, ovals, counts, shift, max_used,
+    xkeys, xvals, xcounts, xshift, xmax_used, diag, d, n_tasks,
+    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
+    mode, rate, alpha, beta, C, zi, zv, keybuf, slots, xslots, losses, margins, queried,
+):
+    """Process triplets[start:stop] on the paired storage; returns (next_triplet, inserts_needed).
+
+    See :class:`PairedTaskStore`. Pass 1 is a three-stage software pipeline over the touched
+    entries: the pair record of entry e + 2P is prefetched, the pair record of entry e + P is
+    read (its slot cached, and the overflow slot of task k prefetched when the pair has own values
+    of other tasks), and entry e is added to the margin (P = ``PREFETCH_DISTANCE``). Pass 2 writes
+    through the cached slots, prefetching P entries ahead. Stops before a triplet whose inserts
+    could pass either table's load limit, so the caller can grow them and call again. Outputs as
+    in :func:`train_dense`.
+    """
+    shared = n_tasks
+    use_shared = beta != 0.0
+    P = PREFETCH_DISTANCE
+    for t in range(start, stop):
+        k = task_ids[t]
+        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            margins[t] = np.nan
+            continue
+        a = triplets[t, 0]
+        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+        lo, hi = indptr[a], indptr[a + 1]
+        m = (hi - lo) * nz
+        if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
+            return t, m
+        e = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            base = i * d
+            for jj in range(nz):
+                j = zi[jj]
+                keybuf[e] = -1 if j == i else base + j
+                e += 1
+        for q in range(min(P, m)):
+            if keybuf[q] >= 0:
+                prefetch(keys, home_slot(keybuf[q], shift))
+        # pass 1: p_t = x^T (I + S + O_k) z as a pipeline over the entries e (row-major over
+        # (ii, jj)): prefetch the pair record of e + 2P, read the pair record of e + P (caching
+        # its slot, prefetching task k's overflow slot when the pair belongs to another task),
+        # add entry e.
+        p = 0.0
+        acc = 0.0
+        ii = lo
+        jj = 0
+        for e in range(-P, m):
+            q = e + 2 * P
+            if q < m and keybuf[q] >= 0:
+                prefetch(keys, home_slot(keybuf[q], shift))
+            q = e + P
+            if 0 <= q < m:
+                key = keybuf[q]
+                xslots[q] = -1
+                if key < 0:
+                    slots[q] = -1
+                else:
+                    s = find(keys, key, shift)
+                    slots[q] = s
+                    if s >= 0 and tags[s] != k:
+                        prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
+                        if novers[s] > 0:
+                            xslots[q] = _LOOKUP
+            if e < 0:
+                continue
+            key = keybuf[e]
+            if key < 0:
+                i = indices[ii]
+                v = 1.0 + diag[k, i]
+                if use_shared:
+                    v += diag[shared, i]
+            else:
+                s = slots[e]
+                v = 0.0
+                if s >= 0:
+                    v = svals[s]
+                    if tags[s] == k:
+                        v += ovals[s]
+                    elif xslots[e] == _LOOKUP:
+                        x = find(xkeys, key * n_tasks + k, xshift)
+                        xslots[e] = x
+                        if x >= 0:
+                            v += xvals[x]
+            acc += zv[jj] * v
+            jj += 1
+            if jj == nz:
+                p += data[ii] * acc
+                acc = 0.0
+                jj = 0
+                ii += 1
+        margins[t] = p
+        if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
+            queried[t] = 0
+            losses[t] = 0.0
+            continue
+        queried[t] = 1
+        y = signs[t]
+        loss = 1.0 - y * p
+        if loss <= 0.0:
+            losses[t] = 0.0
+            continue
+        losses[t] = loss
+        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
+        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
+        ga = g * alpha
+        gb = g * beta
+        # pass 2: O_{t_k} += alpha y tau X_t and S += beta y tau X_t through the cached slots
+        e = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            xi = data[ii]
+            for jj in range(nz):
+                q = e + P
+                if q < m:
+                    sq = slots[q]
+                    if sq >= 0:
+                        prefetch(keys, sq)
+                    elif keybuf[q] >= 0:
+                        prefetch(keys, home_slot(keybuf[q], shift))
+                    if xslots[q] >= 0:
+                        prefetch(xkeys, xslots[q])
+                w = xi * zv[jj]
+                key = keybuf[e]
+                if key < 0:
+                    diag[k, i] += ga * w
+                    if use_shared:
+                        diag[shared, i] += gb * w
+                else:
+                    s = slots[e]
+                    if s < 0:  # first touch of the pair: its record takes task k's own value
+                        s = insert_pair(keys, tags, novers, svals, ovals, key, k, shift, counts)
+                    if use_shared:
+                        svals[s] += gb * w
+                    if tags[s] == k:
+                        ovals[s] += ga * w
+                    else:
+                        x = xslots[e]
+                        if x < 0:  # O_k,ij is absent (looked up in pass 1, or the pair had no overflow)
+                            x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
+                            novers[s] += 1
+                        xvals[x] += ga * w
+                e += 1
+    return stop, 0
+
+
+@numba.njit(cache=True)
+def _paired_parts(keys, tags, svals, ovals, xkeys, xvals, d, n_tasks):
+    """COO arrays (row, col, val, matrix r) of the nonzero off-diagonal entries (r = K for S)."""
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] >= 0:
+            n += (svals[s] != 0.0) + (ovals[s] != 0.0)
+    for s in range(xkeys.shape[0]):
+        if xkeys[s] >= 0 and xvals[s] != 0.0:
+            n += 1
+    rows = np.empty(n, np.int64)
+    cols = np.empty(n, np.int64)
+    out = np.empty(n, np.float64)
+    which = np.empty(n, np.int64)
+    m = 0
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key < 0:
+            continue
+        if svals[s] != 0.0:
+            rows[m], cols[m], out[m], which[m] = key // d, key % d, svals[s], n_tasks
+            m += 1
+        if ovals[s] != 0.0:
+            rows[m], cols[m], out[m], which[m] = key // d, key % d, ovals[s], tags[s]
+            m += 1
+    for s in range(xkeys.shape[0]):
+        xk = xkeys[s]
+        if xk >= 0 and xvals[s] != 0.0:
+            ij = xk // n_tasks
+            rows[m], cols[m], out[m], which[m] = ij // d, ij % d, xvals[s], xk - ij * n_tasks
+            m += 1
+    return rows, cols, out, which
+
+
+class PairedTaskStore(HashStore):
+    """S and O_1..O_K: one 32-byte record per pair (i, j) plus an overflow table.
+
+    The *pair record* (``PAIR_FIELDS``; key ``i d + j``) holds S_ij in ``s`` and, in ``o``, the own
+    value of task ``tag`` (the first task that wrote the pair). The table starts on a cache-line
+    boundary, so a record never straddles two lines: S_ij + O_k,ij costs one random access when k
+    is the pair's first writer. The own values of the other tasks live in ``overflow`` (a plain
+    :class:`HashStore`, key ``(i d + j) K + k``); ``nover`` counts a pair's overflow entries, so a
+    pair that no other task wrote needs no overflow probe, and the probe a pair does need is
+    prefetched by the pipeline of :func:`train_paired`. Keys are never deleted. ``diag`` has shape
+    (K + 1, d) (rows O_1..O_K, then S).
+    """
+
+    def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
+        self.n_tasks = int(n_tasks)
+        if float(d) * d * self.n_tasks >= 2.0 ** 62:
+            raise ValueError("d * d * n_tasks does not fit the 63-bit key space")
+        super().__init__(d, layout="plain", diag_init=0.0, initial_capacity=16)
+        self.dtype = np.dtype(PAIR_FIELDS)
+        cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
+        self.table = self._empty_table(cap)
+        self.diag = np.zeros((self.n_tasks + 1, self.d))
+        self.overflow = HashStore(d, layout="plain", diag_init=0.0, initial_capacity=max(16, initial_capacity // 4))
+
+    def _empty_table(self, cap: int) -> np.ndarray:
+        """A zeroed table of ``cap`` records starting on a cache-line boundary, keys EMPTY."""
+        itemsize = self.dtype.itemsize
+        raw = np.zeros(cap * itemsize + CACHE_LINE, np.uint8)
+        off = (-raw.ctypes.data) % CACHE_LINE
+        table = raw[off:off + cap * itemsize].view(self.dtype)
+        table["key"] = EMPTY
+        return table
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self.overflow.nbytes
+
+    @property
+    def n_entries(self) -> int:
+        """Stored records: pairs plus overflow own values."""
+        return int(self.counts[0] + self.overflow.counts[0])
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more inserts in both tables (growth policy of :meth:`HashStore.reserve`)."""
+        super().reserve(extra)
+        self.overflow.reserve(extra)
+
+    def matrices(self) -> list[sp.csr_matrix]:
+        """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
+        t, x = self.table, self.overflow.table
+        rows, cols, vals, which = _paired_parts(t["key"], t["tag"], t["s"], t["o"], x["key"], x["val"],
+                                                self.d, self.n_tasks)
+        out = []
+        for r in range(self.n_tasks + 1):
+            sel = which == r
+            off = sp.csr_matrix((vals[sel], (rows[sel], cols[sel])), shape=(self.d, self.d))
+            out.append((off + sp.diags(self.diag[r], format="csr")).tocsr())
+        return out
+
+
 # --------------------------------------------------------------------------- engine
 
 
@@ -462,12 +732,15 @@ class MultiTaskEngine:
         n_mats = self.n_tasks + (1 if self.beta != 0.0 else 0)
         if storage == "auto":
             storage = "dense" if n_mats * self.d * self.d * 8 <= dense_budget else "hash"
-        if storage not in ("dense", "hash"):
+        if storage not in ("dense", "hash", "paired"):
             raise ValueError(f"unknown storage {storage!r}; use 'auto', 'dense' or 'hash'")
         self.storage = storage
         if storage == "dense":
             self.W = np.zeros((n_mats, self.d, self.d))
             self.store = None
+        elif storage == "paired":
+            self.W = None
+            self.store = PairedTaskStore(self.d, self.n_tasks, initial_capacity)
         else:
             self.W = None
             self.store = TaskHashStore(self.d, self.n_tasks, initial_capacity)
@@ -532,6 +805,22 @@ class MultiTaskEngine:
             train_dense(self.W, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
                         0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
                         losses, margins, queried)
+        elif self.storage == "paired":
+            keybuf = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+            slots = np.empty_like(keybuf)
+            xslots = np.empty_like(keybuf)
+            st = self.store
+            pos = 0
+            while pos < n:
+                t, x = st.table, st.overflow
+                pos, need = train_paired(
+                    t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
+                    x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
+                    pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
+                    xslots, losses, margins, queried,
+                )
+                if pos < n:
+                    st.reserve(max(need, 1))
         else:
             slots_own = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
             slots_sh = np.empty_like(slots_own)
