@@ -62,7 +62,7 @@ def test_task_coefficients_reproduce_the_paper_matrix():
         np.testing.assert_allclose(relationship_inverse(b, K), lit, rtol=0, atol=1e-15)
 
 
-@pytest.mark.parametrize("storage", ["dense", "hash", "paired"])
+@pytest.mark.parametrize("storage", ["dense", "hash"])
 @pytest.mark.parametrize("query,rate", [("all", 1.0), ("active", 0.5), ("random", 0.4)])
 @pytest.mark.parametrize("b", [0.0, 0.7, 5.0])
 @pytest.mark.parametrize("density,d", [(0.1, 12), (1.0, 7)])  # gathered sparse rows / contiguous dense rows
@@ -100,13 +100,38 @@ def test_hash_and_dense_storage_agree_on_many_sparse_tasks():
     signs = rng.choice([-1.0, 1.0], 600)
     tid = rng.integers(0, K, 600)
     mats = []
-    for storage in ("dense", "hash", "paired"):
+    for storage in ("dense", "hash"):
         e = MultiTaskEngine(d, K, b=2.0, C=0.5, storage=storage, initial_capacity=16)
         e.partial_fit(X, trip, signs, tid)
         mats.append(e.matrices())
+    # the hash run grew from 16 slots and sent the own values of later tasks to the overflow table
+    st = e.store
+    assert st.capacity > 16 and st.overflow.n_entries > 0
+    assert st.table.ctypes.data % 64 == 0  # 32-byte records never straddle a cache line
+    assert st.n_entries == st.counts[0] + st.overflow.n_entries
     for k in (0, 17, 49):
         np.testing.assert_allclose(_M(*mats[0], k), _M(*mats[1], k), rtol=0, atol=1e-12)
     assert abs(mats[0][1] - mats[1][1]).max() < 1e-12
+
+
+def test_hash_storage_first_writer_owns_the_pair_record():
+    """Two tasks write the same entry: the first keeps its own value in the pair record, the
+    second goes to the overflow table, and both read back their own value (plus S)."""
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    trip = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]])  # X_t = e_0 (e_1 - e_2)^T: entries (0,1), (0,2)
+    signs = np.ones(3)
+    eng = MultiTaskEngine(3, 2, b=1.0, C=10.0, storage="hash", initial_capacity=16)
+    eng.partial_fit(X, trip[:1], signs[:1], np.array([1]))
+    st = eng.store
+    assert st.counts[0] == 2 and st.overflow.n_entries == 0
+    assert set(st.table["tag"][st.table["key"] >= 0]) == {1}
+    eng.partial_fit(X, trip[1:], signs[1:], np.array([0, 0]))
+    assert st.counts[0] == 2 and st.overflow.n_entries == 2
+    assert int(st.table["nover"][st.table["key"] >= 0].sum()) == 2
+    ref, _ = dense_omtrsl(X.toarray(), trip, signs, np.array([1, 0, 0]), 2, 1.0, 10.0)
+    own, shared = eng.matrices()
+    for k in range(2):
+        np.testing.assert_allclose(_M(own, shared, k), ref[k], rtol=0, atol=1e-12)
 
 
 def test_learner_partial_fit_matches_reference_with_named_tasks():
