@@ -7,7 +7,11 @@ with the options below. Writes ``runs/ijcai17/<setting>.json`` and the PNG figur
 Settings: ``isolet-tasks`` (features as stored), ``isolet-tasks-pca`` (the mtLMNN preprocessing:
 PCA keeping 95% of the variance, 173 components), ``news20-tasks``.
 
-Usage: ``SPARSESIM_DATA=... python scripts/run_ijcai17.py [--seeds 0 1 2] [setting ...]``
+Usage: ``SPARSESIM_DATA=... python scripts/run_ijcai17.py [setting ...] [--seeds 0 1 2]
+[--algorithms omtrsl,ostrsl,ogrsl] [--fixed '{"omtrsl": {"b": 100, "C": 0.01}}'] [--tag NAME]``
+
+``--fixed`` skips the parameter search and the active sweep and uses the given parameters (e.g. the
+ones a search on the seed-0 tuning split chose) for more seeds; ``--tag`` names the output file.
 """
 
 import argparse
@@ -36,17 +40,27 @@ def main(argv=None):
     ap.add_argument("settings", nargs="*", default=list(SETTINGS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--out", default="runs/ijcai17")
+    ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    ap.add_argument("--fixed", default=None, help="JSON {algorithm: params}: no search, no sweep")
+    ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in args.settings:
         s = SETTINGS[name]
-        config = ExperimentConfig(dataset=s["dataset"], algorithms=ALGORITHMS, seeds=list(args.seeds),
-                                  triplets=s["triplets"], params=s["params"], n_jobs=2, out_dir=out / name,
-                                  options=s["options"])
+        params = {a: dict(p) for a, p in s["params"].items()}
+        options = dict(s["options"])
+        if args.fixed:
+            options.update(search=False, active_deltas=None)
+            for alg, p in json.loads(args.fixed).items():
+                params.setdefault(alg, {}).update(p)
+        label = name + (f"-{args.tag}" if args.tag else "")
+        config = ExperimentConfig(dataset=s["dataset"], algorithms=args.algorithms.split(","), seeds=list(args.seeds),
+                                  triplets=s["triplets"], params=params, n_jobs=2, out_dir=out / label,
+                                  options=options)
         t0 = time.time()
         report = run_experiment("ijcai17", config)
-        (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+        (out / f"{label}.json").write_text(json.dumps(report, indent=1))
         print(format_table(report))
         print(f"[{name}] seeds {args.seeds} wall {time.time() - t0:.0f} s", flush=True)
 
