@@ -400,3 +400,23 @@ def test_dask_cluster_gives_the_same_numbers_as_one_process():
     ref = OSTRSL(C=0.5, n_triplets=200, random_state=3, n_jobs=1).fit(X, y, t)
     for k in range(3):
         assert abs(ost.model_for(k).W - ref.model_for(k).W).max() == 0.0
+
+
+def test_pca_project_keeps_the_requested_variance_with_fixed_signs():
+    from sparsesim.data.multitask import pca_project
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 12)) @ np.diag([5, 4, 3, 1, 1, 1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]) + 3.0
+    Z, n = pca_project(X, 0.9)
+    Xc = X - X.mean(axis=0)
+    total = (Xc ** 2).sum()
+    assert (Z ** 2).sum() / total >= 0.9  # at least the requested share of the variance
+    _, n_less = pca_project(X, 0.5)
+    assert n_less < n < 12 and Z.shape == (200, n)
+    np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-10)  # centred
+    Z2, _ = pca_project(X.copy(), 0.9)
+    np.testing.assert_array_equal(Z, Z2)  # deterministic
+    # fixed sign convention: the components do not depend on the SVD's arbitrary signs, so negating
+    # the data negates the projection
+    Zneg, _ = pca_project(-X, 0.9)
+    np.testing.assert_allclose(Zneg, -Z, atol=1e-9)
