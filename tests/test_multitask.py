@@ -104,9 +104,34 @@ def test_hash_and_dense_storage_agree_on_many_sparse_tasks():
         e = MultiTaskEngine(d, K, b=2.0, C=0.5, storage=storage, initial_capacity=16)
         e.partial_fit(X, trip, signs, tid)
         mats.append(e.matrices())
+    # the hash run grew from 16 slots and sent the own values of later tasks to the overflow table
+    st = e.store
+    assert st.capacity > 16 and st.overflow.n_entries > 0
+    assert st.table.ctypes.data % 64 == 0  # 32-byte records never straddle a cache line
+    assert st.n_entries == st.counts[0] + st.overflow.n_entries
     for k in (0, 17, 49):
         np.testing.assert_allclose(_M(*mats[0], k), _M(*mats[1], k), rtol=0, atol=1e-12)
     assert abs(mats[0][1] - mats[1][1]).max() < 1e-12
+
+
+def test_hash_storage_first_writer_owns_the_pair_record():
+    """Two tasks write the same entry: the first keeps its own value in the pair record, the
+    second goes to the overflow table, and both read back their own value (plus S)."""
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    trip = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]])  # X_t = e_0 (e_1 - e_2)^T: entries (0,1), (0,2)
+    signs = np.ones(3)
+    eng = MultiTaskEngine(3, 2, b=1.0, C=10.0, storage="hash", initial_capacity=16)
+    eng.partial_fit(X, trip[:1], signs[:1], np.array([1]))
+    st = eng.store
+    assert st.counts[0] == 2 and st.overflow.n_entries == 0
+    assert set(st.table["tag"][st.table["key"] >= 0]) == {1}
+    eng.partial_fit(X, trip[1:], signs[1:], np.array([0, 0]))
+    assert st.counts[0] == 2 and st.overflow.n_entries == 2
+    assert int(st.table["nover"][st.table["key"] >= 0].sum()) == 2
+    ref, _ = dense_omtrsl(X.toarray(), trip, signs, np.array([1, 0, 0]), 2, 1.0, 10.0)
+    own, shared = eng.matrices()
+    for k in range(2):
+        np.testing.assert_allclose(_M(own, shared, k), ref[k], rtol=0, atol=1e-12)
 
 
 def test_learner_partial_fit_matches_reference_with_named_tasks():
@@ -375,3 +400,23 @@ def test_dask_cluster_gives_the_same_numbers_as_one_process():
     ref = OSTRSL(C=0.5, n_triplets=200, random_state=3, n_jobs=1).fit(X, y, t)
     for k in range(3):
         assert abs(ost.model_for(k).W - ref.model_for(k).W).max() == 0.0
+
+
+def test_pca_project_keeps_the_requested_variance_with_fixed_signs():
+    from sparsesim.data.multitask import pca_project
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 12)) @ np.diag([5, 4, 3, 1, 1, 1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]) + 3.0
+    Z, n = pca_project(X, 0.9)
+    Xc = X - X.mean(axis=0)
+    total = (Xc ** 2).sum()
+    assert (Z ** 2).sum() / total >= 0.9  # at least the requested share of the variance
+    _, n_less = pca_project(X, 0.5)
+    assert n_less < n < 12 and Z.shape == (200, n)
+    np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-10)  # centred
+    Z2, _ = pca_project(X.copy(), 0.9)
+    np.testing.assert_array_equal(Z, Z2)  # deterministic
+    # fixed sign convention: the components do not depend on the SVD's arbitrary signs, so negating
+    # the data negates the projection
+    Zneg, _ = pca_project(-X, 0.9)
+    np.testing.assert_allclose(Zneg, -Z, atol=1e-9)

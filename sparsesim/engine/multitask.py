@@ -32,12 +32,14 @@ Two storages for S, O_1..O_K, chosen per data set (``storage="auto"`` picks by m
   data (isolet: d = 617) or a pruned vocabulary. A triplet whose difference vector has at least
   d / 4 nonzeros reads and writes whole rows contiguously (BLAS dot, vectorised axpy); sparser
   ones visit only the entries (i, j) with x_i != 0 and z_j != 0.
-* ``"hash"`` — one open-addressing table (:class:`~.hashstore.HashStore`) for all K + 1 matrices,
-  keyed by ``key = (i d + j) (K + 1) + r`` (r = K for S, r = k for O_k) and hashed on the full key;
-  the lookups of S_ij and O_k,ij probe their runs in lock step (:func:`find_two`) so their cache
-  misses can overlap. Diagonals are dense (K + 1, d). A step costs two random accesses per touched
-  entry where a single-task step costs one; layouts that co-locate S_ij and O_k,ij (one probe run
-  per (i, j), or a 64-byte record with inline task slots) measured no faster (docs/multitask.md).
+* ``"hash"`` — :class:`PairedTaskStore`: one open-addressing table with one 32-byte record per
+  touched pair (i, j), holding S_ij and the own value O_k,ij of the first task k that wrote the
+  pair, aligned so that a record never straddles two cache lines; the own values of the other
+  tasks that write the pair go to an overflow table keyed ``(i d + j) K + k``, and a per-record
+  count tells whether a pair has any. Diagonals are dense (K + 1, d). The margin reads S_ij and
+  O_k,ij with one random access when k wrote the pair first (most touches), and the kernel
+  (:func:`train_paired`) prefetches pair records two stages ahead and overflow slots one stage
+  ahead. The cost of a step depends on the entries it touches, not on K or d.
 
 Selective sampling (Algorithm 2, eq. 5): ``query="active"`` asks for y_t with probability
 delta / (delta + |p_t|); ``query="random"`` asks with a fixed probability (OMTRSL-Random). The
@@ -50,8 +52,9 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .bilinear import merge_difference
+from .bilinear import PREFETCH_DISTANCE, merge_difference
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
+from .prefetch import prefetch
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1
@@ -115,6 +118,49 @@ def _sq_norms(data, lo, hi, zv, nz):
     return sq_x, sq_z
 
 
+@numba.njit(cache=True)
+def skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
+    """OMTRSL-Random: decide before the margin whether y_t is asked; record a skipped triplet.
+
+    Returns True when triplet t is skipped (then ``queried[t] = 0``, ``losses[t] = 0``,
+    ``margins[t] = NaN``: the margin is never computed).
+    """
+    if mode != QUERY_RANDOM or _decide(mode, uniforms[t], 0.0, rate):
+        return False
+    queried[t] = 0
+    losses[t] = 0.0
+    margins[t] = np.nan
+    return True
+
+
+@numba.njit(cache=True)
+def step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz, alpha, beta, C,
+                      losses, margins, queried):
+    """Everything between the margin p_t and the write, shared by both storages.
+
+    Records p_t, asks for y_t (always, or with probability delta / (delta + |p_t|) under
+    OMTRSL-Active), computes the hinge loss and tau_t (eq. 3), and returns
+    ``(update, ga, gb)``: whether to write, and the coefficients of ``O_{t_k} += ga X_t`` and
+    ``S += gb X_t`` (ga = alpha y tau, gb = beta y tau: eq. 4 for every k through
+    M^k = I + S + O_k).
+    """
+    margins[t] = p
+    if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
+        queried[t] = 0
+        losses[t] = 0.0
+        return False, 0.0, 0.0
+    queried[t] = 1
+    y = signs[t]
+    loss = 1.0 - y * p
+    if loss <= 0.0:
+        losses[t] = 0.0
+        return False, 0.0, 0.0
+    losses[t] = loss
+    sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
+    g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
+    return True, g * alpha, g * beta
+
+
 # --------------------------------------------------------------------------- dense storage
 
 
@@ -135,10 +181,7 @@ def train_dense(
     d = W.shape[1]
     for t in range(start, stop):
         k = task_ids[t]
-        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
-            queried[t] = 0
-            losses[t] = 0.0
-            margins[t] = np.nan
+        if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
             continue
         a = triplets[t, 0]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
@@ -168,23 +211,13 @@ def train_dense(
                         v += 1.0
                     acc += zv[jj] * v
                 p += data[ii] * acc
-        margins[t] = p
-        ask = mode != QUERY_ACTIVE or _decide(mode, uniforms[t], p, rate)
-        y = signs[t]
-        loss = 1.0 - y * p
-        if not ask or loss <= 0.0:
-            queried[t] = 1 if ask else 0
-            losses[t] = 0.0
+        update, ga, gb = step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz,
+                                           alpha, beta, C, losses, margins, queried)
+        if not update:
             if dense_rows:
                 for jj in range(nz):
                     zd[zi[jj]] = 0.0
             continue
-        queried[t] = 1
-        losses[t] = loss
-        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
-        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
-        ga = g * alpha  # O_{t_k} += alpha y tau X_t
-        gb = g * beta   # S += beta y tau X_t   (eq. 4 for every k through M^k = I + S + O_k)
         if dense_rows:
             for ii in range(lo, hi):
                 i = indices[ii]
@@ -214,44 +247,15 @@ def train_dense(
 
 # --------------------------------------------------------------------------- hash storage
 
-
-@numba.njit(cache=True, inline="always")
-def find_two(keys, key_a, key_b, want_b, shift):
-    """Slots of ``key_a`` and ``key_b`` (-1 when absent), probing both runs in lock step.
-
-    Each key is hashed on its full value (Fibonacci hashing, as :mod:`.hashstore`); the two probe
-    sequences are independent, so advancing them together lets the CPU overlap their cache
-    misses instead of paying one after the other. Keys are never deleted, so an empty slot ends
-    a probe run.
-    """
-    mask = keys.shape[0] - 1
-    sa = home_slot(key_a, shift)
-    sb = home_slot(key_b, shift)
-    ra = -2
-    rb = -2 if want_b else -1
-    while ra == -2 or rb == -2:
-        if ra == -2:
-            ka = keys[sa]
-            if ka == key_a:
-                ra = sa
-            elif ka == EMPTY:
-                ra = -1
-            else:
-                sa = (sa + 1) & mask
-        if rb == -2:
-            kb = keys[sb]
-            if kb == key_b:
-                rb = sb
-            elif kb == EMPTY:
-                rb = -1
-            else:
-                sb = (sb + 1) & mask
-    return ra, rb
+PAIR_FIELDS = [("key", np.int64), ("tag", np.int32), ("nover", np.int32), ("s", np.float64), ("o", np.float64)]
+CACHE_LINE = 64
+_LOOKUP = -2  # xslots marker: task k's own value may be in the overflow table, look it up
+_ABSENT = -3  # xslots marker: task k's own value is not stored and will go to the overflow table
 
 
 @numba.njit(cache=True, inline="always")
 def insert_absent(keys, vals, key, shift, counts):
-    """Insert ``key`` (known to be absent) with value 0; returns its slot."""
+    """Insert ``key`` (known to be absent) with value 0 into a plain table; returns its slot."""
     mask = keys.shape[0] - 1
     s = home_slot(key, shift)
     while keys[s] != EMPTY:
@@ -263,117 +267,172 @@ def insert_absent(keys, vals, key, shift, counts):
     return s
 
 
-@numba.njit(cache=True)
-def train_hash(
-    keys, vals, counts, shift, max_used, diag, d, n_tasks,
-    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
-    mode, rate, alpha, beta, C, zi, zv, slots_own, slots_sh, losses, margins, queried,
-):
-    """Process triplets[start:stop] on the hash storage; returns (next_triplet, inserts_needed).
+@numba.njit(cache=True, inline="always")
+def insert_pair(keys, tags, novers, svals, ovals, key, tag, shift, counts):
+    """Insert the (known absent) pair key ``i d + j`` owned by task ``tag``, S = O = 0; returns its slot."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while keys[s] != EMPTY:
+        s = (s + 1) & mask
+    keys[s] = key
+    tags[s] = tag
+    novers[s] = 0
+    svals[s] = 0.0
+    ovals[s] = 0.0
+    counts[0] += 1
+    counts[1] += 1
+    return s
 
-    Stops before a triplet whose inserts could pass the load limit, so the caller can grow the
-    table and call again. ``diag`` has shape (K + 1, d): O_1..O_K then S. Outputs as in
-    :func:`train_dense`.
+
+@numba.njit(cache=True)
+def train_paired(
+    keys, tags, novers, svals, ovals, counts, shift, max_used,
+    xkeys, xvals, xcounts, xshift, xmax_used, diag, d, n_tasks,
+    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
+    mode, rate, alpha, beta, C, zi, zv, keybuf, slots, xslots, losses, margins, queried,
+):
+    """Process triplets[start:stop] on the paired storage; returns (next_triplet, inserts_needed).
+
+    See :class:`PairedTaskStore`. Pass 1 is a three-stage software pipeline over the touched
+    entries: the pair record of entry e + 2P is prefetched, the pair record of entry e + P is
+    read (its slot cached, and the overflow slot of task k prefetched when the pair has own values
+    of other tasks), and entry e is added to the margin (P = ``PREFETCH_DISTANCE``). Pass 2 writes
+    through the cached slots, prefetching P entries ahead. Stops before a triplet whose inserts
+    could pass either table's load limit, so the caller can grow them and call again. Outputs as
+    in :func:`train_dense`.
     """
-    Kp1 = n_tasks + 1
     shared = n_tasks
     use_shared = beta != 0.0
-    per_entry = 2 if use_shared else 1
+    P = PREFETCH_DISTANCE
     for t in range(start, stop):
         k = task_ids[t]
-        if mode == QUERY_RANDOM and not _decide(mode, uniforms[t], 0.0, rate):
-            queried[t] = 0
-            losses[t] = 0.0
-            margins[t] = np.nan
+        if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
             continue
         a = triplets[t, 0]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
-        need = (hi - lo) * nz * per_entry
-        if counts[1] + need > max_used:
-            return t, need
-        # pass 1: p_t = x^T (I + S + O_k) z, caching the slots for pass 2
-        p = 0.0
-        m = 0
+        m = (hi - lo) * nz
+        if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
+            return t, m
+        e = 0
         for ii in range(lo, hi):
             i = indices[ii]
             base = i * d
-            acc = 0.0
             for jj in range(nz):
                 j = zi[jj]
-                if j == i:
-                    v = 1.0 + diag[k, i]
-                    if use_shared:
-                        v += diag[shared, i]
-                    slots_own[m] = -1
-                    slots_sh[m] = -1
+                keybuf[e] = -1 if j == i else base + j
+                e += 1
+        for q in range(min(P, m)):
+            if keybuf[q] >= 0:
+                prefetch(keys, home_slot(keybuf[q], shift))
+        # pass 1: p_t = x^T (I + S + O_k) z as a pipeline over the entries e (row-major over
+        # (ii, jj)): prefetch the pair record of e + 2P, read the pair record of e + P (caching
+        # its slot, prefetching task k's overflow slot when the pair belongs to another task),
+        # add entry e.
+        p = 0.0
+        acc = 0.0
+        ii = lo
+        jj = 0
+        for e in range(-P, m):
+            q = e + 2 * P
+            if q < m and keybuf[q] >= 0:
+                prefetch(keys, home_slot(keybuf[q], shift))
+            q = e + P
+            if 0 <= q < m:
+                key = keybuf[q]
+                xslots[q] = -1
+                if key < 0:
+                    slots[q] = -1
                 else:
-                    key = (base + j) * Kp1
-                    if use_shared:
-                        so, ss = find_two(keys, key + k, key + shared, True, shift)
-                    else:
-                        so = find(keys, key + k, shift)
-                        ss = -1
-                    slots_own[m] = so
-                    slots_sh[m] = ss
-                    v = 0.0
-                    if so >= 0:
-                        v += vals[so]
-                    if ss >= 0:
-                        v += vals[ss]
-                acc += zv[jj] * v
-                m += 1
-            p += data[ii] * acc
-        margins[t] = p
-        if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
-            queried[t] = 0
-            losses[t] = 0.0
+                    s = find(keys, key, shift)
+                    slots[q] = s
+                    if s >= 0 and tags[s] != k:
+                        prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
+                        xslots[q] = _LOOKUP if novers[s] > 0 else _ABSENT
+            if e < 0:
+                continue
+            key = keybuf[e]
+            if key < 0:
+                i = indices[ii]
+                v = 1.0 + diag[k, i]
+                if use_shared:
+                    v += diag[shared, i]
+            else:
+                s = slots[e]
+                v = 0.0
+                if s >= 0:
+                    v = svals[s]
+                    if tags[s] == k:
+                        v += ovals[s]
+                    elif xslots[e] == _LOOKUP:
+                        x = find(xkeys, key * n_tasks + k, xshift)
+                        if x >= 0:
+                            xslots[e] = x
+                            v += xvals[x]
+                        else:
+                            xslots[e] = _ABSENT
+            acc += zv[jj] * v
+            jj += 1
+            if jj == nz:
+                p += data[ii] * acc
+                acc = 0.0
+                jj = 0
+                ii += 1
+        update, ga, gb = step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz,
+                                           alpha, beta, C, losses, margins, queried)
+        if not update:
             continue
-        queried[t] = 1
-        y = signs[t]
-        loss = 1.0 - y * p
-        if loss <= 0.0:
-            losses[t] = 0.0
-            continue
-        losses[t] = loss
-        sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
-        g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
-        ga = g * alpha
-        gb = g * beta
-        # pass 2: write O_{t_k} += alpha y tau X_t and S += beta y tau X_t on the same entries
-        m = 0
+        # pass 2: O_{t_k} += alpha y tau X_t and S += beta y tau X_t through the cached slots
+        e = 0
         for ii in range(lo, hi):
             i = indices[ii]
             xi = data[ii]
-            base = i * d
             for jj in range(nz):
-                j = zi[jj]
+                q = e + P
+                if q < m:
+                    sq = slots[q]
+                    if sq >= 0:
+                        prefetch(keys, sq)
+                    elif keybuf[q] >= 0:
+                        prefetch(keys, home_slot(keybuf[q], shift))
+                    xq = xslots[q]
+                    if xq >= 0:
+                        prefetch(xkeys, xq)
+                    elif xq == _ABSENT:
+                        prefetch(xkeys, home_slot(keybuf[q] * n_tasks + k, xshift))
                 w = xi * zv[jj]
-                if j == i:
+                key = keybuf[e]
+                if key < 0:
                     diag[k, i] += ga * w
                     if use_shared:
                         diag[shared, i] += gb * w
                 else:
-                    ij = base + j
-                    so = slots_own[m]
-                    if so < 0:
-                        so = insert_absent(keys, vals, ij * Kp1 + k, shift, counts)
-                    vals[so] += ga * w
+                    s = slots[e]
+                    if s < 0:  # first touch of the pair: its record takes task k's own value
+                        s = insert_pair(keys, tags, novers, svals, ovals, key, k, shift, counts)
                     if use_shared:
-                        ss = slots_sh[m]
-                        if ss < 0:
-                            ss = insert_absent(keys, vals, ij * Kp1 + shared, shift, counts)
-                        vals[ss] += gb * w
-                m += 1
+                        svals[s] += gb * w
+                    if tags[s] == k:
+                        ovals[s] += ga * w
+                    else:
+                        x = xslots[e]
+                        if x < 0:  # _ABSENT, or -1 for a pair inserted by this triplet: O_k,ij is not stored
+                            x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
+                            novers[s] += 1
+                        xvals[x] += ga * w
+                e += 1
     return stop, 0
 
 
 @numba.njit(cache=True)
-def _csr_parts(keys, vals, d, Kp1):
-    """COO arrays (row, col, val, matrix index r) of the live nonzero off-diagonal entries."""
+def _paired_parts(keys, tags, svals, ovals, xkeys, xvals, d, n_tasks):
+    """COO arrays (row, col, val, matrix r) of the nonzero off-diagonal entries (r = K for S)."""
     n = 0
     for s in range(keys.shape[0]):
-        if keys[s] >= 0 and vals[s] != 0.0:
+        if keys[s] >= 0:
+            n += (svals[s] != 0.0) + (ovals[s] != 0.0)
+    for s in range(xkeys.shape[0]):
+        if xkeys[s] >= 0 and xvals[s] != 0.0:
             n += 1
     rows = np.empty(n, np.int64)
     cols = np.empty(n, np.int64)
@@ -382,36 +441,77 @@ def _csr_parts(keys, vals, d, Kp1):
     m = 0
     for s in range(keys.shape[0]):
         key = keys[s]
-        if key >= 0 and vals[s] != 0.0:
-            ij = key // Kp1
-            which[m] = key - ij * Kp1
-            rows[m] = ij // d
-            cols[m] = ij - rows[m] * d
-            out[m] = vals[s]
+        if key < 0:
+            continue
+        if svals[s] != 0.0:
+            rows[m], cols[m], out[m], which[m] = key // d, key % d, svals[s], n_tasks
+            m += 1
+        if ovals[s] != 0.0:
+            rows[m], cols[m], out[m], which[m] = key // d, key % d, ovals[s], tags[s]
+            m += 1
+    for s in range(xkeys.shape[0]):
+        xk = xkeys[s]
+        if xk >= 0 and xvals[s] != 0.0:
+            ij = xk // n_tasks
+            rows[m], cols[m], out[m], which[m] = ij // d, ij % d, xvals[s], xk - ij * n_tasks
             m += 1
     return rows, cols, out, which
 
 
-class TaskHashStore(HashStore):
-    """A :class:`HashStore` holding K + 1 matrices under keys ``(i d + j)(K + 1) + r``.
+class PairedTaskStore(HashStore):
+    """S and O_1..O_K: one 32-byte record per pair (i, j) plus an overflow table.
 
-    r = k for O_k, r = K for S. Keys are never deleted (growth and rehashing are the base
-    class's). ``diag`` has shape (K + 1, d) (rows O_1..O_K, then S).
+    The *pair record* (``PAIR_FIELDS``; key ``i d + j``) holds S_ij in ``s`` and, in ``o``, the own
+    value of task ``tag`` (the first task that wrote the pair). The table starts on a cache-line
+    boundary, so a record never straddles two lines: S_ij + O_k,ij costs one random access when k
+    is the pair's first writer. The own values of the other tasks live in ``overflow`` (a plain
+    :class:`HashStore`, key ``(i d + j) K + k``); ``nover`` counts a pair's overflow entries, so a
+    pair that no other task wrote needs no overflow probe, and the probe a pair does need is
+    prefetched by the pipeline of :func:`train_paired`. Keys are never deleted. ``diag`` has shape
+    (K + 1, d) (rows O_1..O_K, then S).
     """
 
     def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
-        super().__init__(d, layout="plain", diag_init=0.0, initial_capacity=initial_capacity)
         self.n_tasks = int(n_tasks)
-        if float(self.d) * self.d * (self.n_tasks + 1) >= 2.0 ** 62:
-            raise ValueError("d * d * (n_tasks + 1) does not fit the 63-bit key space")
+        if float(d) * d * self.n_tasks >= 2.0 ** 62:
+            raise ValueError("d * d * n_tasks does not fit the 63-bit key space")
+        super().__init__(d, layout="plain", diag_init=0.0, initial_capacity=16)
+        self.dtype = np.dtype(PAIR_FIELDS)
+        cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
+        self.table = self._empty_table(cap)
         self.diag = np.zeros((self.n_tasks + 1, self.d))
+        self.overflow = HashStore(d, layout="plain", diag_init=0.0, initial_capacity=max(16, initial_capacity // 4))
+
+    def _empty_table(self, cap: int) -> np.ndarray:
+        """A zeroed table of ``cap`` records starting on a cache-line boundary, keys EMPTY."""
+        itemsize = self.dtype.itemsize
+        raw = np.zeros(cap * itemsize + CACHE_LINE, np.uint8)
+        off = (-raw.ctypes.data) % CACHE_LINE
+        table = raw[off:off + cap * itemsize].view(self.dtype)
+        table["key"] = EMPTY
+        return table
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self.overflow.nbytes
+
+    @property
+    def n_entries(self) -> int:
+        """Stored records: pairs plus overflow own values."""
+        return int(self.counts[0] + self.overflow.counts[0])
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more inserts in both tables (growth policy of :meth:`HashStore.reserve`)."""
+        super().reserve(extra)
+        self.overflow.reserve(extra)
 
     def matrices(self) -> list[sp.csr_matrix]:
         """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
-        Kp1 = self.n_tasks + 1
-        rows, cols, vals, which = _csr_parts(self.table["key"], self.table["val"], self.d, Kp1)
+        t, x = self.table, self.overflow.table
+        rows, cols, vals, which = _paired_parts(t["key"], t["tag"], t["s"], t["o"], x["key"], x["val"],
+                                                self.d, self.n_tasks)
         out = []
-        for r in range(Kp1):
+        for r in range(self.n_tasks + 1):
             sel = which == r
             off = sp.csr_matrix((vals[sel], (rows[sel], cols[sel])), shape=(self.d, self.d))
             out.append((off + sp.diags(self.diag[r], format="csr")).tocsr())
@@ -470,7 +570,7 @@ class MultiTaskEngine:
             self.store = None
         else:
             self.W = None
-            self.store = TaskHashStore(self.d, self.n_tasks, initial_capacity)
+            self.store = PairedTaskStore(self.d, self.n_tasks, initial_capacity)
         self.n_seen = 0
         self.n_updates = 0
         self.n_queries = 0
@@ -533,16 +633,18 @@ class MultiTaskEngine:
                         0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
                         losses, margins, queried)
         else:
-            slots_own = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
-            slots_sh = np.empty_like(slots_own)
+            keybuf = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+            slots = np.empty_like(keybuf)
+            xslots = np.empty_like(keybuf)
             st = self.store
             pos = 0
             while pos < n:
-                pos, need = train_hash(
-                    st.table["key"], st.table["val"], st.counts, st.shift, st.max_used(), st.diag, self.d,
-                    self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms, pos, n,
-                    self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, slots_own, slots_sh,
-                    losses, margins, queried,
+                t, x = st.table, st.overflow
+                pos, need = train_paired(
+                    t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
+                    x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
+                    pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
+                    xslots, losses, margins, queried,
                 )
                 if pos < n:
                     st.reserve(max(need, 1))
@@ -568,11 +670,13 @@ class MultiTaskEngine:
 __all__ = [
     "MAX_LOAD",
     "MultiTaskEngine",
-    "TaskHashStore",
+    "PairedTaskStore",
     "task_coefficients",
     "relationship_inverse",
     "omtrsl_tau",
     "query_probability",
     "train_dense",
-    "train_hash",
+    "skipped_by_random_query",
+    "step_coefficients",
+    "train_paired",
 ]
