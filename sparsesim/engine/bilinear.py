@@ -113,6 +113,29 @@ def merge_difference(indptr, indices, data, p, n, zi, zv):
 PREFETCH_DISTANCE = 12  # entries ahead: enough loads in flight to hide DRAM latency
 
 
+@numba.njit(cache=True, inline="always")
+def outer_keys(indices, lo, hi, zi, nz, d, keybuf):
+    """Keys i*d+j of the outer product x z^T in row-major order (x = indices[lo:hi], z = zi[:nz]),
+    -1 for a diagonal entry (kept dense beside the table), so the passes can prefetch ahead."""
+    e = 0
+    for ii in range(lo, hi):
+        i = indices[ii]
+        base = i * d
+        for jj in range(nz):
+            j = zi[jj]
+            keybuf[e] = -1 if j == i else base + j
+            e += 1
+
+
+@numba.njit(cache=True, inline="always")
+def prefetch_ahead(keys, keybuf, n, shift):
+    """Start loading the home slots of the first ``n`` off-diagonal keys of ``keybuf``."""
+    for e in range(n):
+        if keybuf[e] >= 0:
+            prefetch(keys, home_slot(keybuf[e], shift))
+
+
+
 @numba.njit(cache=True)
 def train_triplets(
     keys, vals, lasts, auxs, counts, shift, max_used,
@@ -141,17 +164,8 @@ def train_triplets(
             return t, step, m
         step += 1
         target = step - 1
-        e = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            base = i * d
-            for jj in range(nz):
-                j = zi[jj]
-                keybuf[e] = -1 if j == i else base + j
-                e += 1
-        for e in range(min(PREFETCH_DISTANCE, m)):
-            if keybuf[e] >= 0:
-                prefetch(keys, home_slot(keybuf[e], shift))
+        outer_keys(indices, lo, hi, zi, nz, d, keybuf)
+        prefetch_ahead(keys, keybuf, min(PREFETCH_DISTANCE, m), shift)
         # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
         margin = 0.0
         e = 0

@@ -52,7 +52,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .bilinear import PREFETCH_DISTANCE, merge_difference
+from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
 from .prefetch import prefetch
 
@@ -314,17 +314,8 @@ def train_paired(
         m = (hi - lo) * nz
         if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
             return t, m
-        e = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            base = i * d
-            for jj in range(nz):
-                j = zi[jj]
-                keybuf[e] = -1 if j == i else base + j
-                e += 1
-        for q in range(min(P, m)):
-            if keybuf[q] >= 0:
-                prefetch(keys, home_slot(keybuf[q], shift))
+        outer_keys(indices, lo, hi, zi, nz, d, keybuf)
+        prefetch_ahead(keys, keybuf, min(P, m), shift)
         # pass 1: p_t = x^T (I + S + O_k) z as a pipeline over the entries e (row-major over
         # (ii, jj)): prefetch the pair record of e + 2P, read the pair record of e + P (caching
         # its slot, prefetching task k's overflow slot when the pair belongs to another task),
