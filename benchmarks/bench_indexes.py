@@ -12,7 +12,7 @@ table and writes ``benchmarks/out/bench_indexes.png`` and ``bench_indexes.json``
 
 Usage::
 
-    SPARSESIM_DATA=/work/shared/data python benchmarks/bench_indexes.py            # 1e4, 1e5, 1e6
+    SPARSESIM_DATA=../shared/data python benchmarks/bench_indexes.py            # 1e4, 1e5, 1e6
     python benchmarks/bench_indexes.py --scales news20,1e5 --queries 500 --n-jobs 1
 
 The 10^5 and 10^6 corpora are synthetic (``sparsesim.data.synthetic.rcv1_like``: d = 47,236,

@@ -10,7 +10,7 @@ arrays with ``np.savez_compressed`` (loadable with ``allow_pickle=False``).
 
 Usage::
 
-    python scripts/make_sample.py [--source /work/shared/data/news20/20news-bydate.tar.xz] [--out PATH]
+    python scripts/make_sample.py [--source ../shared/data/news20/20news-bydate.tar.xz] [--out PATH]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def build(source: Path, per_group: int = 40, seed: int = SEED) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=Path("/work/shared/data/news20/20news-bydate.tar.xz"))
+    parser.add_argument("--source", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "news20" / "20news-bydate.tar.xz")
     parser.add_argument("--out", type=Path, default=ROOT / "sparsesim" / "data" / "samples" / "news20_sample.npz")
     parser.add_argument("--per-group", type=int, default=40)
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Run the ROMCO protocol (search + 10 shuffles + sensitivity) on the given data sets.
 
-    SPARSESIM_DATA=/work/shared/data python scripts/romco_experiments.py spam-task-a mhc1 landmine \
+    SPARSESIM_DATA=../shared/data python scripts/romco_experiments.py spam-task-a mhc1 landmine \
         --out runs/romco --n-jobs 2
 
 Equivalent CLI (once wired): ``sparsesim experiment --protocol romco --dataset mhc1 --algorithms

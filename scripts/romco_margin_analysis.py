@@ -1,7 +1,7 @@
 """Where do ROMCO's gains come from? Split each run's online predictions into 'undecided'
 (|margin| < 1e-8: the task's own weights have not seen the instance's features) and 'decided' ones.
 
-    SPARSESIM_DATA=/work/shared/data python scripts/romco_margin_analysis.py runs/romco
+    SPARSESIM_DATA=../shared/data python scripts/romco_margin_analysis.py runs/romco
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Re-run the ROMCO evaluation (10 shuffles, sensitivity) with the parameters a previous search
 chose (read from its JSON report), plus the ablation ROMCO with lam1 = lam2 = 0 (same step sizes).
 
-    SPARSESIM_DATA=/work/shared/data python scripts/romco_rerun.py runs/romco --out runs/romco-final
+    SPARSESIM_DATA=../shared/data python scripts/romco_rerun.py runs/romco --out runs/romco-final
 """
 
 from __future__ import annotations
