@@ -11,6 +11,10 @@ uniformly, coin-flip y_t) is fed to
   the paired hash storage: S_ij and the first writer's O_k,ij in one 32-byte record, an overflow
   table for the other tasks),
 
+* ``oasis compact`` / ``omtrsl K=... compact`` — the same with ``compact=True`` on both sides
+  (float32 values; OMTRSL's pair record shrinks to 16 bytes with the first writer's task id and an
+  overflow flag packed into the key), compared with each other,
+
 and, on dense isolet-shaped data (d = 617, every feature nonzero), the dense storage with one task
 and with K = 5. Updates/s = triplets with positive hinge loss (which write the model) per second;
 "presized" starts the hash table at
@@ -97,7 +101,10 @@ def main(argv=None):
     rows = []
     warm = (np.zeros((2, 3), np.int64) + [[0, 1, 2]], np.ones(2), np.zeros(2, np.int64))
     for make in (lambda: BilinearEngine(d, OASIS, C=1.0, initial_capacity=16),
-                 lambda: MultiTaskEngine(d, 2, b=1.0, storage="hash", initial_capacity=16)):  # growth compiles too
+                 lambda: BilinearEngine(d, OASIS, C=1.0, initial_capacity=16, compact=True),
+                 lambda: MultiTaskEngine(d, 2, b=1.0, storage="hash", initial_capacity=16),
+                 lambda: MultiTaskEngine(d, 2, b=1.0, storage="hash", initial_capacity=16, compact=True)):
+        # growth compiles too
         _feed(make(), X, *warm)  # compile outside the timings
     for K in (4, 50):
         tasks = rng.integers(0, K, X.shape[0])
@@ -109,6 +116,9 @@ def main(argv=None):
                                                                 initial_capacity=cap)),
             (f"omtrsl K={K} (b=1)", lambda cap, K=K: MultiTaskEngine(d, K, b=1.0, C=1.0, storage="hash",
                                                                      initial_capacity=cap)),
+            ("oasis compact", lambda cap: BilinearEngine(d, OASIS, C=1.0, initial_capacity=cap, compact=True)),
+            (f"omtrsl K={K} compact", lambda cap, K=K: MultiTaskEngine(d, K, b=1.0, C=1.0, storage="hash",
+                                                                       initial_capacity=cap, compact=True)),
         ]
         bench(rows, f"sparse d={d}, K={K}", makers, X, trip, signs, tids, args.repeats)
 
@@ -132,19 +142,21 @@ def main(argv=None):
           f"{'per CPU s':>10} {'entries':>11} {'oasis/x presized':>17}")
     base = {}
     for name, label, e2e, steady, cpu, entries in rows:
+        layout = "compact" if label.endswith("compact") else "default"
         if label.startswith("oasis") or label.startswith("ogrsl (1 task, dense)"):
-            base[name] = (steady, cpu, e2e)
-        ratio = base.get(name, (steady,))[0] / steady
+            base[name, layout] = (steady, cpu, e2e)
+        ratio = base.get((name, layout), (steady,))[0] / steady
         print(f"{name:<24} {label:<26} {e2e:>14.0f} {steady:>18.0f} {cpu:>10.0f} {entries:>11d} {ratio:>17.2f}")
     print("\nOMTRSL against single-task OASIS on the same engine, same run (OASIS / OMTRSL updates/s; "
           "target <= 1.5):")
-    print(f"{'K':>4} {'OASIS presized':>15} {'OMTRSL presized':>16} {'ratio':>6} {'ratio CPU':>10} "
+    print(f"{'K':>4} {'layout':>8} {'OASIS presized':>15} {'OMTRSL presized':>16} {'ratio':>6} {'ratio CPU':>10} "
           f"{'OASIS e2e':>10} {'OMTRSL e2e':>11} {'ratio e2e':>10}")
     for name, label, e2e, steady, cpu, entries in rows:
         if label.startswith("omtrsl") and name.startswith("sparse"):
-            bs, bc, be = base[name]
+            layout = "compact" if label.endswith("compact") else "default"  # compact: both store float32
+            bs, bc, be = base[name, layout]
             K = label.split("K=")[1].split()[0]
-            print(f"{K:>4} {bs:>15.0f} {steady:>16.0f} {bs / steady:>6.2f} {bc / cpu:>10.2f} "
+            print(f"{K:>4} {layout:>8} {bs:>15.0f} {steady:>16.0f} {bs / steady:>6.2f} {bc / cpu:>10.2f} "
                   f"{be:>10.0f} {e2e:>11.0f} {be / e2e:>10.2f}")
 
     out = Path(args.out)

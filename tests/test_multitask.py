@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from reference_bilinear import dense_oasis
 from reference_multitask import dense_omtrsl, paper_A_inverse
-from sparsesim.engine.multitask import MultiTaskEngine, relationship_inverse, task_coefficients
+from sparsesim.engine.multitask import MultiTaskEngine, PairedTaskStore, relationship_inverse, task_coefficients
 from sparsesim.exceptions import DataNotFoundError, FileFormatError, InvalidInputError, UnknownNameError
 from sparsesim.learners.multitask import (
     OGRSL,
@@ -420,3 +420,62 @@ def test_pca_project_keeps_the_requested_variance_with_fixed_signs():
     # the data negates the projection
     Zneg, _ = pca_project(-X, 0.9)
     np.testing.assert_allclose(Zneg, -Z, atol=1e-9)
+
+
+@pytest.mark.parametrize("K", [1, 4, 50])
+def test_compact_pair_records_match_the_default_layout_to_float32(K):
+    """16-byte records (task id and overflow flag packed in the key, float32 values) give the
+    default layout's model to float32 precision, through table growth and overflow entries."""
+    rng = np.random.default_rng(10 + K)
+    n, d = 200, 400
+    X = sp.random(n, d, density=0.03, random_state=5, format="csr")
+    trip = rng.integers(0, n, size=(600, 3))
+    signs = rng.choice([-1.0, 1.0], 600)
+    tid = rng.integers(0, K, 600)
+    engines = []
+    for compact in (False, True):
+        e = MultiTaskEngine(d, K, b=2.0, C=0.5, storage="hash", initial_capacity=16, compact=compact)
+        losses, margins, _ = e.partial_fit(X, trip, signs, tid)
+        engines.append((e, losses, margins))
+    (e0, l0, m0), (e1, l1, m1) = engines
+    st = e1.store
+    assert e1.compact_ and st.compact and st.table.dtype.itemsize == 16 and st.overflow.table["val"].dtype == np.float32
+    assert st.capacity > 16 and st.table.ctypes.data % 64 == 0
+    assert st.counts[0] == e0.store.counts[0] and st.overflow.n_entries == e0.store.overflow.n_entries
+    if K > 1:
+        assert st.overflow.n_entries > 0  # pairs written by several tasks
+    np.testing.assert_allclose(m1, m0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(l1, l0, rtol=1e-5, atol=1e-6)
+    (own0, s0), (own1, s1) = e0.matrices(), e1.matrices()
+    for k in sorted({0, K // 2, K - 1}):
+        a, b = _M(own0, s0, k), _M(own1, s1, k)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * abs(a).max())
+
+
+def test_compact_pair_records_pack_task_and_overflow_flag_and_fall_back_when_too_wide():
+    X = sp.csr_matrix(np.eye(3))
+    trip = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]])
+    signs = np.ones(3)
+    eng = MultiTaskEngine(3, 2, b=1.0, C=10.0, storage="hash", initial_capacity=16, compact=True)
+    eng.partial_fit(X, trip, signs, np.array([1, 0, 0]))
+    st = eng.store
+    packed = st.table["key"][st.table["key"] >= 0]
+    kb = st.kbits
+    assert set(packed & ((1 << kb) - 1)) == {1, 2} and set((packed >> kb) & 1) == {1}  # pairs, first writer
+    assert set(packed >> (kb + st.tbits)) == {1}  # both pairs have an overflow entry (task 0)
+    ref, _ = dense_omtrsl(X.toarray(), trip, signs, np.array([1, 0, 0]), 2, 1.0, 10.0)
+    own, shared = eng.matrices()
+    for k in range(2):
+        np.testing.assert_allclose(_M(own, shared, k), ref[k], rtol=1e-6, atol=1e-6)
+    # d = 2^30 + 1, K = 3: 61 key bits + 2 task bits + 1 flag > 63 (the 32-byte layout still fits)
+    assert "64 > 63 bits" in PairedTaskStore.compact_unfit_reason((1 << 30) + 1, 3)
+    assert PairedTaskStore.compact_unfit_reason(1 << 20, 1 << 20) is None
+    with pytest.raises(ValueError, match="63 bits"):
+        PairedTaskStore((1 << 30) + 1, 3, compact=True)
+
+
+def test_engine_falls_back_to_32_byte_records_when_compact_does_not_fit(monkeypatch):
+    monkeypatch.setattr(PairedTaskStore, "compact_unfit_reason", staticmethod(lambda d, k: "too wide: 64 > 63 bits"))
+    with pytest.warns(RuntimeWarning, match="too wide.*32-byte"):
+        eng = MultiTaskEngine(5, 2, storage="hash", initial_capacity=16, compact=True)
+    assert not eng.compact_ and eng.store.table.dtype.itemsize == 32

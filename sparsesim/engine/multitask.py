@@ -48,12 +48,14 @@ uniform draws come from the caller, so a run is reproducible from its seed.
 
 from __future__ import annotations
 
+import warnings
+
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
-from .hashstore import EMPTY, MAX_LOAD, HashStore, find, home_slot
+from .hashstore import EMPTY, MAX_LOAD, REBUILD_LOAD, HashStore, find, home_slot
 from .prefetch import prefetch
 
 QUERY_ALL = 0
@@ -248,6 +250,8 @@ def train_dense(
 # --------------------------------------------------------------------------- hash storage
 
 PAIR_FIELDS = [("key", np.int64), ("tag", np.int32), ("nover", np.int32), ("s", np.float64), ("o", np.float64)]
+# compact=True: the first writer's task id and a has-overflow flag live in the upper bits of the key
+COMPACT_PAIR_FIELDS = [("key", np.int64), ("s", np.float32), ("o", np.float32)]
 CACHE_LINE = 64
 _LOOKUP = -2  # xslots marker: task k's own value may be in the overflow table, look it up
 _ABSENT = -3  # xslots marker: task k's own value is not stored and will go to the overflow table
@@ -415,6 +419,184 @@ def train_paired(
     return stop, 0
 
 
+@numba.njit(cache=True, inline="always")
+def find_packed(keys, key, shift, pmask):
+    """Slot whose packed key holds pair ``key`` in its low bits (``key & pmask``), or -1."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while True:
+        kv = keys[s]
+        if kv == EMPTY:
+            return -1
+        if (kv & pmask) == key:
+            return s
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True, inline="always")
+def insert_packed(keys, svals, ovals, key, packed, shift, counts):
+    """Insert the (known absent) pair ``key`` with packed key ``packed``, S = O = 0; returns its slot."""
+    mask = keys.shape[0] - 1
+    s = home_slot(key, shift)
+    while keys[s] != EMPTY:
+        s = (s + 1) & mask
+    keys[s] = packed
+    svals[s] = 0.0
+    ovals[s] = 0.0
+    counts[0] += 1
+    counts[1] += 1
+    return s
+
+
+@numba.njit(cache=True)
+def _rehash_packed(old, new, shift, pmask):
+    """Move the records of ``old`` into the empty ``new``, hashing the pair bits of the key only."""
+    mask = new.shape[0] - 1
+    keys = new["key"]
+    n = 0
+    for s in range(old.shape[0]):
+        kv = old[s]["key"]
+        if kv >= 0:
+            t = home_slot(kv & pmask, shift)
+            while keys[t] != EMPTY:
+                t = (t + 1) & mask
+            new[t] = old[s]
+            n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def train_paired_compact(
+    keys, svals, ovals, counts, shift, max_used, kbits, tmask,
+    xkeys, xvals, xcounts, xshift, xmax_used, diag, d, n_tasks,
+    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
+    mode, rate, alpha, beta, C, zi, zv, keybuf, slots, xslots, losses, margins, queried,
+):
+    """:func:`train_paired` on compact 16-byte pair records; returns (next_triplet, inserts_needed).
+
+    ``keys`` holds ``pair | tag << kbits | has_overflow << (kbits + tag bits)`` (see
+    :class:`PairedTaskStore` with ``compact=True``; ``tmask`` = 2^(tag bits) - 1); ``svals``,
+    ``ovals`` and the overflow values ``xvals`` are float32, the arithmetic float64. Pipeline,
+    growth protocol and outputs as in :func:`train_paired`.
+    """
+    shared = n_tasks
+    pmask = (np.int64(1) << kbits) - 1
+    fbit = np.int64(tmask + 1) << kbits
+    use_shared = beta != 0.0
+    P = PREFETCH_DISTANCE
+    for t in range(start, stop):
+        k = task_ids[t]
+        if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
+            continue
+        a = triplets[t, 0]
+        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+        lo, hi = indptr[a], indptr[a + 1]
+        m = (hi - lo) * nz
+        if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
+            return t, m
+        outer_keys(indices, lo, hi, zi, nz, d, keybuf)
+        prefetch_ahead(keys, keybuf, min(P, m), shift)
+        # pass 1: p_t = x^T (I + S + O_k) z as a pipeline over the entries e (row-major over
+        # (ii, jj)): prefetch the pair record of e + 2P, read the pair record of e + P (caching
+        # its slot, prefetching task k's overflow slot when the pair belongs to another task),
+        # add entry e.
+        p = 0.0
+        acc = 0.0
+        ii = lo
+        jj = 0
+        for e in range(-P, m):
+            q = e + 2 * P
+            if q < m and keybuf[q] >= 0:
+                prefetch(keys, home_slot(keybuf[q], shift))
+            q = e + P
+            if 0 <= q < m:
+                key = keybuf[q]
+                xslots[q] = -1
+                if key < 0:
+                    slots[q] = -1
+                else:
+                    s = find_packed(keys, key, shift, pmask)
+                    slots[q] = s
+                    if s >= 0:
+                        kv = keys[s]
+                        if ((kv >> kbits) & tmask) != k:
+                            prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
+                            xslots[q] = _LOOKUP if (kv & fbit) != 0 else _ABSENT
+            if e < 0:
+                continue
+            key = keybuf[e]
+            if key < 0:
+                i = indices[ii]
+                v = 1.0 + diag[k, i]
+                if use_shared:
+                    v += diag[shared, i]
+            else:
+                s = slots[e]
+                v = 0.0
+                if s >= 0:
+                    v = np.float64(svals[s])
+                    if ((keys[s] >> kbits) & tmask) == k:
+                        v += ovals[s]
+                    elif xslots[e] == _LOOKUP:
+                        x = find(xkeys, key * n_tasks + k, xshift)
+                        if x >= 0:
+                            xslots[e] = x
+                            v += xvals[x]
+                        else:
+                            xslots[e] = _ABSENT
+            acc += zv[jj] * v
+            jj += 1
+            if jj == nz:
+                p += data[ii] * acc
+                acc = 0.0
+                jj = 0
+                ii += 1
+        update, ga, gb = step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz,
+                                           alpha, beta, C, losses, margins, queried)
+        if not update:
+            continue
+        # pass 2: O_{t_k} += alpha y tau X_t and S += beta y tau X_t through the cached slots
+        e = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            xi = data[ii]
+            for jj in range(nz):
+                q = e + P
+                if q < m:
+                    sq = slots[q]
+                    if sq >= 0:
+                        prefetch(keys, sq)
+                    elif keybuf[q] >= 0:
+                        prefetch(keys, home_slot(keybuf[q], shift))
+                    xq = xslots[q]
+                    if xq >= 0:
+                        prefetch(xkeys, xq)
+                    elif xq == _ABSENT:
+                        prefetch(xkeys, home_slot(keybuf[q] * n_tasks + k, xshift))
+                w = xi * zv[jj]
+                key = keybuf[e]
+                if key < 0:
+                    diag[k, i] += ga * w
+                    if use_shared:
+                        diag[shared, i] += gb * w
+                else:
+                    s = slots[e]
+                    if s < 0:  # first touch of the pair: its record takes task k's own value
+                        s = insert_packed(keys, svals, ovals, key, key | (k << kbits), shift, counts)
+                    if use_shared:
+                        svals[s] += gb * w
+                    if ((keys[s] >> kbits) & tmask) == k:
+                        ovals[s] += ga * w
+                    else:
+                        x = xslots[e]
+                        if x < 0:  # _ABSENT, or -1 for a pair inserted by this triplet: O_k,ij is not stored
+                            x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
+                            keys[s] |= fbit
+                        xvals[x] += ga * w
+                e += 1
+    return stop, 0
+
+
 @numba.njit(cache=True)
 def _paired_parts(keys, tags, svals, ovals, xkeys, xvals, d, n_tasks):
     """COO arrays (row, col, val, matrix r) of the nonzero off-diagonal entries (r = K for S)."""
@@ -460,18 +642,66 @@ class PairedTaskStore(HashStore):
     pair that no other task wrote needs no overflow probe, and the probe a pair does need is
     prefetched by the pipeline of :func:`train_paired`. Keys are never deleted. ``diag`` has shape
     (K + 1, d) (rows O_1..O_K, then S).
+
+    With ``compact=True`` a record is 16 bytes (``COMPACT_PAIR_FIELDS``, four per cache line): the
+    key holds ``i d + j`` in its low ``kbits`` = bit length of d^2 - 1 bits, the first writer's
+    task id in the next ``tbits`` = bit length of K - 1 bits and a has-overflow flag above them;
+    S_ij, O_k,ij and the overflow values are stored as float32 (arithmetic stays float64, as in
+    OASIS's ``compact=True``). It needs kbits + tbits + 1 <= 63 (e.g. d <= 2^20 with K <= 2^20);
+    :meth:`compact_unfit_reason` says why a (d, K) does not fit.
+
+    Parameters
+    ----------
+    d : int
+        Feature count.
+    n_tasks : int
+        K.
+    initial_capacity : int
+        Pair slots reserved ahead (the overflow table starts at a quarter of it).
+    compact : bool
+        The 16-byte float32 records described above (ValueError when (d, K) do not fit).
     """
 
-    def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16):
+    def __init__(self, d: int, n_tasks: int, initial_capacity: int = 1 << 16, compact: bool = False):
         self.n_tasks = int(n_tasks)
         if float(d) * d * self.n_tasks >= 2.0 ** 62:
             raise ValueError("d * d * n_tasks does not fit the 63-bit key space")
+        if compact:
+            reason = self.compact_unfit_reason(d, n_tasks)
+            if reason:
+                raise ValueError(reason)
         super().__init__(d, layout="plain", diag_init=0.0, initial_capacity=16)
-        self.dtype = np.dtype(PAIR_FIELDS)
+        self.compact = bool(compact)
+        self.kbits = max(1, (int(d) * int(d) - 1).bit_length())
+        self.tbits = (self.n_tasks - 1).bit_length()
+        self.dtype = np.dtype(COMPACT_PAIR_FIELDS if self.compact else PAIR_FIELDS)
         cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
         self.table = self._empty_table(cap)
         self.diag = np.zeros((self.n_tasks + 1, self.d))
-        self.overflow = HashStore(d, layout="plain", diag_init=0.0, initial_capacity=max(16, initial_capacity // 4))
+        self.overflow = HashStore(d, layout="plain", diag_init=0.0, initial_capacity=max(16, initial_capacity // 4),
+                                  compact=self.compact)
+
+    @staticmethod
+    def compact_unfit_reason(d: int, n_tasks: int) -> str | None:
+        """Why the compact layout cannot hold (d, K), or None when it can."""
+        kbits = max(1, (int(d) * int(d) - 1).bit_length())
+        tbits = (int(n_tasks) - 1).bit_length()
+        if kbits + tbits + 1 > 63:
+            return (f"compact pair records need {kbits} key bits for d = {d}, {tbits} task bits for K = {n_tasks} "
+                    f"and one overflow flag: {kbits + tbits + 1} > 63 bits")
+        return None
+
+    def grow(self, extra: int) -> None:
+        """Rebuild at a larger capacity (policy of :meth:`HashStore.grow`), hashing the pair bits only."""
+        live = int(self.counts[0])
+        cap = self.capacity
+        while (live + extra) > cap * REBUILD_LOAD:
+            cap *= 4 if cap < (1 << 24) else 2
+        new = self._empty_table(cap)
+        pmask = (1 << self.kbits) - 1 if self.compact else (1 << 63) - 1
+        n = _rehash_packed(self.table, new, 64 - int(np.log2(cap)), pmask)
+        self.table = new
+        self.counts[:] = n
 
     def _empty_table(self, cap: int) -> np.ndarray:
         """A zeroed table of ``cap`` records starting on a cache-line boundary, keys EMPTY."""
@@ -499,7 +729,13 @@ class PairedTaskStore(HashStore):
     def matrices(self) -> list[sp.csr_matrix]:
         """[O_1, ..., O_K, S] as CSR matrices (diagonal included)."""
         t, x = self.table, self.overflow.table
-        rows, cols, vals, which = _paired_parts(t["key"], t["tag"], t["s"], t["o"], x["key"], x["val"],
+        if self.compact:
+            packed = t["key"]
+            keys = np.where(packed >= 0, packed & ((1 << self.kbits) - 1), EMPTY)
+            tags = np.where(packed >= 0, (packed >> self.kbits) & ((1 << self.tbits) - 1), 0)
+        else:
+            keys, tags = t["key"], t["tag"]
+        rows, cols, vals, which = _paired_parts(keys, tags, t["s"], t["o"], x["key"], x["val"],
                                                 self.d, self.n_tasks)
         out = []
         for r in range(self.n_tasks + 1):
@@ -536,10 +772,14 @@ class MultiTaskEngine:
         Bytes the dense storage may take under "auto".
     initial_capacity : int
         Hash slots reserved ahead.
+    compact : bool
+        Hash storage only: 16-byte pair records with float32 values (see :class:`PairedTaskStore`).
+        When (d, K) do not fit the packed key the engine warns with the reason and keeps the
+        32-byte layout (``compact_`` tells which layout is in use).
     """
 
     def __init__(self, d, n_tasks, b=1.0, C=1.0, query="all", rate=1.0, storage="auto",
-                 dense_budget=1 << 30, initial_capacity=1 << 16):
+                 dense_budget=1 << 30, initial_capacity=1 << 16, compact=False):
         self.d = int(d)
         self.n_tasks = int(n_tasks)
         self.b = float(b)
@@ -561,7 +801,11 @@ class MultiTaskEngine:
             self.store = None
         else:
             self.W = None
-            self.store = PairedTaskStore(self.d, self.n_tasks, initial_capacity)
+            reason = PairedTaskStore.compact_unfit_reason(self.d, self.n_tasks) if compact else None
+            if reason:
+                warnings.warn(f"{reason}; using the 32-byte pair records", RuntimeWarning, stacklevel=2)
+            self.store = PairedTaskStore(self.d, self.n_tasks, initial_capacity, compact=bool(compact) and not reason)
+        self.compact_ = self.store is not None and self.store.compact
         self.n_seen = 0
         self.n_updates = 0
         self.n_queries = 0
@@ -631,12 +875,16 @@ class MultiTaskEngine:
             pos = 0
             while pos < n:
                 t, x = st.table, st.overflow
-                pos, need = train_paired(
-                    t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
-                    x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
-                    pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
-                    xslots, losses, margins, queried,
-                )
+                common = (x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d,
+                          self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
+                          pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
+                          xslots, losses, margins, queried)
+                if st.compact:
+                    pos, need = train_paired_compact(t["key"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
+                                                     st.kbits, (1 << st.tbits) - 1, *common)
+                else:
+                    pos, need = train_paired(t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift,
+                                             st.max_used(), *common)
                 if pos < n:
                     st.reserve(max(need, 1))
         self.n_seen += n
@@ -670,4 +918,5 @@ __all__ = [
     "skipped_by_random_query",
     "step_coefficients",
     "train_paired",
+    "train_paired_compact",
 ]
