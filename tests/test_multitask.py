@@ -479,3 +479,18 @@ def test_engine_falls_back_to_32_byte_records_when_compact_does_not_fit(monkeypa
     with pytest.warns(RuntimeWarning, match="too wide.*32-byte"):
         eng = MultiTaskEngine(5, 2, storage="hash", initial_capacity=16, compact=True)
     assert not eng.compact_ and eng.store.table.dtype.itemsize == 32
+
+
+@pytest.mark.parametrize("cls", [OMTRSL, OMTRSLActive, OGRSL, OSTRSL])
+def test_learners_offer_compact_pair_records(cls):
+    X, y, t = _tiny_tasks(K=4)
+    models = []
+    for compact in (False, True):
+        est = cls(n_triplets=300, random_state=0, storage="hash", initial_capacity=16, compact=compact)
+        assert est.get_params()["compact"] is compact
+        models.append(est.fit(X, y, t).model_)
+    engines = getattr(est, "engines_", None) or [est.engine_]
+    assert all(e.compact_ and e.store.table.dtype.itemsize == 16 for e in engines)
+    for k in range(4):
+        a, b = (m.score_matrix(k, X[:10], X) for m in models)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * abs(a).max())

@@ -380,6 +380,11 @@ class OMTRSL(_MultiTaskBase):
         writer's O_k,ij in one record per touched pair, an overflow table for other tasks).
     initial_capacity : int, default 65536
         Hash slots reserved ahead.
+    compact : bool, default False
+        Hash storage only: 16-byte pair records (the first writer's task id and an overflow flag
+        packed into the key, S_ij and O_k,ij stored as float32; arithmetic stays float64) instead
+        of 32-byte ones. Falls back to the 32-byte records, with a warning giving the reason,
+        when d and K do not fit the packed key.
 
     Attributes
     ----------
@@ -407,13 +412,14 @@ class OMTRSL(_MultiTaskBase):
     _query = "all"
 
     def __init__(self, C=1.0, b=1.0, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536):
+                 initial_capacity=65536, compact=False):
         self.C = C
         self.b = b
         self.n_triplets = n_triplets
         self.random_state = random_state
         self.storage = storage
         self.initial_capacity = initial_capacity
+        self.compact = compact
 
     def _check_params(self):
         super()._check_params()
@@ -427,7 +433,8 @@ class OMTRSL(_MultiTaskBase):
 
     def _init_state(self, d):
         self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self.b, C=self.C, query=self._query, rate=self._rate(),
-                                       storage=self.storage, initial_capacity=self.initial_capacity)
+                                       storage=self.storage, initial_capacity=self.initial_capacity,
+                                       compact=self.compact)
         if self._query != "all":
             self.query_rng_ = _query_rng(self.random_state)
 
@@ -448,7 +455,7 @@ class OMTRSLActive(OMTRSL):
 
     Parameters
     ----------
-    C, b, n_triplets, random_state, storage, initial_capacity
+    C, b, n_triplets, random_state, storage, initial_capacity, compact
         As in :class:`OMTRSL`.
     delta : float, default 1.0
         Smoothing of the query probability: larger delta, more queries.
@@ -458,9 +465,9 @@ class OMTRSLActive(OMTRSL):
     _query = "active"
 
     def __init__(self, C=1.0, b=1.0, delta=1.0, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536):
+                 initial_capacity=65536, compact=False):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
-                         initial_capacity=initial_capacity)
+                         initial_capacity=initial_capacity, compact=compact)
         self.delta = delta
 
     def _check_params(self):
@@ -478,7 +485,7 @@ class OMTRSLRandom(OMTRSL):
 
     Parameters
     ----------
-    C, b, n_triplets, random_state, storage, initial_capacity
+    C, b, n_triplets, random_state, storage, initial_capacity, compact
         As in :class:`OMTRSL`.
     query_ratio : float in (0, 1], default 0.2
     """
@@ -487,9 +494,9 @@ class OMTRSLRandom(OMTRSL):
     _query = "random"
 
     def __init__(self, C=1.0, b=1.0, query_ratio=0.2, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536):
+                 initial_capacity=65536, compact=False):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
-                         initial_capacity=initial_capacity)
+                         initial_capacity=initial_capacity, compact=compact)
         self.query_ratio = query_ratio
 
     def _check_params(self):
@@ -514,20 +521,24 @@ class OGRSL(_MultiTaskBase):
     random_state : int, optional
     storage : {"auto", "dense", "hash"}
     initial_capacity : int
+    compact : bool, default False
+        16-byte float32 pair records in the hash storage (see :class:`OMTRSL`).
     """
 
     _algorithm = "ogrsl"
 
-    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536):
+    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536,
+                 compact=False):
         self.C = C
         self.n_triplets = n_triplets
         self.random_state = random_state
         self.storage = storage
         self.initial_capacity = initial_capacity
+        self.compact = compact
 
     def _init_state(self, d):
         self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
-                                       initial_capacity=self.initial_capacity)
+                                       initial_capacity=self.initial_capacity, compact=self.compact)
 
     def _train(self, X, triplets, signs, codes):
         losses, _, queried = self.engine_.partial_fit(X, triplets, signs, np.zeros(triplets.shape[0], np.int64))
@@ -563,6 +574,8 @@ class OSTRSL(_MultiTaskBase):
     n_jobs : int or None, default 1
     storage : {"auto", "dense", "hash"}
     initial_capacity : int
+    compact : bool, default False
+        16-byte float32 pair records in each task's hash storage (see :class:`OMTRSL`).
 
     Attributes
     ----------
@@ -574,17 +587,20 @@ class OSTRSL(_MultiTaskBase):
 
     _algorithm = "ostrsl"
 
-    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536):
+    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536,
+                 compact=False):
         self.C = C
         self.n_triplets = n_triplets
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.storage = storage
         self.initial_capacity = initial_capacity
+        self.compact = compact
 
     def _init_state(self, d):
         self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
-                                         initial_capacity=self.initial_capacity) for _ in self.tasks_]
+                                         initial_capacity=self.initial_capacity, compact=self.compact)
+                         for _ in self.tasks_]
         self.task_seconds_ = np.zeros(len(self.tasks_))
 
     def _train(self, X, triplets, signs, codes):
