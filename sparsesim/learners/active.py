@@ -81,6 +81,13 @@ class SelectiveBilinear(_BaseBilinear):
         raise NotImplementedError
 
     def _policy_params(self) -> dict:
+        """The query policy's parameters, checked: ``delta`` (active) or ``query_rate`` (random)."""
+        if self._policy == "active":
+            if not self.delta > 0:
+                raise InvalidInputError(f"delta must be positive, got {self.delta}")
+            return {"delta": float(self.delta)}
+        if self._policy == "random":
+            return {"rate": check_rate(self.query_rate)}
         return {}
 
     def _check_common(self):
@@ -228,14 +235,7 @@ class PAAS(SelectiveBilinear):
         self.initial_capacity = initial_capacity
 
     def _rule_params(self):
-        if not self.C > 0:
-            raise InvalidInputError(f"C must be positive, got {self.C}")
-        return {"C": float(self.C)}
-
-    def _policy_params(self):
-        if not self.delta > 0:
-            raise InvalidInputError(f"delta must be positive, got {self.delta}")
-        return {"delta": float(self.delta)}
+        return pa_rule_params(self.C)
 
 
 class PARS(SelectiveBilinear):
@@ -267,12 +267,14 @@ class PARS(SelectiveBilinear):
         self.initial_capacity = initial_capacity
 
     def _rule_params(self):
-        if not self.C > 0:
-            raise InvalidInputError(f"C must be positive, got {self.C}")
-        return {"C": float(self.C)}
+        return pa_rule_params(self.C)
 
-    def _policy_params(self):
-        return {"rate": check_rate(self.query_rate)}
+
+def pa_rule_params(C) -> dict:
+    """The passive-aggressive rule's aggressiveness C, checked."""
+    if not C > 0:
+        raise InvalidInputError(f"C must be positive, got {C}")
+    return {"C": float(C)}
 
 
 def check_rate(rate) -> float:

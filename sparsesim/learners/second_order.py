@@ -26,7 +26,7 @@ d at the cost of a first-order step (registry names with the ``-d`` suffix).
 from __future__ import annotations
 
 from ..exceptions import InvalidInputError
-from .active import SelectiveBilinear, check_rate
+from .active import SelectiveBilinear
 
 __all__ = ["CWS", "CWAS", "CWRS", "AROMA"]
 
@@ -132,11 +132,6 @@ class CWAS(CWS):
                          random_state=random_state, initial_capacity=initial_capacity)
         self.delta = delta
 
-    def _policy_params(self):
-        if not self.delta > 0:
-            raise InvalidInputError(f"delta must be positive, got {self.delta}")
-        return {"delta": float(self.delta)}
-
 
 class CWRS(CWS):
     """CWRS: CW similarity learning with uniform random queries at ``query_rate``.
@@ -159,9 +154,6 @@ class CWRS(CWS):
                          query_budget=query_budget, oracle=oracle, n_triplets=n_triplets, identity=identity,
                          random_state=random_state, initial_capacity=initial_capacity)
         self.query_rate = query_rate
-
-    def _policy_params(self):
-        return {"rate": check_rate(self.query_rate)}
 
 
 class AROMA(SelectiveBilinear):
