@@ -474,6 +474,53 @@ def test_compact_pair_records_pack_task_and_overflow_flag_and_fall_back_when_too
         PairedTaskStore((1 << 30) + 1, 3, compact=True)
 
 
+def test_compact_probe_hands_its_free_slot_to_the_insert():
+    """find_packed returns the pair's slot, or -2 - (the empty slot that ended its probe);
+    insert_packed puts the pair there, or at the next empty slot when an insert took it since."""
+    from sparsesim.engine.hashstore import EMPTY, home_slot
+    from sparsesim.engine.multitask import find_packed, insert_packed
+
+    st = PairedTaskStore(1000, 4, initial_capacity=64, compact=True)
+    keys, svals, ovals = st.table["key"], st.table["s"], st.table["o"]
+    pmask = (1 << st.kbits) - 1
+    rng = np.random.default_rng(0)
+    pairs = [int(p) for p in rng.permutation(1000 * 1000)[:2000]]
+    a = next(p for p in pairs if home_slot(p, st.shift) < 50)
+    b = next(p for p in pairs if p != a and home_slot(p, st.shift) == home_slot(a, st.shift))
+    h = home_slot(a, st.shift)
+    free = find_packed(keys, a, st.shift, pmask)
+    assert free == -2 - h
+    s_a = insert_packed(keys, svals, ovals, a | (3 << st.kbits), -2 - free, st.counts)
+    assert s_a == h and keys[h] & pmask == a and find_packed(keys, a, st.shift, pmask) == h
+    # b probed before a was inserted: its free slot was taken, the insert moves on along the probe path
+    s_b = insert_packed(keys, svals, ovals, b | (1 << st.kbits), h, st.counts)
+    assert s_b == h + 1 and find_packed(keys, b, st.shift, pmask) == s_b
+    assert keys[h + 2] == EMPTY
+    assert list(st.counts) == [2, 2]
+
+
+def test_overflow_table_runs_at_its_own_lower_load_and_grows_by_doubling_when_large():
+    from sparsesim.engine.hashstore import HashStore
+    from sparsesim.engine.multitask import OVERFLOW_MAX_LOAD
+
+    rng = np.random.default_rng(1)
+    n, d, K = 150, 300, 50
+    X = sp.random(n, d, density=0.05, random_state=2, format="csr")
+    e = MultiTaskEngine(d, K, b=1.0, C=1.0, storage="hash", initial_capacity=16, compact=True)
+    e.partial_fit(X, rng.integers(0, n, size=(800, 3)), rng.choice([-1.0, 1.0], 800), rng.integers(0, K, 800))
+    x = e.store.overflow
+    assert x.capacity > 16 and x.counts[1] <= OVERFLOW_MAX_LOAD * x.capacity  # it grew, and its load stayed low
+    assert MultiTaskEngine(d, 1, b=0.0, storage="hash", initial_capacity=1 << 12).store.overflow.capacity == 16
+    st = HashStore(10, initial_capacity=1 << 8, fast_growth_limit=1 << 10)
+    st.counts[:] = 200  # 200 live > 0.45 * 256
+    assert st.grown_capacity(0) == 1 << 10  # x4 below the limit
+    st.counts[:] = 300
+    st.table = st._empty_table(1 << 10)
+    assert st.grown_capacity(200) == 1 << 11  # 500 > 0.45 * 1024: x2 at the limit, not x4
+    with pytest.raises(ValueError, match="rebuild_load"):
+        HashStore(10, max_load=0.5, rebuild_load=0.2)
+
+
 def test_engine_falls_back_to_32_byte_records_when_compact_does_not_fit(monkeypatch):
     monkeypatch.setattr(PairedTaskStore, "compact_unfit_reason", staticmethod(lambda d, k: "too wide: 64 > 63 bits"))
     with pytest.warns(RuntimeWarning, match="too wide.*32-byte"):

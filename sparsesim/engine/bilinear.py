@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashstore import (EMPTY, REBUILD_LOAD, TOMBSTONE, HashStore, find_or_free, home_slot, insert_at_or_probe,
+from .hashstore import (EMPTY, TOMBSTONE, HashStore, find_or_free, home_slot, insert_at_or_probe,
                         remove_at)
 from .prefetch import prefetch
 
@@ -434,7 +434,7 @@ class BilinearEngine:
                     # the table only grows when live entries need the room.
                     sweep_compact(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
                                   st.shift, st.step, self.schedule.cum, self.lam, self.mode, self.delta)
-                    if st.counts[0] + need <= st.capacity * REBUILD_LOAD:
+                    if st.counts[0] + need <= st.capacity * st.rebuild_load:
                         continue
                     st.grow(max(need, 1))
                 else:

@@ -182,10 +182,24 @@ class HashStore:
         Slots to allocate ahead (rounded up to a power of two).
     compact : bool
         Store values and per-entry statistics in float32 (see ``COMPACT_FIELDS_BY_LAYOUT``).
+    max_load, rebuild_load : float
+        Load (live + tombstones) that triggers a rebuild, and the load a rebuild leaves at most
+        (``rebuild_load`` > ``max_load`` / 2, so growing a full table doubles it once). A table
+        whose accesses are mostly inserts and misses (probes that run to an empty slot) may run
+        at a lower load.
+    fast_growth_limit : int
+        Below this capacity a rebuild quadruples the table (fewer rebuilds while small), above it
+        doubles it (bounds the memory a rebuild overshoots and its transient copy).
     """
 
     def __init__(self, d: int, layout: str = "plain", diag_init: float = 1.0, initial_capacity: int = 1 << 16,
-                 compact: bool = False):
+                 compact: bool = False, max_load: float = MAX_LOAD, rebuild_load: float = REBUILD_LOAD,
+                 fast_growth_limit: int = 1 << 24):
+        if not 0.0 < max_load / 2 < rebuild_load < max_load < 1.0:
+            raise ValueError(f"need 0 < max_load / 2 < rebuild_load < max_load < 1, got {max_load}, {rebuild_load}")
+        self.max_load = float(max_load)
+        self.rebuild_load = float(rebuild_load)
+        self.fast_growth_limit = int(fast_growth_limit)
         if layout not in FIELDS_BY_LAYOUT:
             raise ValueError(f"unknown layout {layout!r}")
         self.d = int(d)
@@ -230,13 +244,13 @@ class HashStore:
             else np.zeros(1, self.dtype["val"])
 
     def max_used(self) -> int:
-        return int(self.capacity * MAX_LOAD)
+        return int(self.capacity * self.max_load)
 
     def reserve(self, extra: int) -> None:
         """Make room for ``extra`` more inserts without passing the load limit.
 
         The table is rebuilt (dropping tombstones) at a capacity that leaves the load at most
-        ``REBUILD_LOAD``, so the next rebuild is at least ~0.25 x capacity inserts away and its
+        ``rebuild_load``, so the next rebuild is at least ~0.25 x capacity inserts away and its
         O(capacity) cost is amortised to O(1) per insert. Growth is x4 while below 2^24 slots
         and x2 above, which bounds the transient memory of the copy for very large models.
         """
@@ -244,13 +258,19 @@ class HashStore:
             return
         self.grow(extra)
 
-    def grow(self, extra: int) -> None:
-        """Rebuild (dropping tombstones) at the smallest capacity that keeps the load at most
-        ``REBUILD_LOAD`` after ``extra`` more inserts."""
+    def grown_capacity(self, extra: int) -> int:
+        """The capacity a rebuild for ``extra`` more inserts goes to: x4 steps below
+        ``fast_growth_limit`` slots, x2 steps above, until the load is at most ``rebuild_load``."""
         live = int(self.counts[0])
         cap = self.capacity
-        while (live + extra) > cap * REBUILD_LOAD:
-            cap *= 4 if cap < (1 << 24) else 2
+        while (live + extra) > cap * self.rebuild_load:
+            cap *= 4 if cap < self.fast_growth_limit else 2
+        return cap
+
+    def grow(self, extra: int) -> None:
+        """Rebuild (dropping tombstones) at the smallest capacity that keeps the load at most
+        ``rebuild_load`` after ``extra`` more inserts."""
+        cap = self.grown_capacity(extra)
         new = self._empty_table(cap)
         shift = 64 - int(np.log2(cap))
         n = _rehash(self.table, new, shift)
