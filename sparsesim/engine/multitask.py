@@ -55,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
-from .hashstore import EMPTY, MAX_LOAD, HashStore, find, find_or_free, home_slot, insert_at_or_probe
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .prefetch import prefetch
 
 QUERY_ALL = 0
@@ -255,10 +255,11 @@ COMPACT_PAIR_FIELDS = [("key", np.int64), ("s", np.float32), ("o", np.float32)]
 CACHE_LINE = 64
 OVERFLOW_MAX_LOAD = 0.5
 OVERFLOW_REBUILD_LOAD = 0.3
-_OWN = -1  # compact kernel xslots: the pair record holds task k's own value (or the pair is new)
-_LOOKUP = -2  # xslots marker: task k's own value may be in the overflow table, look it up
-_ABSENT = -3  # xslots marker: task k's own value is not stored and will go to the overflow table
-_FREE_AT = -4  # compact kernel: xslots code _FREE_AT - f: absent, its insert goes to overflow slot f
+# xslots, per touched entry: where task k's own value O_k,ij is (an overflow slot when >= 0) or
+_OWN = -1  # in the pair record (k wrote the pair first, or the pair is new)
+_LOOKUP = -2  # maybe in the overflow table: look it up
+_ABSENT = -3  # not stored, and the pair has no overflow entry: the insert probes from the home slot
+_FREE_AT = -4  # code _FREE_AT - f: not stored, the lookup ended at free overflow slot f: insert there
 
 
 @numba.njit(cache=True, inline="always")
@@ -276,10 +277,11 @@ def insert_absent(keys, vals, key, shift, counts):
 
 
 @numba.njit(cache=True, inline="always")
-def insert_pair(keys, tags, novers, svals, ovals, key, tag, shift, counts):
-    """Insert the (known absent) pair key ``i d + j`` owned by task ``tag``, S = O = 0; returns its slot."""
+def insert_pair(keys, tags, novers, svals, ovals, key, tag, free, counts):
+    """Insert the absent pair key ``i d + j`` owned by task ``tag`` (S = O = 0) at the empty slot
+    ``free`` that ended its probe, or at the next empty one (see :func:`insert_packed`); returns its slot."""
     mask = keys.shape[0] - 1
-    s = home_slot(key, shift)
+    s = free
     while keys[s] != EMPTY:
         s = (s + 1) & mask
     keys[s] = key
@@ -339,12 +341,12 @@ def train_paired(
             q = e + P
             if 0 <= q < m:
                 key = keybuf[q]
-                xslots[q] = -1
+                xslots[q] = _OWN
                 if key < 0:
                     slots[q] = -1
                 else:
-                    s = find(keys, key, shift)
-                    slots[q] = s
+                    s = find_or_free(keys, key, shift)
+                    slots[q] = s  # >= 0: the pair's slot; <= -2: where to insert it
                     if s >= 0 and tags[s] != k:
                         prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
                         xslots[q] = _LOOKUP if novers[s] > 0 else _ABSENT
@@ -361,15 +363,16 @@ def train_paired(
                 v = 0.0
                 if s >= 0:
                     v = svals[s]
-                    if tags[s] == k:
+                    x = xslots[e]
+                    if x == _OWN:
                         v += ovals[s]
-                    elif xslots[e] == _LOOKUP:
-                        x = find(xkeys, key * n_tasks + k, xshift)
+                    elif x == _LOOKUP:
+                        x = find_or_free(xkeys, key * n_tasks + k, xshift)
                         if x >= 0:
-                            xslots[e] = x
                             v += xvals[x]
-                        else:
-                            xslots[e] = _ABSENT
+                            xslots[e] = x
+                        else:  # absent: hand the free slot that ended the probe to pass 2
+                            xslots[e] = _FREE_AT - (-2 - x)
             acc += zv[jj] * v
             jj += 1
             if jj == nz:
@@ -392,11 +395,13 @@ def train_paired(
                     sq = slots[q]
                     if sq >= 0:
                         prefetch(keys, sq)
-                    elif keybuf[q] >= 0:
-                        prefetch(keys, home_slot(keybuf[q], shift))
+                    elif sq <= -2:
+                        prefetch(keys, -2 - sq)
                     xq = xslots[q]
                     if xq >= 0:
                         prefetch(xkeys, xq)
+                    elif xq <= _FREE_AT:
+                        prefetch(xkeys, _FREE_AT - xq)
                     elif xq == _ABSENT:
                         prefetch(xkeys, home_slot(keybuf[q] * n_tasks + k, xshift))
                 w = xi * zv[jj]
@@ -408,14 +413,17 @@ def train_paired(
                 else:
                     s = slots[e]
                     if s < 0:  # first touch of the pair: its record takes task k's own value
-                        s = insert_pair(keys, tags, novers, svals, ovals, key, k, shift, counts)
+                        s = insert_pair(keys, tags, novers, svals, ovals, key, k, -2 - s, counts)
                     if use_shared:
                         svals[s] += gb * w
-                    if tags[s] == k:
+                    x = xslots[e]
+                    if x == _OWN:  # also a pair inserted just now
                         ovals[s] += ga * w
                     else:
-                        x = xslots[e]
-                        if x < 0:  # _ABSENT, or -1 for a pair inserted by this triplet: O_k,ij is not stored
+                        if x <= _FREE_AT:  # O_k,ij is not stored; pass 1 found where it goes
+                            x = insert_at_or_probe(xkeys, xvals, key * n_tasks + k, xshift, xcounts, _FREE_AT - x)
+                            novers[s] += 1
+                        elif x < 0:  # _ABSENT (the pair has no overflow entry yet): O_k,ij is not stored
                             x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
                             novers[s] += 1
                         xvals[x] += ga * w
