@@ -189,3 +189,58 @@ def test_real_data_loaders_small():
     for name in ("pa-unique", "omtl"):
         model = make_estimator(name).fit(mhc.head(200).X, mhc.head(200).y)
         assert model.error_rates_.mean() < 0.5
+
+
+# --------------------------------------------------------------------------- saved models
+
+
+@pytest.mark.parametrize("name", algorithms_of_kind("multitask-classifier"))
+def test_every_classifier_saves_a_model_that_predicts_like_it(name, tmp_path):
+    from sparsesim.learners.mtl_online import MultiTaskLinearModel
+
+    X, y = streams(seed=3)
+    est = make_estimator(name).fit(X, y)
+    model = est.model_
+    meta = model.save(tmp_path / "m.npz")
+    assert meta["algorithm"] == type(est).__name__ and meta["n_tasks"] == 4
+    back = MultiTaskLinearModel.load(tmp_path / "m.npz")
+    assert np.array_equal(back.coef, est.coef_) and back.metadata["params"] == meta["params"]
+    assert back.metadata["n_mistakes"] == est.n_mistakes_.tolist()
+    for task in range(4):
+        np.testing.assert_array_equal(back.decision_function(X[task], task), est.decision_function(X[task], task))
+        np.testing.assert_array_equal(back.predict(X[task], task), est.predict(X[task], task))
+    if name.startswith("romco"):  # U and V are saved, and a learner resumes from them
+        assert sorted(back.parts) == ["U", "V"]
+        more = streams(seed=4)
+        resumed = make_estimator(name).set_state(back.parts["U"], back.parts["V"]).partial_fit(*more)
+        est.partial_fit(*more)
+        np.testing.assert_allclose(resumed.coef_, est.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_saved_linear_model_bad_input(tmp_path):
+    from sparsesim.exceptions import FileFormatError
+    from sparsesim.learners.mtl_online import MultiTaskLinearModel
+    from sparsesim.models import BilinearSimilarity
+
+    coef = np.arange(6.0).reshape(3, 2)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        MultiTaskLinearModel(np.full((3, 2), np.nan))
+    with pytest.raises(InvalidInputError, match="add up"):
+        MultiTaskLinearModel(coef, parts={"U": coef, "V": coef})
+    model = MultiTaskLinearModel(coef, parts={"U": coef - 1.0, "V": np.ones((3, 2))})
+    with pytest.raises(InvalidInputError, match="out of range"):
+        model.decision_function(np.eye(3), 2)
+    with pytest.raises(InvalidInputError):
+        model.decision_function(np.eye(4), 0)  # 4 features, the model has 3
+    with pytest.raises(InvalidInputError, match="not fitted"):
+        PAGlobal().model_
+    path = tmp_path / "m.npz"
+    model.save(path)
+    path.write_bytes(path.read_bytes()[:-20])  # truncated
+    with pytest.raises(FileFormatError):
+        MultiTaskLinearModel.load(path)
+    BilinearSimilarity(sp.csr_matrix((3, 3))).save(path)  # another kind of model file
+    with pytest.raises(FileFormatError, match="expected"):
+        MultiTaskLinearModel.load(path)
+    with pytest.raises(FileFormatError, match="no such file"):
+        MultiTaskLinearModel.load(tmp_path / "absent.npz")

@@ -129,16 +129,16 @@ class PAGlobal(_PABaseline):
     C : float, default 1.0
     """
 
-    _state_attrs = ("model_",)
+    _state_attrs = ("global_model_",)
 
     def _init_state(self, n_tasks: int, n_features: int) -> None:
-        self.model_ = self._new_model(n_features)
+        self.global_model_ = self._new_model(n_features)
 
     def _model_for(self, task: int) -> PassiveAggressiveBinary:
-        return self.model_
+        return self.global_model_
 
     def _weights(self) -> np.ndarray:
-        return np.tile(self.model_.coef_, (self.n_tasks_, 1))
+        return np.tile(self.global_model_.coef_, (self.n_tasks_, 1))
 
 
 class PAUnique(_PABaseline):

@@ -288,6 +288,9 @@ class ROMCO(OnlineMultiTaskClassifier):
     def V_(self) -> np.ndarray:
         return (self._vscale[:, None] * self._Vr).T
 
+    def _model_parts(self) -> dict:
+        return {"U": self.U_, "V": self.V_}
+
     def set_state(self, U, V) -> "ROMCO":
         """Start from given ``U``, ``V`` (``d x m`` dense); for tests, benchmarks and warm starts."""
         U = np.asarray(U, dtype=np.float64)
