@@ -236,6 +236,26 @@ def index_build(
         typer.echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
 
 
+@index_app.command("add")
+def index_add(
+    index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
+    data: str = typer.Option(..., "--data", "-d", help="Documents to add: data set name or svmlight path."),
+    refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Append documents to a saved index (rewritten atomically); an ann index re-learns its
+    projection once the corpus has grown by its refit_growth factor, or now with --refit."""
+    from sparsesim.workflows import add_to_index
+
+    summary = add_to_index(index, data, refit=refit)
+    if json_out:
+        _emit(summary)
+    else:
+        fit = f"; learned from {summary['n_fit_documents']}" if "n_fit_documents" in summary else ""
+        typer.echo(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
+                   f"({summary['seconds']:.1f} s)")
+
+
 # --- experiment ---------------------------------------------------------------------------------
 @app.command()
 def experiment(

@@ -147,6 +147,11 @@ class AnnIndex(Index):
         Threads (joblib threads for the numba kernels, ``faiss.omp_set_num_threads`` for FAISS).
     random_state : int, default 0
         Seeds the SVD sample, the randomized SVD and the IVF training sample.
+    refit_growth : float or None, default 2.0
+        :meth:`add` re-learns the projection, the FAISS structure and the heavy rows from the
+        whole corpus (:meth:`refit`) once the corpus holds ``refit_growth`` times the documents
+        they were learned from (the IVF centroids and the SVD sample of a corpus that grew
+        several-fold no longer describe it); ``None`` never refits on its own.
 
     Attributes
     ----------
@@ -159,13 +164,16 @@ class AnnIndex(Index):
     heavy_rows_ : ndarray of int
         Rows of M whose per-document values are precomputed in ``Z_``.
     Z_ : ndarray (n_documents, n_heavy) float64
+    n_fit_documents_ : int
+        Documents the projection, FAISS structure and heavy rows were learned from.
     """
 
     kind = "ann"
 
     def __init__(self, model, dim=128, faiss_index="ivf", nlist=None, nprobe=32, hnsw_m=32, ef_search=128,
                  ef_construction=200, dense_pool=100, n_postings=None, sparse_pool=100, svd_sample=4000,
-                 svd_iter=4, rerank_memory=2 << 30, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0):
+                 svd_iter=4, rerank_memory=2 << 30, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
+                 refit_growth=2.0):
         super().__init__(model, n_jobs=n_jobs)
         if faiss_index not in _FAISS_KINDS:
             raise InvalidInputError(f"faiss_index must be one of {_FAISS_KINDS}, got {faiss_index!r}")
@@ -200,6 +208,10 @@ class AnnIndex(Index):
         self.heavy_min_nnz = int(heavy_min_nnz)
         self.block_size = int(block_size)
         self.random_state = random_state
+        if refit_growth is not None and not float(refit_growth) > 1.0:
+            raise InvalidInputError(f"refit_growth must be > 1 (or None), got {refit_growth}")
+        self.refit_growth = None if refit_growth is None else float(refit_growth)
+        self.n_fit_documents_ = 0
         self.V_ = self.B_ = None
         self.faiss_ = None
         self.postings_ = None
@@ -214,7 +226,7 @@ class AnnIndex(Index):
         return {k: getattr(self, k) for k in ("dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search",
                                                  "ef_construction", "dense_pool", "n_postings", "sparse_pool",
                                                  "svd_sample", "svd_iter", "rerank_memory", "heavy_min_nnz", "block_size",
-                                                 "random_state")}
+                                                 "random_state", "refit_growth")}
 
     def default_n_postings(self) -> int:
         """``n_postings`` in use: the parameter, or max(200, n_documents // 1000)."""
@@ -252,7 +264,23 @@ class AnnIndex(Index):
             D = _embed(Xp, self.B_, jobs)
             self.faiss_ = self._new_faiss(D)
             self.faiss_.add(D)
+        self.n_fit_documents_ = Xp.shape[0]
         self.build_seconds_ = time.perf_counter() - start
+        return self
+
+    def refit(self):
+        """Re-learn everything from the stored corpus (same ids): the index a fresh
+        :meth:`fit` over all documents builds. For a corpus that grew by :meth:`add`."""
+        if self.read_only_:
+            raise InvalidInputError("this index was loaded memory-mapped (read-only); load it with mmap=False to refit")
+        return self.fit(self.X_, ids=self.ids_)
+
+    def add(self, X_new, ids=None):
+        """:meth:`Index.add`, then :meth:`refit` when the corpus reached ``refit_growth`` times
+        the documents the index was learned from."""
+        super().add(X_new, ids=ids)
+        if self.refit_growth is not None and self.n_documents >= self.refit_growth * self.n_fit_documents_:
+            self.refit()
         return self
 
     def _new_faiss(self, D):
@@ -400,7 +428,8 @@ class AnnIndex(Index):
         return {"faiss.index": lambda path: faiss.write_index(self.faiss_, str(path))}
 
     def _state(self) -> dict:
-        return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size)}
+        return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size),
+                "n_fit_documents": int(self.n_fit_documents_)}
 
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
         from .exact import _csr_from
@@ -417,6 +446,7 @@ class AnnIndex(Index):
                                   f"expected (h,) and ({n}, h)")
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.nlist_ = meta["state"].get("nlist_")
+        self.n_fit_documents_ = int(meta["state"].get("n_fit_documents", n))  # older files: as stored
         self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
         if self._dense_on:
             self.V_ = arrays["projection.V"]

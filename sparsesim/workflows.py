@@ -171,6 +171,32 @@ def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=Non
     return {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
 
 
+def add_to_index(index_dir, corpus: str, refit: bool = False) -> dict:
+    """Append the documents of ``corpus`` (their ids when the file has them) to a saved index.
+
+    The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
+    structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``).
+    """
+    import time
+
+    from .indexes import load_index
+
+    index = load_index(index_dir)
+    data = load_corpus(corpus, n_features=index.n_features)
+    start = time.perf_counter()
+    before = index.n_documents
+    index.add(data.X, ids=data.ids)
+    if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
+        index.refit()
+    seconds = time.perf_counter() - start
+    index.save(index_dir, overwrite=True)
+    out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
+           "n_documents": int(index.n_documents), "seconds": seconds}
+    if hasattr(index, "n_fit_documents_"):
+        out["n_fit_documents"] = int(index.n_fit_documents_)
+    return out
+
+
 def query_index(index_dir, queries_path, top_k: int = 10, model_path=None) -> list[dict]:
     """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`)."""
     from .indexes import load_index  # noqa: WPS433 (optional heavy import)

@@ -175,3 +175,35 @@ def test_index_build_and_query_match_exact_search(trained, sample_svm, tmp_path,
         np.testing.assert_allclose([r["score"] for r in x["results"]], [r["score"] for r in y["results"]], rtol=1e-9)
     (out / "manifest.json").write_text("corrupt")
     assert_clean_error(run_cli(["query", "--index", out, "--queries", path], monkeypatch, capsys), "manifest")
+
+
+def test_index_add_appends_documents_like_a_build_over_all(trained, sample_svm, tmp_path, monkeypatch, capsys):
+    from sklearn.datasets import dump_svmlight_file
+
+    queries, data = sample_svm
+    n = data.X.shape[0]
+    parts = {"a": slice(0, n // 2), "b": slice(n // 2, n), "all": slice(0, n)}
+    for name, rows in parts.items():
+        dump_svmlight_file(data.X[rows], data.y[rows], str(tmp_path / f"{name}.svm"), zero_based=False)
+    for kind, params in (("exact", []), ("ann", ["--param", "dim=8", "--param", "heavy_min_nnz=50"])):
+        grown, whole = tmp_path / f"{kind}-grown", tmp_path / f"{kind}-whole"
+        for out, src in ((grown, "a"), (whole, "all")):
+            code, _, err = run_cli(["index", "build", "--model", trained, "--data", tmp_path / f"{src}.svm",
+                                    "--kind", kind, "--out", out, *params], monkeypatch, capsys)
+            assert code == 0, err
+        code, out, err = run_cli(["index", "add", "--index", grown, "--data", tmp_path / "b.svm", "--refit", "--json"],
+                                 monkeypatch, capsys)
+        assert code == 0, err
+        summary = json.loads(out)
+        assert summary["added"] == n - n // 2 and summary["n_documents"] == n
+        if kind == "ann":
+            assert summary["n_fit_documents"] == n  # --refit: learned from the whole corpus
+        answers = []
+        for idx in (grown, whole):
+            code, got, err = run_cli(["query", "--index", idx, "--queries", queries, "--top-k", "5", "--json"],
+                                     monkeypatch, capsys)
+            assert code == 0, err
+            answers.append([json.loads(line) for line in got.strip().splitlines()])
+        assert answers[0] == answers[1]
+    assert_clean_error(run_cli(["index", "add", "--index", tmp_path / "nowhere", "--data", tmp_path / "b.svm"],
+                               monkeypatch, capsys), "nowhere")

@@ -226,6 +226,31 @@ def test_add_documents(model, split, kind):
     assert any(f.startswith("b") for f in found)
 
 
+def test_ann_refits_once_the_corpus_has_grown(model, split):
+    """add() keeps the learned parts until the corpus reaches refit_growth x the fitted size; then
+    the index is the one a fresh fit over all documents builds (same ids, same answers)."""
+    X, Q, X_new = split
+    params = {"dim": 16, "heavy_min_nnz": 20, "refit_growth": 1.5}
+    all_X = sp.vstack([X[:200], X_new[:100]], format="csr")
+    index = build_index(model, X[:200], kind="ann", **params)
+    V0 = index.V_.copy()
+    index.add(X_new[:50])  # 250 < 1.5 * 200: appended, nothing re-learned
+    assert index.n_fit_documents_ == 200 and np.array_equal(index.V_, V0)
+    index.add(X_new[50:100])  # 300 >= 300: refit
+    assert index.n_fit_documents_ == 300 and not np.array_equal(index.V_, V0)
+    fresh = build_index(model, all_X, kind="ann", **params)
+    np.testing.assert_array_equal(index.V_, fresh.V_)
+    ids, scores = index.query(Q, top_k=10)
+    ids_f, scores_f = fresh.query(Q, top_k=10)
+    np.testing.assert_array_equal(np.array(ids), np.array(ids_f))
+    np.testing.assert_array_equal(scores, scores_f)
+    never = build_index(model, X[:100], kind="ann", dim=16, heavy_min_nnz=20, refit_growth=None)
+    never.add(X_new)
+    assert never.n_fit_documents_ == 100 and never.n_documents == 100 + X_new.shape[0]
+    with pytest.raises(InvalidInputError, match="refit_growth"):
+        AnnIndex(model, refit_growth=1.0)
+
+
 def test_add_with_default_ids_continues_numbering(model, split):
     X, Q, X_new = split
     index = build_index(model, X[:100], kind="exact")
@@ -248,6 +273,8 @@ def test_save_load_round_trip(model, split, tmp_path, kind, mmap):
     assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
     loaded = load_index(path, mmap=mmap)
     assert type(loaded) is type(index) and loaded.params() == index.params()
+    if kind == "ann":
+        assert loaded.n_fit_documents_ == index.n_fit_documents_ == X.shape[0]
     after = loaded.query(Q, top_k=10)
     np.testing.assert_array_equal(np.array(after[0]), np.array(before[0]))
     np.testing.assert_array_equal(after[1], before[1])
