@@ -115,14 +115,16 @@ def remove_at(keys, s, counts):
 
 
 @numba.njit(cache=True)
-def _rehash(old, new, shift):
+def rehash(old, new, shift, hash_mask):
+    """Move the live records of ``old`` into the empty ``new``; returns how many. A record goes to
+    the home slot of ``key & hash_mask`` (-1: the whole key; packed keys hash their pair bits only)."""
     mask = new.shape[0] - 1
     keys = new["key"]
     n = 0
     for s in range(old.shape[0]):
         k = old[s]["key"]
         if k >= 0:
-            t = home_slot(k, shift)
+            t = home_slot(k & hash_mask, shift)
             while keys[t] != EMPTY:
                 t = (t + 1) & mask
             new[t] = old[s]
@@ -273,7 +275,7 @@ class HashStore:
         cap = self.grown_capacity(extra)
         new = self._empty_table(cap)
         shift = 64 - int(np.log2(cap))
-        n = _rehash(self.table, new, shift)
+        n = rehash(self.table, new, shift, np.int64(-1))
         self.table = new
         self.counts[:] = n
 

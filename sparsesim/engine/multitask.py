@@ -55,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
-from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe, rehash
 from .prefetch import prefetch
 
 QUERY_ALL = 0
@@ -463,23 +463,6 @@ def insert_packed(keys, svals, ovals, packed, free, counts):
     return s
 
 
-@numba.njit(cache=True)
-def _rehash_packed(old, new, shift, pmask):
-    """Move the records of ``old`` into the empty ``new``, hashing the pair bits of the key only."""
-    mask = new.shape[0] - 1
-    keys = new["key"]
-    n = 0
-    for s in range(old.shape[0]):
-        kv = old[s]["key"]
-        if kv >= 0:
-            t = home_slot(kv & pmask, shift)
-            while keys[t] != EMPTY:
-                t = (t + 1) & mask
-            new[t] = old[s]
-            n += 1
-    return n
-
-
 # A separate kernel, not layout branches inside train_paired: one kernel with runtime branches on
 # the record layout (tag field vs packed key bits) ran ~30% slower for both layouts in an A/B with
 # benchmarks/bench_multitask.py on a quiet machine (default 1,777 -> 1,245, compact 2,101 -> 1,467
@@ -726,8 +709,8 @@ class PairedTaskStore(HashStore):
         """Rebuild at a larger capacity (policy of :meth:`HashStore.grow`), hashing the pair bits only."""
         cap = self.grown_capacity(extra)
         new = self._empty_table(cap)
-        pmask = (1 << self.kbits) - 1 if self.compact else (1 << 63) - 1
-        n = _rehash_packed(self.table, new, 64 - int(np.log2(cap)), pmask)
+        hash_mask = (1 << self.kbits) - 1 if self.compact else -1
+        n = rehash(self.table, new, 64 - int(np.log2(cap)), np.int64(hash_mask))
         self.table = new
         self.counts[:] = n
 
