@@ -65,7 +65,7 @@ def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray
             raise InvalidInputError(f"the index has {kind} ids; the new ids must be {kind}s too")
         clash = np.intersect1d(existing, arr)
         if clash.size:
-            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0]!r}")
+            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0].item()!r}")
         if arr.dtype.kind == "U":
             width = max(existing.dtype.itemsize, arr.dtype.itemsize) // 4
             arr = arr.astype(f"<U{max(width, 1)}")
