@@ -245,6 +245,12 @@ class HashStore:
         return np.zeros(1, self.dtype["last"] if "last" in self.dtype.names else np.int64) if name == "last" \
             else np.zeros(1, self.dtype["val"])
 
+    @property
+    def hash_mask(self) -> int:
+        """Bits of a key that choose its home slot (-1: all; a subclass packing more into the key
+        narrows it)."""
+        return -1
+
     def max_used(self) -> int:
         return int(self.capacity * self.max_load)
 
@@ -253,8 +259,9 @@ class HashStore:
 
         The table is rebuilt (dropping tombstones) at a capacity that leaves the load at most
         ``rebuild_load``, so the next rebuild is at least ~0.25 x capacity inserts away and its
-        O(capacity) cost is amortised to O(1) per insert. Growth is x4 while below 2^24 slots
-        and x2 above, which bounds the transient memory of the copy for very large models.
+        O(capacity) cost is amortised to O(1) per insert. Growth is x4 while below
+        ``fast_growth_limit`` slots (2^24 by default) and x2 above, which bounds the transient
+        memory of the copy for very large models.
         """
         if self.counts[1] + extra <= self.max_used():
             return
@@ -275,7 +282,7 @@ class HashStore:
         cap = self.grown_capacity(extra)
         new = self._empty_table(cap)
         shift = 64 - int(np.log2(cap))
-        n = rehash(self.table, new, shift, np.int64(-1))
+        n = rehash(self.table, new, shift, np.int64(self.hash_mask))
         self.table = new
         self.counts[:] = n
 

@@ -55,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
-from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe, rehash
+from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .prefetch import prefetch
 
 QUERY_ALL = 0
@@ -705,14 +705,10 @@ class PairedTaskStore(HashStore):
                     f"and one overflow flag: {kbits + tbits + 1} > 63 bits")
         return None
 
-    def grow(self, extra: int) -> None:
-        """Rebuild at a larger capacity (policy of :meth:`HashStore.grow`), hashing the pair bits only."""
-        cap = self.grown_capacity(extra)
-        new = self._empty_table(cap)
-        hash_mask = (1 << self.kbits) - 1 if self.compact else -1
-        n = rehash(self.table, new, 64 - int(np.log2(cap)), np.int64(hash_mask))
-        self.table = new
-        self.counts[:] = n
+    @property
+    def hash_mask(self) -> int:
+        """Compact records hash (and rehash) the pair bits of their packed key only."""
+        return (1 << self.kbits) - 1 if self.compact else -1
 
     def _empty_table(self, cap: int) -> np.ndarray:
         """A zeroed table of ``cap`` records starting on a cache-line boundary, keys EMPTY."""
