@@ -30,3 +30,11 @@ class FileFormatError(SparsesimError):
 
 class ModelMismatchError(SparsesimError):
     """A model and an index (or data) that do not belong together."""
+
+
+class MissingDependencyError(SparsesimError, ImportError):
+    """An optional extra (e.g. ``sparsesim[dask]``) that a requested feature needs is not installed."""
+
+
+class ClusterError(SparsesimError, RuntimeError):
+    """A Dask scheduler that cannot be reached, or a worker (and its shard) lost during a call."""
