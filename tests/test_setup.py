@@ -1,0 +1,89 @@
+"""The README's set-up commands, in the order a user runs them, in one environment.
+
+(a) ``pip install .`` then ``sparsesim demo``; (b) ``pip install -e .`` then a command; (a) again.
+A throwaway virtual environment (``--system-site-packages``, ``--no-deps``, no build isolation,
+so nothing is downloaded) holds the installs; the source tree is copied so the builds leave
+nothing in the checkout. numba compiles into the per-user cache (``sparsesim.cachedir``), which
+is what keeps ``site-packages/sparsesim`` free of files pip did not record.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _can_build_offline() -> str | None:
+    try:
+        import setuptools
+    except ImportError:
+        return "setuptools is not installed"
+    major = int(setuptools.__version__.split(".")[0])
+    if major < 70:
+        try:
+            import wheel  # noqa: F401  (bdist_wheel for setuptools < 70)
+        except ImportError:
+            return "building a wheel offline needs the 'wheel' package (in the [test] extra) or setuptools >= 70"
+    return None
+
+
+def _copy_source(dst: Path) -> Path:
+    src = dst / "src"
+    ignore = shutil.ignore_patterns(".venv", ".git", "__pycache__", "build", "*.egg-info", ".pytest_cache",
+                                    "runs", "*.nbi", "*.nbc")
+    shutil.copytree(ROOT, src, ignore=ignore)
+    return src
+
+
+def _run(cmd, env, cwd, timeout=180):
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_install_demo_editable_install_demo_in_one_environment(tmp_path):
+    reason = _can_build_offline()
+    if reason:
+        pytest.skip(reason)
+    src = _copy_source(tmp_path)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    cli = env_dir / "bin" / "sparsesim"
+    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "NUMBA_CACHE"))}
+    env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # the outer interpreter's pip, run for the throwaway environment
+    pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-build-isolation"]
+    home = tmp_path / "elsewhere"
+    home.mkdir()
+
+    # (a) regular install, then the demo (compiles the numba kernels)
+    _run(pip + [str(src)], env, home)
+    assert (site / "sparsesim" / "engine").is_dir()
+    _run([cli, "demo", "--triplets", "100", "--json"], env, home)
+    stray = [p for p in (site / "sparsesim").rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert not stray, f"numba wrote into the installed package: {stray[:3]}"
+
+    # (b) editable install over it, then an engine command from the editable tree
+    _run(pip + ["-e", str(src)], env, home)
+    assert not (site / "sparsesim").exists(), "the regular install left files behind in site-packages"
+    out = _run([py, "-c", "import sparsesim.engine.bilinear as m; print(m.__file__)"], env, home).stdout
+    assert out.strip().startswith(str(src))
+    assert "oasis" in _run([cli, "algorithms"], env, home).stdout
+
+    # (a) again
+    _run(pip + [str(src)], env, home)
+    out = _run([cli, "demo", "--triplets", "100", "--json"], env, home).stdout
+    assert '"scores"' in out
+    assert not [p for p in src.rglob("*") if p.suffix in (".nbi", ".nbc")]
