@@ -59,13 +59,13 @@ def main(argv=None):
           f"{X_tr.nnz / X_tr.shape[0]:.1f} nnz/doc; {args.triplets} triplets (seed {args.seed})")
     # warm up the compiled kernels (cached on disk; first use loads or compiles them)
     for name, params in LEARNERS:
-        make_estimator(name, **params, random_state=0).partial_fit(X_tr, triplets[:5])
+        make_estimator(name, **params, random_state=0).partial_fit_triplets(X_tr, triplets[:5])
 
     rows = []
     for name, params in LEARNERS:
         est = make_estimator(name, **params, random_state=args.seed)
         c0 = time.process_time()
-        est.partial_fit(X_tr, triplets)
+        est.partial_fit_triplets(X_tr, triplets)
         cpu = time.process_time() - c0
         store = est.engine_.store
         row = {

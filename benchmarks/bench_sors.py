@@ -93,10 +93,10 @@ def run_engine(cfg: dict) -> dict:
     train_t, test_t = triplets[:cfg["T"]], triplets[cfg["T"]:]
     # "name+label" runs registry algorithm "name" with the parameters given for "name+label"
     est = make_estimator(cfg["algorithm"].split("+")[0], **cfg.get("params", {}), initial_capacity=1 << 20)
-    est.partial_fit(data.X, train_t[:50])  # compile outside the timing
+    est.partial_fit_triplets(data.X, train_t[:50])  # compile outside the timing
     wall0, cpu0 = est.train_seconds_, time.process_time()
     for chunk in np.array_split(train_t[50:], max(1, (cfg["T"] - 50) // 5000)):
-        est.partial_fit(data.X, chunk)
+        est.partial_fit_triplets(data.X, chunk)
     seconds, cpu = est.train_seconds_ - wall0, time.process_time() - cpu0
     model = est.model_
     out = {

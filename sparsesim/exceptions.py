@@ -38,3 +38,8 @@ class MissingDependencyError(SparsesimError, ImportError):
 
 class ClusterError(SparsesimError, RuntimeError):
     """A Dask scheduler that cannot be reached, or a worker (and its shard) lost during a call."""
+
+
+class NotFittedError(InvalidInputError, AttributeError):
+    """A learner used before ``fit``; scikit-learn's ``check_is_fitted`` contract (ValueError and
+    AttributeError) with sparsesim's one-line CLI display."""

@@ -53,3 +53,21 @@ def check_labels(y, n_samples: int, name: str = "y", min_per_class: int = 1) -> 
             f"each class needs at least {min_per_class}"
         )
     return y
+
+
+def check_triplets(triplets, n_rows: int, signs=None):
+    """Return ``(triplets, signs)`` checked: an (n, 3) int64 array of row indices in
+    ``[0, n_rows)`` and ``None`` or one value in {-1, +1} per triplet (as float64)."""
+    triplets = np.asarray(triplets)
+    if triplets.ndim != 2 or triplets.shape[1] != 3:
+        raise InvalidInputError(f"triplets must have shape (n, 3), got {triplets.shape}")
+    if triplets.size and triplets.dtype.kind not in "iu":
+        raise InvalidInputError("triplets must hold integer row indices")
+    triplets = triplets.astype(np.int64, copy=False)
+    if triplets.size and (triplets.min() < 0 or triplets.max() >= n_rows):
+        raise InvalidInputError(f"triplet indices must lie in [0, {n_rows}) (rows of X)")
+    if signs is not None:
+        signs = np.asarray(signs, dtype=np.float64)
+        if signs.shape != (triplets.shape[0],) or not np.all(np.isin(signs, (-1.0, 1.0))):
+            raise InvalidInputError("signs must hold one value in {-1, +1} per triplet")
+    return triplets, signs

@@ -51,7 +51,7 @@ def test_pa_engine_matches_dense_reference(policy, kw, identity):
 def test_learners_match_reference_and_count_queries(cls, kw, policy):
     X, y = _data(seed=5)
     T = sors_triplets(y, 400, seed=6)
-    est = cls(C=0.5, random_state=9, **kw).partial_fit(X, T)
+    est = cls(C=0.5, random_state=9, **kw).partial_fit_triplets(X, T)
     u = _rng_for(9).random(400)
     M_ref, _, q_ref, _ = dense_selective(X.toarray(), T, "pa", policy, u, C=0.5,
                                          delta=kw.get("delta", 1.0), rate=kw.get("query_rate", 1.0))
@@ -81,15 +81,15 @@ def test_query_budget_caps_labels_across_calls():
     X, y = _data(seed=9)
     T = sors_triplets(y, 600, seed=1)
     est = PARS(query_rate=0.5, query_budget=25, random_state=0)
-    est.partial_fit(X, T[:30])
+    est.partial_fit_triplets(X, T[:30])
     first = est.n_queries_
     assert first < 25
-    est.partial_fit(X, T[30:])
+    est.partial_fit_triplets(X, T[30:])
     assert est.n_queries_ == 25
     assert est.n_triplets_seen_ == 600
     # once spent, no more labels: the model no longer changes
     W = est.model_.W.toarray()
-    est.partial_fit(X, T[:100])
+    est.partial_fit_triplets(X, T[:100])
     assert est.n_queries_ == 25
     np.testing.assert_array_equal(est.model_.W.toarray(), W)
 
@@ -104,8 +104,8 @@ def test_oracle_is_asked_exactly_for_queried_triplets():
         a, p, n = triplet
         return 1 if y[a] == y[p] else -1
 
-    with_oracle = PAAS(delta=0.3, random_state=2, oracle=oracle, initial_capacity=16).partial_fit(X, T)
-    plain = PAAS(delta=0.3, random_state=2).partial_fit(X, T)
+    with_oracle = PAAS(delta=0.3, random_state=2, oracle=oracle, initial_capacity=16).partial_fit_triplets(X, T)
+    plain = PAAS(delta=0.3, random_state=2).partial_fit_triplets(X, T)
     assert len(asked) == with_oracle.n_queries_ == plain.n_queries_
     assert asked == [tuple(t) for t in T[with_oracle.last_queried_]]
     assert np.all(with_oracle.last_labels_[with_oracle.last_queried_] == 1)
@@ -124,15 +124,15 @@ def test_oracle_with_table_growth_mid_stream():
         calls.append(tuple(t))
         return 1
 
-    est = PAAS(delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit(X, T)
+    est = PAAS(delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit_triplets(X, T)
     assert len(calls) == est.n_queries_
     assert np.all(est.last_labels_[est.last_queried_] == 1)
-    plain = PAAS(delta=0.5, random_state=0, initial_capacity=16).partial_fit(X, T)
+    plain = PAAS(delta=0.5, random_state=0, initial_capacity=16).partial_fit_triplets(X, T)
     np.testing.assert_allclose(est.model_.W.toarray(), plain.model_.W.toarray(), **TOL)
     from sparsesim.learners.second_order import CWAS
 
     calls.clear()
-    cw = CWAS(covariance="diag", delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit(X, T)
+    cw = CWAS(covariance="diag", delta=0.5, random_state=0, oracle=oracle, initial_capacity=16).partial_fit_triplets(X, T)
     assert len(calls) == cw.n_queries_
 
 
@@ -154,10 +154,10 @@ def test_interrupted_oracle_leaves_exact_accounting(covariance):
 
     est = CWAS(covariance=covariance, delta=0.5, random_state=3, oracle=person)
     with pytest.raises(KeyboardInterrupt):
-        est.partial_fit(X, T)
+        est.partial_fit_triplets(X, T)
     done = est.engine_.interrupted_at
     assert est.n_queries_ == 5 and est.n_triplets_seen_ == done < 300
-    ref = CWAS(covariance=covariance, delta=0.5, random_state=3).partial_fit(X, T[:done])
+    ref = CWAS(covariance=covariance, delta=0.5, random_state=3).partial_fit_triplets(X, T[:done])
     assert ref.n_queries_ == 5
     np.testing.assert_allclose(est.model_.W.toarray(), ref.model_.W.toarray(), **TOL)
 
@@ -166,8 +166,8 @@ def test_oracle_answers_drive_the_model():
     """An adversarial oracle (always -1) gives a different model than the data's labels."""
     X, y = _data(seed=12)
     T = sors_triplets(y, 200, seed=4)
-    liar = PAAS(delta=1.0, random_state=0, oracle=lambda t: -1).partial_fit(X, T)
-    honest = PAAS(delta=1.0, random_state=0).partial_fit(X, T)
+    liar = PAAS(delta=1.0, random_state=0, oracle=lambda t: -1).partial_fit_triplets(X, T)
+    honest = PAAS(delta=1.0, random_state=0).partial_fit_triplets(X, T)
     assert np.all(liar.last_labels_[liar.last_queried_] == -1)
     assert not np.allclose(liar.model_.W.toarray(), honest.model_.W.toarray())
 
@@ -176,7 +176,7 @@ def test_oracle_answers_drive_the_model():
 def test_bad_oracle_answer_is_refused(answer):
     X, y = _data()
     with pytest.raises(InvalidInputError, match="oracle"):
-        PAAS(oracle=lambda t: answer).partial_fit(X, np.array([[0, 4, 1]]))
+        PAAS(oracle=lambda t: answer).partial_fit_triplets(X, np.array([[0, 4, 1]]))
 
 
 def test_same_seed_same_model_and_refit_resets():
@@ -198,13 +198,13 @@ def test_state_is_set_up_in_one_place_and_cleared_by_fit(name):
     X, y = _data(seed=3)
     est = make_estimator(name, n_triplets=50, random_state=0)
     triplets = sors_triplets(y, 30, seed=1)
-    est.partial_fit(X, triplets)
+    est.partial_fit_triplets(X, triplets)
     for attr in est._state_attrs:
         assert hasattr(est, attr), attr
     assert est.n_triplets_seen_ == 30 and est.n_features_in_ == X.shape[1]
     if hasattr(est, "n_queries_"):
         assert est.n_queries_ == est.engine_.n_queries
-    est.partial_fit(X, triplets)                    # a second call keeps the engine and counts on
+    est.partial_fit_triplets(X, triplets)                    # a second call keeps the engine and counts on
     assert est.n_triplets_seen_ == 60
     engine = est.engine_
     est.fit(X, y)                                   # fit starts over: new engine, counters from 0
@@ -217,9 +217,9 @@ def test_bad_parameters():
     for est in (PAAS(C=0), PAAS(delta=-1), PARS(query_rate=-0.1), PARS(query_rate="a"), PAAS(query_budget=1.5),
                 PAAS(oracle="human")):
         with pytest.raises(InvalidInputError):
-            est.partial_fit(X, T)
+            est.partial_fit_triplets(X, T)
     with pytest.raises(InvalidInputError):
-        PAAS().partial_fit(X, np.array([[0, 4, 99]]))
+        PAAS().partial_fit_triplets(X, np.array([[0, 4, 99]]))
 
 
 def test_registry_names_build_similarity_learners():
@@ -228,7 +228,7 @@ def test_registry_names_build_similarity_learners():
     T = sors_triplets(y, 50, seed=0)
     for name in names:
         assert ALGORITHMS[name].kind == "similarity"
-        est = make_estimator(name, random_state=0).partial_fit(X, T)
+        est = make_estimator(name, random_state=0).partial_fit_triplets(X, T)
         assert est.model_.metadata["algorithm"] == name
         assert 0 < est.n_queries_ <= 50
     assert make_estimator("cwas-d").covariance == "diag"

@@ -28,7 +28,7 @@ def dense_M(model: BilinearSimilarity):
 def test_oasis_matches_dense_reference():
     X, triplets, rng = random_problem()
     signs = rng.choice([-1.0, 1.0], size=len(triplets))
-    est = OASIS(C=0.3).partial_fit(X, triplets[:120], signs[:120]).partial_fit(X, triplets[120:], signs[120:])
+    est = OASIS(C=0.3).partial_fit_triplets(X, triplets[:120], signs[:120]).partial_fit_triplets(X, triplets[120:], signs[120:])
     ref = dense_oasis(X.toarray(), triplets, 0.3, signs=signs)
     np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
     assert 0 < est.n_updates_ <= len(triplets)
@@ -39,7 +39,7 @@ def test_oasis_matches_dense_reference():
 def test_sors_matches_dense_reference(regularizer, schedule):
     X, triplets, _ = random_problem()
     est = SORS(regularizer=regularizer, lam=0.05, eta=0.1, schedule=schedule, initial_capacity=16)
-    est.partial_fit(X, triplets)
+    est.partial_fit_triplets(X, triplets)
     etas = est.engine_.schedule.etas[1:len(triplets) + 1]
     ref = dense_sors(X.toarray(), triplets, 0.05, etas, offdiag=regularizer == "offdiag")
     np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
@@ -51,7 +51,7 @@ def test_sors_matches_dense_reference(regularizer, schedule):
 def test_adasors_matches_dense_reference(regularizer, schedule):
     X, triplets, _ = random_problem(seed=3)
     est = AdaSORS(regularizer=regularizer, lam=0.05, eta=0.1, delta=0.1, schedule=schedule, initial_capacity=16)
-    est.partial_fit(X, triplets)
+    est.partial_fit_triplets(X, triplets)
     etas = est.engine_.schedule.etas[1:len(triplets) + 1]
     ref = dense_adasors(X.toarray(), triplets, 0.05, etas, 0.1, offdiag=regularizer == "offdiag")
     np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
@@ -84,8 +84,8 @@ def test_lazy_and_eager_truncation_agree(prox_diag):
 def test_table_growth_and_sweeps_keep_the_model_exact():
     # a tiny initial table forces many rebuilds and sweeps
     X, triplets, _ = random_problem(d=60, n=50, T=400, density=0.3, seed=7)
-    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16).partial_fit(X, triplets)
-    small = SORS(lam=0.01, eta=0.5, initial_capacity=16).partial_fit(X, triplets)
+    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16).partial_fit_triplets(X, triplets)
+    small = SORS(lam=0.01, eta=0.5, initial_capacity=16).partial_fit_triplets(X, triplets)
     # sweeps split a skipped shrinkage into two subtractions: equal up to rounding
     np.testing.assert_allclose(big.model_.W.toarray(), small.model_.W.toarray(), rtol=0, atol=1e-12)
     assert big.model_.nnz() == small.model_.nnz()
@@ -155,16 +155,16 @@ def test_fit_is_deterministic_and_learns():
 def test_bad_input_refused(cls):
     X, triplets, _ = random_problem()
     with pytest.raises(InvalidInputError, match="shape"):
-        cls().partial_fit(X, triplets[:, :2])
+        cls().partial_fit_triplets(X, triplets[:, :2])
     with pytest.raises(InvalidInputError, match="lie in"):
-        cls().partial_fit(X, triplets + 1000)
+        cls().partial_fit_triplets(X, triplets + 1000)
     bad = X.copy()
     bad.data[0] = np.nan
     with pytest.raises(InvalidInputError, match="NaN"):
-        cls().partial_fit(bad, triplets)
-    est = cls().partial_fit(X, triplets[:5])
+        cls().partial_fit_triplets(bad, triplets)
+    est = cls().partial_fit_triplets(X, triplets[:5])
     with pytest.raises(InvalidInputError, match="feature-count mismatch"):
-        est.partial_fit(sp.random(5, X.shape[1] + 1, density=0.5, format="csr"), triplets[:2] % 5)
+        est.partial_fit_triplets(sp.random(5, X.shape[1] + 1, density=0.5, format="csr"), triplets[:2] % 5)
     with pytest.raises(InvalidInputError, match="at least two"):
         cls(n_triplets=10).fit(X, np.zeros(X.shape[0]))
 
@@ -172,16 +172,16 @@ def test_bad_input_refused(cls):
 def test_invalid_hyperparameters_refused():
     X, triplets, _ = random_problem()
     with pytest.raises(InvalidInputError, match="regularizer"):
-        SORS(regularizer="l2").partial_fit(X, triplets)
+        SORS(regularizer="l2").partial_fit_triplets(X, triplets)
     with pytest.raises(InvalidInputError, match="C must be positive"):
-        OASIS(C=0).partial_fit(X, triplets)
+        OASIS(C=0).partial_fit_triplets(X, triplets)
 
 
 @pytest.mark.parametrize("cls,params", [(OASIS, {"C": 0.3}), (SORS, {"lam": 0.01}),
                                         (AdaSORS, {"lam": 0.01, "delta": 0.1})])
 def test_compact_storage_matches_float64_to_float32_precision(cls, params):
     X, triplets, _ = random_problem(seed=11)
-    full = cls(**params).partial_fit(X, triplets)
-    small = cls(compact=True, **params).partial_fit(X, triplets)
+    full = cls(**params).partial_fit_triplets(X, triplets)
+    small = cls(compact=True, **params).partial_fit_triplets(X, triplets)
     assert small.engine_.store.table.dtype.itemsize < full.engine_.store.table.dtype.itemsize
     np.testing.assert_allclose(small.model_.M.toarray(), full.model_.M.toarray(), rtol=0, atol=1e-4)

@@ -11,7 +11,7 @@ def learned_model(seed=0, d=40):
     rng = np.random.default_rng(seed)
     X = sp.random(60, d, density=0.15, random_state=seed, format="csr")
     triplets = rng.integers(0, 60, size=(300, 3))
-    return SORS(lam=1e-3, eta=0.3).partial_fit(X, triplets).model_, X
+    return SORS(lam=1e-3, eta=0.3).partial_fit_triplets(X, triplets).model_, X
 
 
 def test_scores_agree_with_dense_bilinear_form():

@@ -138,8 +138,8 @@ def test_learner_partial_fit_matches_reference_with_named_tasks():
     Xd, trip, signs, tid, _ = _problem(seed=11)
     names = np.array(["comp", "rec", "sci"])
     est = OMTRSL(C=0.3, b=2.0, storage="hash")
-    est.partial_fit(Xd, trip[:40], signs[:40], names[tid[:40]], tasks=names)
-    est.partial_fit(Xd, trip[40:], signs[40:], names[tid[40:]])
+    est.partial_fit_triplets(Xd, trip[:40], signs[:40], names[tid[:40]], tasks=names)
+    est.partial_fit_triplets(Xd, trip[40:], signs[40:], names[tid[40:]])
     ref, _ = dense_omtrsl(Xd, trip, signs, tid, 3, 2.0, 0.3)
     for k, name in enumerate(names):
         np.testing.assert_allclose(est.model_for(name).M.toarray(), ref[k], rtol=0, atol=1e-10)
@@ -148,17 +148,17 @@ def test_learner_partial_fit_matches_reference_with_named_tasks():
 
 def test_ostrsl_and_ogrsl_are_oasis_per_task_and_global():
     Xd, trip, signs, tid, _ = _problem(seed=5)
-    ost = OSTRSL(C=0.4).partial_fit(Xd, trip, signs, tid)
+    ost = OSTRSL(C=0.4).partial_fit_triplets(Xd, trip, signs, tid)
     for k in range(3):
         sel = tid == k
         ref = dense_oasis(Xd, trip[sel], 0.4, signs=signs[sel])
         np.testing.assert_allclose(ost.model_for(k).M.toarray(), ref, rtol=0, atol=1e-10)
-    glob = OGRSL(C=0.4).partial_fit(Xd, trip, signs, tid)
+    glob = OGRSL(C=0.4).partial_fit_triplets(Xd, trip, signs, tid)
     ref = dense_oasis(Xd, trip, 0.4, signs=signs)
     for k in range(3):
         np.testing.assert_allclose(glob.model_for(k).M.toarray(), ref, rtol=0, atol=1e-10)
     # b = 0: A^{-1} = I, OMTRSL is OSTRSL
-    om = OMTRSL(C=0.4, b=0.0).partial_fit(Xd, trip, signs, tid)
+    om = OMTRSL(C=0.4, b=0.0).partial_fit_triplets(Xd, trip, signs, tid)
     for k in range(3):
         np.testing.assert_allclose(om.model_for(k).M.toarray(), ost.model_for(k).M.toarray(), atol=1e-12)
 
@@ -273,13 +273,13 @@ def test_bad_input_raises_clear_errors():
         OMTRSLActive(delta=0.0, n_triplets=10).fit(X, y, t)
     with pytest.raises(InvalidInputError, match="query_ratio"):
         OMTRSLRandom(query_ratio=1.5, n_triplets=10).fit(X, y, t)
-    est = OMTRSL().partial_fit(X, [[0, 1, 2]], [1], [0], tasks=[0, 1, 2])
+    est = OMTRSL().partial_fit_triplets(X, [[0, 1, 2]], [1], [0], tasks=[0, 1, 2])
     with pytest.raises(InvalidInputError, match="unknown task"):
-        est.partial_fit(X, [[0, 1, 2]], [1], [5])
+        est.partial_fit_triplets(X, [[0, 1, 2]], [1], [5])
     with pytest.raises(InvalidInputError, match="features"):
-        est.partial_fit(X[:, :10], [[0, 1, 2]], [1], [0])
+        est.partial_fit_triplets(X[:, :10], [[0, 1, 2]], [1], [0])
     with pytest.raises(InvalidInputError, match="triplet indices"):
-        est.partial_fit(X, [[0, 1, 10**6]], [1], [0])
+        est.partial_fit_triplets(X, [[0, 1, 10**6]], [1], [0])
     with pytest.raises(UnknownNameError):
         make_estimator("omtrsl", gamma=3)
 

@@ -67,10 +67,10 @@ def test_chunked_stream_equals_one_pass(covariance):
     """The deferred rank-one downdate (full) and the store (diag) persist across partial_fit calls."""
     X, y = _data(seed=3)
     T, signs = _stream(y, 120, seed=4)
-    one = CWS(eta=0.2, gamma=0.5, covariance=covariance).partial_fit(X, T, signs)
+    one = CWS(eta=0.2, gamma=0.5, covariance=covariance).partial_fit_triplets(X, T, signs)
     two = CWS(eta=0.2, gamma=0.5, covariance=covariance)
     for lo in range(0, 120, 37):
-        two.partial_fit(X, T[lo:lo + 37], signs[lo:lo + 37])
+        two.partial_fit_triplets(X, T[lo:lo + 37], signs[lo:lo + 37])
     np.testing.assert_allclose(one.model_.W.toarray(), two.model_.W.toarray(), **TOL)
     np.testing.assert_allclose(one.engine_.covariance(), two.engine_.covariance(), **TOL)
 
@@ -82,7 +82,7 @@ def test_chunked_stream_equals_one_pass(covariance):
 def test_learners_match_reference(cls, kw, policy, covariance):
     X, y = _data(n=25, d=4, seed=7)
     T, signs = _stream(y, 100, seed=8)
-    est = cls(eta=0.4, gamma=2.0, covariance=covariance, random_state=3, **kw).partial_fit(X, T, signs)
+    est = cls(eta=0.4, gamma=2.0, covariance=covariance, random_state=3, **kw).partial_fit_triplets(X, T, signs)
     u = _rng_for(3).random(len(T))
     rkw = {"delta": kw.get("delta", 1.0), "rate": kw.get("query_rate", 1.0)}
     M_ref, _, q_ref, _ = dense_selective(X, T, "cw", policy, u, signs, eta=0.4, gamma=2.0,
@@ -97,7 +97,7 @@ def test_learners_match_reference(cls, kw, policy, covariance):
 def test_aroma_matches_reference_and_identity_start(covariance):
     X, y = _data(seed=11)
     T, signs = _stream(y, 100, seed=12)
-    est = AROMA(r=0.3, covariance=covariance, identity=True).partial_fit(X, T, signs)
+    est = AROMA(r=0.3, covariance=covariance, identity=True).partial_fit_triplets(X, T, signs)
     M_ref, _, _, _ = dense_selective(X, T, "arow", r=0.3, signs=signs, covariance=covariance, identity=True)
     model = est.model_
     assert model.identity
@@ -129,13 +129,13 @@ def test_full_covariance_refuses_large_d(cls, name):
     X = sp.random(10, 65, density=0.2, random_state=0, format="csr")
     T = np.array([[0, 1, 2]])
     with pytest.raises(InvalidInputError, match=name):
-        cls(covariance="full").partial_fit(X, T)
-    cls(covariance="diag").partial_fit(X, T)  # the diagonal variant runs
+        cls(covariance="full").partial_fit_triplets(X, T)
+    cls(covariance="diag").partial_fit_triplets(X, T)  # the diagonal variant runs
 
 
 def test_full_covariance_allows_d_64():
     X = sp.random(6, 64, density=0.05, random_state=0, format="csr")
-    est = CWS().partial_fit(X, np.array([[0, 1, 2], [3, 4, 5]]))
+    est = CWS().partial_fit_triplets(X, np.array([[0, 1, 2], [3, 4, 5]]))
     assert est.engine_.S.shape == (4096, 4096)
 
 
@@ -145,14 +145,14 @@ def test_bad_parameters_and_input():
     for est in (CWS(eta=0), CWS(gamma=-1), CWS(sigma_step="next"), CWS(covariance="block"), AROMA(r=0),
                 CWAS(delta=0), CWRS(query_rate=1.5), CWS(query_budget=-2)):
         with pytest.raises(InvalidInputError):
-            est.partial_fit(X, T)
+            est.partial_fit_triplets(X, T)
     Xbad = X.copy()
     Xbad[0, 0] = np.nan
     with pytest.raises(InvalidInputError):
-        CWS().partial_fit(Xbad, T)
-    est = CWS().partial_fit(X, T)
+        CWS().partial_fit_triplets(Xbad, T)
+    est = CWS().partial_fit_triplets(X, T)
     with pytest.raises(InvalidInputError):
-        est.partial_fit(X[:, :3], T)
+        est.partial_fit_triplets(X[:, :3], T)
 
 
 def test_model_round_trip_and_determinism(tmp_path):
@@ -198,9 +198,9 @@ def test_oracle_with_blas_path_full_covariance():
         calls.append(tuple(t))
         return lookup[tuple(t)]
 
-    a = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1, oracle=oracle).partial_fit(X, T)
+    a = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1, oracle=oracle).partial_fit_triplets(X, T)
     assert a.engine_.external
-    b = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1).partial_fit(X, T, signs)
+    b = CWAS(eta=0.3, gamma=0.5, delta=0.8, random_state=1).partial_fit_triplets(X, T, signs)
     assert len(calls) == a.n_queries_ == b.n_queries_ > 0
     np.testing.assert_allclose(a.model_.W.toarray(), b.model_.W.toarray(), **TOL)
     u = _rng_for(1).random(80)

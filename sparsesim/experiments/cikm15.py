@@ -159,7 +159,7 @@ def run_one(algorithm, params, X_train, y_train, X_test, y_test, triplets, rando
     if hasattr(est, "random_state"):
         est.set_params(random_state=random_state)
     start = time.perf_counter()
-    est.partial_fit(X_train, triplets)
+    est.partial_fit_triplets(X_train, triplets)
     wall = time.perf_counter() - start
     scores = evaluate_retrieval(est.model_.scorer(X_test), y_test, k=10)
     seconds = float(getattr(est, "train_seconds_", wall))

@@ -24,13 +24,11 @@ The shared base :class:`SelectiveBilinear` is also the base of the second-order 
 from __future__ import annotations
 
 import numbers
-import time
 
 import numpy as np
 
 from ..engine.second_order import FULL_MAX_D, FullCovarianceEngine, SparseSecondOrderEngine
 from ..exceptions import InvalidInputError
-from ..models import BilinearSimilarity
 from .bilinear import _BaseBilinear
 
 __all__ = ["SelectiveBilinear", "PAAS", "PARS"]
@@ -64,9 +62,9 @@ class SelectiveBilinear(_BaseBilinear):
     n_updates_ : int
         Queried triplets with positive hinge loss (that changed the model).
     train_seconds_ : float
-        Wall time inside ``partial_fit`` (includes the oracle's answering time).
+        Wall time inside ``partial_fit_triplets`` (includes the oracle's answering time).
     last_queried_ : ndarray of bool
-        Which triplets of the last ``partial_fit`` call were queried.
+        Which triplets of the last ``partial_fit_triplets`` call were queried.
     last_margins_ : ndarray of float
         Their margins p_t before the update.
     last_labels_ : ndarray of float
@@ -127,7 +125,7 @@ class SelectiveBilinear(_BaseBilinear):
         self.n_queries_ = 0
         self._rng = _rng_for(self.random_state)
 
-    def partial_fit(self, X, triplets, signs=None):
+    def partial_fit_triplets(self, X, triplets, signs=None):
         """Receive ``triplets`` in order, asking for labels by the query policy.
 
         Parameters
@@ -144,22 +142,24 @@ class SelectiveBilinear(_BaseBilinear):
         -------
         self
         """
-        X, triplets, signs = self._prepare(X, triplets, signs)
+        return super().partial_fit_triplets(X, triplets, signs)
+
+    def _update(self, X, triplets, signs):
         uniforms = self._rng.random(triplets.shape[0])
-        start = time.perf_counter()
         try:
             margins, queried, losses, labels = self.engine_.partial_fit(X, triplets, signs, uniforms, self.oracle)
         finally:
             # counters follow the engine, so an oracle error or an interrupt leaves them exact
-            self.train_seconds_ += time.perf_counter() - start
             self.n_triplets_seen_ = self.engine_.n_seen
             self.n_queries_ = self.engine_.n_queries
             self.n_updates_ = self.engine_.n_updates
-            self._model_cache = None
         self.last_queried_ = queried.astype(bool)
         self.last_margins_ = margins
         self.last_labels_ = np.where(self.last_queried_, labels, 0.0)
-        return self
+        return losses, queried
+
+    def _count(self, n, losses, queried):
+        """The engine keeps the counters (see :meth:`_update`)."""
 
     @property
     def query_ratio_(self) -> float:
@@ -167,17 +167,13 @@ class SelectiveBilinear(_BaseBilinear):
         seen = getattr(self, "n_triplets_seen_", 0)
         return self.n_queries_ / seen if seen else 0.0
 
-    @property
-    def model_(self) -> BilinearSimilarity:
-        model = _BaseBilinear.model_.fget(self)
-        meta = model.metadata
-        if "n_queries" not in meta:
-            params = meta.get("params", {})
-            if params.get("oracle") is not None:
-                params["oracle"] = repr(params["oracle"])
-            meta["n_queries"] = int(self.n_queries_)
-            meta["query_ratio"] = float(self.query_ratio_)
-        return model
+    def _metadata(self) -> dict:
+        meta = super()._metadata()
+        if meta["params"].get("oracle") is not None:
+            meta["params"]["oracle"] = repr(meta["params"]["oracle"])
+        meta["n_queries"] = int(self.n_queries_)
+        meta["query_ratio"] = float(self.query_ratio_)
+        return meta
 
 
 class PAAS(SelectiveBilinear):
@@ -195,7 +191,7 @@ class PAAS(SelectiveBilinear):
     oracle : callable, optional
         ``oracle(triplet) -> +1 or -1`` with ``triplet`` the (anchor, first, second) row
         indices; called once per queried triplet (e.g. to ask a person). Default: the labels
-        of the data (``signs`` of :meth:`partial_fit`, all +1 for triplets drawn by :meth:`fit`).
+        of the data (``signs`` of :meth:`partial_fit_triplets`, all +1 for triplets drawn by :meth:`fit`).
     n_triplets : int, default 100000
         Triplets drawn by :meth:`fit`.
     identity : bool, default False

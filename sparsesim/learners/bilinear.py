@@ -6,7 +6,7 @@
 * :class:`AdaSORS` — the AdaGrad variant (Algorithm 2, eq. 8-11).
 
 All learn S(x, x') = x^T M x' from triplets (x, x+, x-) meaning "x is more similar to x+ than
-to x-"; M_1 = I. ``partial_fit(X, triplets)`` takes a CSR corpus and an (n, 3) array of row
+to x-"; M_1 = I. ``partial_fit_triplets(X, triplets)`` takes a CSR corpus and an (n, 3) array of row
 indices (a stream of triplets never materialises dense vectors); ``fit(X, y)`` draws the
 triplets from class labels with the SORS protocol. The update rules live in
 :mod:`sparsesim.engine.bilinear` as small functions next to their equations.
@@ -14,141 +14,59 @@ triplets from class labels with the SORS protocol. The update rules live in
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator
-
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
-from ..validation import check_csr, check_labels
+from .base import TripletLearner
 
 _REGULARIZERS = ("l1", "offdiag")
 
 
-def check_triplets(triplets, n_rows: int, signs=None):
-    """Validate an (n, 3) integer array of row indices (and optional +-1 signs)."""
-    triplets = np.asarray(triplets)
-    if triplets.ndim != 2 or triplets.shape[1] != 3:
-        raise InvalidInputError(f"triplets must have shape (n, 3), got {triplets.shape}")
-    if triplets.size and triplets.dtype.kind not in "iu":
-        raise InvalidInputError("triplets must hold integer row indices")
-    triplets = triplets.astype(np.int64, copy=False)
-    if triplets.size and (triplets.min() < 0 or triplets.max() >= n_rows):
-        raise InvalidInputError(f"triplet indices must lie in [0, {n_rows}) (rows of X)")
-    if signs is not None:
-        signs = np.asarray(signs, dtype=np.float64)
-        if signs.shape != (triplets.shape[0],) or not np.all(np.isin(signs, (-1.0, 1.0))):
-            raise InvalidInputError("signs must hold one value in {-1, +1} per triplet")
-    return triplets, signs
-
-
-class _BaseBilinear(BaseEstimator):
-    """Shared machinery: engine life cycle, validation, timing, model export."""
+class _BaseBilinear(TripletLearner):
+    """Single-task bilinear learners on a sparse engine: engine life cycle, SORS protocol, model export."""
 
     _algorithm = ""
+    _state_attrs = TripletLearner._state_attrs + ("engine_",)
 
     def _make_engine(self, d: int) -> BilinearEngine:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    # fitted state that ``fit`` clears; subclasses add theirs (see :meth:`_init_state`)
-    _state_attrs = ("engine_", "n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_")
-
-    def _reset(self):
-        for attr in self._state_attrs:
-            if hasattr(self, attr):
-                delattr(self, attr)
-        self._model_cache = None
-
     def _init_state(self, d: int):
-        """Create the engine for ``d`` features and zero the counters (first ``partial_fit``).
+        """Create the engine for ``d`` features and zero the counters.
 
         The one place the fitted state is set up; subclasses that keep more state extend it
         (call ``super()._init_state(d)``) and list the new attributes in ``_state_attrs``.
         """
-        self.engine_ = self._make_engine(d)
-        self.n_features_in_ = d
-        self.n_triplets_seen_ = 0
-        self.n_updates_ = 0
-        self.train_seconds_ = 0.0
+        engine = self._make_engine(d)  # checks the parameters before any state is set
+        super()._init_state(d)
+        self.engine_ = engine
 
-    def _prepare(self, X, triplets, signs=None):
-        """Validate a ``partial_fit`` call's inputs and set the state up on the first call."""
-        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
-        triplets, signs = check_triplets(triplets, X.shape[0], signs)
-        if not hasattr(self, "engine_"):
-            self._init_state(X.shape[1])
-        return X, triplets, signs
+    def _update(self, X, triplets, signs):
+        return self.engine_.partial_fit(X, triplets, signs), None
 
-    def partial_fit(self, X, triplets, signs=None):
-        """Update the model with ``triplets`` over the rows of ``X``, in order.
+    def _triplet_stream(self, y):
+        """The SORS protocol: ``n_triplets`` (anchor, same-class, other-class) triplets from ``y``."""
+        for chunk in iter_sors_triplets(y, self.n_triplets, seed=self.random_state, chunk_size=self._fit_chunk):
+            yield {"triplets": chunk}
 
-        Parameters
-        ----------
-        X : sparse matrix or array, shape (n_rows, n_features)
-            Documents the triplets index.
-        triplets : array of int, shape (n, 3)
-            (anchor, positive, negative) row indices: the anchor should be more similar to
-            the positive than to the negative.
-        signs : array of {-1, +1}, shape (n,), optional
-            Per-triplet label y (the OMTRSL protocol): -1 swaps the roles of positive and negative.
-
-        Returns
-        -------
-        self
-        """
-        X, triplets, signs = self._prepare(X, triplets, signs)
-        start = time.perf_counter()
-        losses = self.engine_.partial_fit(X, triplets, signs)
-        self.train_seconds_ += time.perf_counter() - start
-        self.n_triplets_seen_ += triplets.shape[0]
-        self.n_updates_ += int(np.count_nonzero(losses))
-        self._model_cache = None
-        return self
-
-    def fit(self, X, y, progress=None):
-        """Learn from ``n_triplets`` triplets drawn from labels ``y`` by the SORS protocol.
-
-        Parameters
-        ----------
-        X : sparse matrix, shape (n_documents, n_features)
-        y : array, shape (n_documents,)
-            Class labels; every class needs at least two documents.
-        progress : callable, optional
-            Called with the number of triplets processed so far after each chunk.
-        """
-        X = check_csr(X)
-        y = check_labels(y, X.shape[0], min_per_class=2)
-        self._reset()
-        done = 0
-        for chunk in iter_sors_triplets(y, self.n_triplets, seed=self.random_state, chunk_size=4096):
-            self.partial_fit(X, chunk)
-            done += chunk.shape[0]
-            if progress is not None:
-                progress(done)
-        return self
+    def _metadata(self) -> dict:
+        return {
+            "algorithm": self._algorithm,
+            "params": {k: v for k, v in self.get_params().items()},
+            "n_triplets_seen": int(self.n_triplets_seen_),
+            "n_updates": int(self.n_updates_),
+            "train_seconds": float(self.train_seconds_),
+        }
 
     @property
     def model_(self) -> BilinearSimilarity:
         """The learned :class:`~sparsesim.models.BilinearSimilarity` (all lazy shrinkage applied)."""
-        if not hasattr(self, "engine_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit or partial_fit")
+        self._check_fitted()
         if getattr(self, "_model_cache", None) is None:
             identity = bool(self.identity)
             W = self.engine_.export_W(identity)
-            meta = {
-                "algorithm": self._algorithm,
-                "params": {k: v for k, v in self.get_params().items()},
-                "n_triplets_seen": int(self.n_triplets_seen_),
-                "n_updates": int(self.n_updates_),
-                "train_seconds": float(self.train_seconds_),
-            }
-            self._model_cache = BilinearSimilarity(W, identity=identity, metadata=meta)
+            self._model_cache = BilinearSimilarity(W, identity=identity, metadata=self._metadata())
         return self._model_cache
 
     def score_pairs(self, A, B):

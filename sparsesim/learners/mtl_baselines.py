@@ -129,7 +129,7 @@ class PAGlobal(_PABaseline):
     C : float, default 1.0
     """
 
-    _state_attrs = ("global_model_",)
+    _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("global_model_",)
 
     def _init_state(self, n_tasks: int, n_features: int) -> None:
         self.global_model_ = self._new_model(n_features)
@@ -150,7 +150,7 @@ class PAUnique(_PABaseline):
     C : float, default 1.0
     """
 
-    _state_attrs = ("models_",)
+    _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("models_",)
 
     def _init_state(self, n_tasks: int, n_features: int) -> None:
         self.models_ = [self._new_model(n_features) for _ in range(n_tasks)]
@@ -168,7 +168,8 @@ class PAUnique(_PABaseline):
 class _MultitaskPerceptron(OnlineMultiTaskClassifier):
     """Shared state: ``Wt`` (m x d, row j = w_j), the interaction inverse ``A_inv_`` and ``W^T W``."""
 
-    _state_attrs = ("_Wt", "A_inv_", "_wtw", "n_updates_", "_since_refresh", "_n_instances")
+    _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("_Wt", "A_inv_", "_wtw", "n_updates_",
+                                                             "_since_refresh", "_n_instances")
 
     def _weights(self) -> np.ndarray:
         return self._Wt

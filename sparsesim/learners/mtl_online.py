@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
 from ..data.mtl_classification import check_task_streams
 from ..exceptions import FileFormatError, InvalidInputError
 from ..persistence import load_bundle, save_bundle
 from ..validation import check_csr
+from .base import OnlineClassifier
 
 __all__ = ["Round", "iter_rounds", "make_round", "OnlineMultiTaskClassifier", "MultiTaskLinearModel"]
 
@@ -175,7 +175,7 @@ class MultiTaskLinearModel:
                 f"parts={sorted(self.parts)}, algorithm={self.metadata.get('algorithm')!r})")
 
 
-class OnlineMultiTaskClassifier(BaseEstimator):
+class OnlineMultiTaskClassifier(OnlineClassifier):
     """Base class: round loop, mistake counting, prediction. Subclasses implement
     ``_init_state(n_tasks, n_features)``, ``_learn_round(rnd) -> margins`` (margins of the round's
     instances *before* the update) and ``_weights() -> (n_tasks, n_features)`` array.
@@ -195,7 +195,8 @@ class OnlineMultiTaskClassifier(BaseEstimator):
         Margins before each update, per task, of the last :meth:`partial_fit` call.
     """
 
-    _state_attrs: tuple = ()
+    _learner_kind = "multitask-classifier"
+    _state_attrs: tuple = ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_", "online_margins_")
 
     # ---- subclass hooks
     def _init_state(self, n_tasks: int, n_features: int) -> None:  # pragma: no cover - abstract
@@ -212,11 +213,6 @@ class OnlineMultiTaskClassifier(BaseEstimator):
         return {}
 
     # ---- public API
-    def _reset(self) -> None:
-        for attr in ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_",
-                     "online_margins_") + tuple(self._state_attrs):
-            self.__dict__.pop(attr, None)
-
     def _start(self, n_tasks: int, n_features: int) -> None:
         self.n_tasks_ = n_tasks
         self.n_features_in_ = n_features
@@ -260,11 +256,6 @@ class OnlineMultiTaskClassifier(BaseEstimator):
         self.online_margins_ = margins
         return self
 
-    def fit(self, X, y):
-        """Reset and make one online pass over the per-task streams ``X``, ``y``."""
-        self._reset()
-        return self.partial_fit(X, y)
-
     @property
     def coef_(self) -> np.ndarray:
         """Task weight vectors as a dense ``(n_features, n_tasks)`` matrix (column ``i`` = task ``i``)."""
@@ -273,8 +264,7 @@ class OnlineMultiTaskClassifier(BaseEstimator):
     @property
     def model_(self) -> MultiTaskLinearModel:
         """The learned weights as a :class:`MultiTaskLinearModel` (``model_.save(path)`` writes them)."""
-        if not hasattr(self, "n_tasks_"):
-            raise InvalidInputError("the model is not fitted yet")
+        self._check_fitted()
         meta = {"algorithm": type(self).__name__,
                 "params": {k: _json_value(v) for k, v in self.get_params().items()},
                 "n_rounds": int(self.n_rounds_), "n_seen": self.n_seen_.tolist(),
@@ -283,8 +273,7 @@ class OnlineMultiTaskClassifier(BaseEstimator):
 
     def decision_function(self, X, task: int) -> np.ndarray:
         """Margins of the rows of ``X`` under the model of ``task``."""
-        if not hasattr(self, "n_tasks_"):
-            raise InvalidInputError("the model is not fitted yet")
+        self._check_fitted()
         if not 0 <= int(task) < self.n_tasks_:
             raise InvalidInputError(f"task {task} out of range 0..{self.n_tasks_ - 1}")
         X = check_csr(X, n_features=self.n_features_in_)

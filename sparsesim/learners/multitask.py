@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
 
 from ..engine.multitask import MultiTaskEngine
 from ..exceptions import FileFormatError, InvalidInputError
@@ -38,7 +37,7 @@ from ..parallel import run_parallel
 from ..persistence import load_bundle, save_bundle
 from ..triplets import iter_omtrsl_triplets
 from ..validation import check_csr, check_labels
-from .bilinear import check_triplets
+from .base import TripletLearner
 
 MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
 
@@ -176,17 +175,21 @@ def _query_rng(random_state):
     return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=(1,)))
 
 
-class _MultiTaskBase(BaseEstimator):
-    """Shared life cycle: task coding, validation, timing, fit from labels, model export."""
+class _MultiTaskBase(TripletLearner):
+    """Shared life cycle of the multi-task triplet learners: task coding, the OMTRSL protocol, model export."""
 
     _algorithm = ""
+    _learner_kind = "multitask-triplet"
+    _state_attrs = TripletLearner._state_attrs + ("tasks_", "n_queries_", "engine_", "engines_", "query_rng_",
+                                                  "task_seconds_")
+    _fit_chunk = 65536
 
     # -- hooks ------------------------------------------------------------------------------
     def _check_params(self):
         if not self.C > 0:
             raise InvalidInputError(f"C must be positive, got {self.C}")
 
-    def _init_state(self, d: int):  # pragma: no cover - abstract
+    def _make_engines(self, d: int):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _train(self, X, triplets, signs, codes):  # pragma: no cover - abstract
@@ -194,6 +197,31 @@ class _MultiTaskBase(BaseEstimator):
 
     def _export(self):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # -- state --------------------------------------------------------------------------------
+    def _start(self, d: int, tasks=None):
+        """Set the state up for ``d`` features and the task labels ``tasks`` (in order)."""
+        labels = np.asarray(tasks)
+        if labels.size == 0:
+            raise InvalidInputError("no task given")
+        if np.unique(labels).size != labels.size:
+            raise InvalidInputError("task labels must be distinct")
+        self._check_params()
+        self.tasks_ = labels
+        self._init_state(d)
+
+    def _init_state(self, d: int):
+        super()._init_state(d)
+        self.n_queries_ = 0
+        self._make_engines(d)
+
+    def _update(self, X, triplets, signs, codes):
+        signs = np.ones(triplets.shape[0]) if signs is None else signs
+        return self._train(X, triplets, signs, codes)
+
+    def _count(self, n, losses, queried):
+        super()._count(n, losses, queried)
+        self.n_queries_ += int(np.sum(queried))
 
     # -- task coding ------------------------------------------------------------------------
     def _task_codes(self, task_ids) -> np.ndarray:
@@ -207,7 +235,7 @@ class _MultiTaskBase(BaseEstimator):
         return order[pos].astype(np.int64)
 
     # -- public API ---------------------------------------------------------------------------
-    def partial_fit(self, X, triplets, signs=None, task_ids=None, tasks=None):
+    def partial_fit_triplets(self, X, triplets, signs=None, task_ids=None, tasks=None):
         """Learn from ``triplets`` of rows of ``X``, in order.
 
         Parameters
@@ -228,47 +256,32 @@ class _MultiTaskBase(BaseEstimator):
         self
         """
         X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
-        triplets, signs = check_triplets(triplets, X.shape[0], signs)
-        n = triplets.shape[0]
-        signs = np.ones(n) if signs is None else signs
+        n = np.asarray(triplets).shape[0] if np.ndim(triplets) else 0
+        first = not self.__sklearn_is_fitted__()
         if task_ids is None:
-            task_ids = np.full(n, (self.tasks_[0] if hasattr(self, "tasks_") else 0))
+            task_ids = np.full(n, 0 if first else self.tasks_[0])
         task_ids = np.asarray(task_ids)
         if task_ids.shape != (n,):
             raise InvalidInputError(f"task_ids must hold one task per triplet ({n}), got shape {task_ids.shape}")
-        if not hasattr(self, "tasks_"):
-            self._check_params()
-            labels = np.unique(task_ids) if tasks is None else np.asarray(tasks)
-            if labels.size == 0:
-                raise InvalidInputError("no task given")
-            if np.unique(labels).size != labels.size:
-                raise InvalidInputError("task labels must be distinct")
-            self.tasks_ = labels
-            self.n_features_in_ = X.shape[1]
-            self.n_triplets_seen_ = 0
-            self.n_updates_ = 0
-            self.n_queries_ = 0
-            self.train_seconds_ = 0.0
-            self._init_state(X.shape[1])
+        if first:
+            self._start(X.shape[1], np.unique(task_ids) if tasks is None else tasks)
         elif tasks is not None and not np.array_equal(np.asarray(tasks), self.tasks_):
             raise InvalidInputError(f"tasks {list(tasks)} differ from the tasks of the first call {list(self.tasks_)}")
-        codes = self._task_codes(task_ids)
-        start = time.perf_counter()
-        losses, queried = self._train(X, triplets, signs, codes)
-        self.train_seconds_ += time.perf_counter() - start
-        self.n_triplets_seen_ += n
-        self.n_updates_ += int(np.count_nonzero(losses))
-        self.n_queries_ += int(np.sum(queried))
-        self._model_cache = None
-        return self
+        return self._learn(X, triplets, signs, codes=self._task_codes(task_ids))
+
+    def _triplet_stream(self, y, tasks):
+        """The OMTRSL protocol (:func:`sparsesim.triplets.iter_omtrsl_triplets`)."""
+        for trip, signs, task_ids in iter_omtrsl_triplets(y, self.n_triplets, seed=self.random_state, tasks=tasks,
+                                                          chunk_size=self._fit_chunk):
+            yield {"triplets": trip, "signs": signs, "codes": self._task_codes(task_ids)}
 
     def fit(self, X, y, tasks, progress=None):
         """Learn from ``n_triplets`` triplets drawn from labels ``y`` and the task column ``tasks``.
 
-        The OMTRSL protocol (``papers/000`` line 231, :func:`sparsesim.triplets.omtrsl_triplets`):
-        a task is drawn uniformly, then a same-class pair and an other-class document inside it,
-        and a fair coin gives y_t. The stream depends only on ``random_state``, so every
-        algorithm sees the same triplets for the same seed.
+        The OMTRSL protocol (:func:`sparsesim.triplets.omtrsl_triplets`): a task is drawn
+        uniformly, then a same-class pair and an other-class document inside it, and a fair coin
+        gives y_t. The stream depends only on ``random_state``, so every algorithm sees the same
+        triplets for the same seed.
 
         Parameters
         ----------
@@ -279,33 +292,17 @@ class _MultiTaskBase(BaseEstimator):
             Task of each document; every task needs two classes and no single-document class.
         progress : callable, optional
             Called with the number of triplets processed after each chunk.
+
+        Returns
+        -------
+        self
         """
         X = check_csr(X)
         y = check_labels(y, X.shape[0])
         tasks = np.asarray(tasks)
         if tasks.shape != (X.shape[0],):
             raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
-        self._reset()
-        labels = np.unique(tasks)
-        done = 0
-        for trip, signs, task_ids in iter_omtrsl_triplets(y, self.n_triplets, seed=self.random_state, tasks=tasks,
-                                                          chunk_size=self._fit_chunk):
-            self.partial_fit(X, trip, signs, task_ids, tasks=labels)
-            done += trip.shape[0]
-            if progress is not None:
-                progress(done)
-        if not hasattr(self, "tasks_"):  # n_triplets == 0: an untrained model (M^k = I)
-            self.partial_fit(X, np.empty((0, 3), np.int64), None, np.empty(0, labels.dtype), tasks=labels)
-        return self
-
-    _fit_chunk = 65536
-
-    def _reset(self):
-        for attr in ("tasks_", "n_features_in_", "n_triplets_seen_", "n_updates_", "n_queries_",
-                     "train_seconds_", "engine_", "engines_", "query_rng_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
-        self._model_cache = None
+        return self._fit_stream(X, self._triplet_stream(y, tasks), progress, tasks=np.unique(tasks))
 
     @property
     def query_ratio_(self) -> float:
@@ -318,12 +315,6 @@ class _MultiTaskBase(BaseEstimator):
         """Model updates (positive-loss triplets) per second of training."""
         self._check_fitted()
         return self.n_updates_ / self.train_seconds_ if self.train_seconds_ > 0 else 0.0
-
-    def _check_fitted(self):
-        if not hasattr(self, "tasks_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit or partial_fit")
 
     def _metadata(self) -> dict:
         return {
@@ -431,7 +422,7 @@ class OMTRSL(_MultiTaskBase):
     def _rate(self) -> float:
         return 1.0
 
-    def _init_state(self, d):
+    def _make_engines(self, d):
         self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self.b, C=self.C, query=self._query, rate=self._rate(),
                                        storage=self.storage, initial_capacity=self.initial_capacity,
                                        compact=self.compact)
@@ -536,7 +527,7 @@ class OGRSL(_MultiTaskBase):
         self.initial_capacity = initial_capacity
         self.compact = compact
 
-    def _init_state(self, d):
+    def _make_engines(self, d):
         self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
                                        initial_capacity=self.initial_capacity, compact=self.compact)
 
@@ -597,7 +588,7 @@ class OSTRSL(_MultiTaskBase):
         self.initial_capacity = initial_capacity
         self.compact = compact
 
-    def _init_state(self, d):
+    def _make_engines(self, d):
         self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
                                          initial_capacity=self.initial_capacity, compact=self.compact)
                          for _ in self.tasks_]

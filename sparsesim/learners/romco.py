@@ -230,8 +230,9 @@ class ROMCO(OnlineMultiTaskClassifier):
     (20, 3)
     """
 
-    _state_attrs = ("_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_",
-                    "rank_", "n_materialized_", "n_corrected_", "_since_refresh")
+    _state_attrs = OnlineMultiTaskClassifier._state_attrs + (
+        "_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_", "rank_",
+        "n_materialized_", "n_corrected_", "_since_refresh")
 
     def __init__(self, regularizer: str = "nuclear", eta1: float = 0.1, eta2: float = 0.1,
                  lam1: float = 1e-4, lam2: float = 1e-4, gram_refresh: int = 500):

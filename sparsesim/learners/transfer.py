@@ -38,6 +38,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
 from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
+from .base import OnlineClassifier
 from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, _signed_labels
 
 COMBINERS = ("target", "hedge", "discount")
@@ -258,7 +259,7 @@ class KNNSourceHypothesis(BaseEstimator):
 # ----------------------------------------------------------------------------------------------
 # OHT1 / OHT2 / PA baselines
 # ----------------------------------------------------------------------------------------------
-class OHTClassifier(ClassifierMixin, BaseEstimator):
+class OHTClassifier(ClassifierMixin, OnlineClassifier):
     """Online heterogeneous transfer classifier (OHT1, OHT2) or its target-only PA baseline.
 
     Parameters
@@ -311,6 +312,9 @@ class OHTClassifier(ClassifierMixin, BaseEstimator):
     >>> bool(clf.n_mistakes_ < 50)
     True
     """
+
+    _state_attrs = ("n_features_in_", "target_", "theta_", "alpha_", "n_seen_", "n_mistakes_", "mistakes_",
+                    "classes_")  # not source_: fit keeps the source hypothesis
 
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
                  C: float = 5.0, sigma: float = 8.0, eta: float = 0.5, alpha: float | None = None,
@@ -442,7 +446,7 @@ class OHTClassifier(ClassifierMixin, BaseEstimator):
         source_scores : array (n,), optional
             Precomputed ``h(x)`` per row; default: ``self.source_.decision_function(X)``.
         """
-        first = not hasattr(self, "target_")
+        first = not self.__sklearn_is_fitted__()
         X = _check_dense(X, n_features=None if first else self.n_features_in_)
         y = _signed_labels(y)
         if y.shape[0] != X.shape[0]:
@@ -456,9 +460,7 @@ class OHTClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, source_scores=None):
         """Reset the online state (not the source hypothesis) and make one pass over ``X``."""
-        if hasattr(self, "target_"):
-            del self.target_
-        return self.partial_fit(X, y, source_scores=source_scores)
+        return super().fit(X, y, source_scores=source_scores)
 
     def decision_function(self, X, source_scores=None) -> np.ndarray:
         """Combined scores with the current weights (no update)."""

@@ -1,0 +1,231 @@
+"""The one estimator contract of sparsesim's learners.
+
+Two families share one root (the split metric-learn makes between tuple learners and their
+``*_Supervised`` front ends):
+
+* :class:`TripletLearner` learns a similarity S(x, x') from triplets of rows of a CSR corpus.
+  :meth:`TripletLearner.partial_fit_triplets` is the one triplet-level method: it continues
+  from the current model. ``fit(X, y)`` (``fit(X, y, tasks)`` for the multi-task family)
+  resets the state, draws the family's paper protocol triplets from the labels and feeds them,
+  in chunks, to the same triplet-level update.
+* :class:`OnlineClassifier` learns a classifier from a labelled stream. ``partial_fit(X, y)`` keeps
+  scikit-learn's meaning (one online pass over the rows, in order, continuing from the current
+  model); ``fit(X, y)`` resets and makes one pass.
+
+Every learner, after ``fit``:
+
+* has ``n_features_in_``, its counters (``n_triplets_seen_``, ``n_updates_``, ``train_seconds_``
+  for triplet learners; ``n_seen_``, ``n_mistakes_`` for classifiers) and, when the family has a
+  saved-model format, ``model_`` (an object of :mod:`sparsesim.models` with ``save``/``load``);
+* forgets everything a previous ``fit`` learned (the attributes in ``_state_attrs``);
+* declares sparse input in ``__sklearn_tags__``, together with the checks of
+  :mod:`sparsesim.checks` and of scikit-learn that do not apply to it and why
+  (:class:`SparsesimTags`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils import Tags
+
+from ..exceptions import NotFittedError
+from ..validation import check_csr, check_labels, check_triplets
+
+__all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
+
+
+@dataclass
+class SparsesimTags(Tags):
+    """scikit-learn's tags plus what sparsesim's common checks need to know.
+
+    Attributes
+    ----------
+    learner_kind : str
+        ``"triplet"``, ``"multitask-triplet"``, ``"online-classifier"`` or
+        ``"multitask-classifier"``: selects the checks of :mod:`sparsesim.checks`.
+    skipped_checks : dict of str to str
+        Common-check name -> the reason it does not apply to this estimator. Names of
+        scikit-learn checks are passed to ``parametrize_with_checks`` as expected failures.
+    """
+
+    learner_kind: str = ""
+    skipped_checks: dict = field(default_factory=dict)
+
+
+class SparsesimEstimator(BaseEstimator):
+    """Root of every learner: fitted-state life cycle, fitted check, tags.
+
+    Subclasses list their fitted attributes in ``_state_attrs`` (``fit`` deletes them) and the
+    checks that do not apply to them, with the reason, in ``_skipped_checks``.
+    """
+
+    _algorithm = ""
+    _learner_kind = ""
+    _state_attrs: tuple = ("n_features_in_",)
+    _skipped_checks: dict = {}
+
+    def _reset(self) -> None:
+        """Forget everything learned: the attributes of ``_state_attrs`` and the cached model."""
+        for attr in self._state_attrs:
+            self.__dict__.pop(attr, None)
+        self._model_cache = None
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return "n_features_in_" in self.__dict__
+
+    def _check_fitted(self) -> None:
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
+
+    def __sklearn_tags__(self) -> SparsesimTags:
+        base = super().__sklearn_tags__()
+        fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+        tags = SparsesimTags(**fields, learner_kind=self._learner_kind, skipped_checks=dict(self._skipped_checks))
+        tags.input_tags.sparse = True
+        return tags
+
+
+class TripletLearner(SparsesimEstimator):
+    """A similarity learned from triplets (anchor, first, second) of rows of a corpus.
+
+    Subclasses implement
+
+    * ``_init_state(d)`` — create the engine for ``d`` features (called once per ``fit`` and on
+      the first :meth:`partial_fit_triplets`; the counters are set here);
+    * ``_update(X, triplets, signs, **extra) -> (losses, queried)`` — run the update rule over
+      already checked inputs; ``queried`` is ``None`` for learners that see every label;
+    * ``_triplet_stream(y, **views)`` — the paper protocol: yields keyword batches
+      ``{"triplets": ..., "signs": ..., ...}`` for the update;
+    * ``model_`` — the learned model.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    n_triplets_seen_ : int
+        Triplets received.
+    n_updates_ : int
+        Triplets that changed the model (positive loss, and queried where labels are asked).
+    train_seconds_ : float
+        Wall time spent in the update rule.
+    """
+
+    _learner_kind = "triplet"
+    _state_attrs = ("n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_")
+    _fit_chunk = 4096
+
+    # -- hooks --------------------------------------------------------------------------------
+    def _init_state(self, d: int) -> None:
+        self.n_features_in_ = int(d)
+        self.n_triplets_seen_ = 0
+        self.n_updates_ = 0
+        self.train_seconds_ = 0.0
+
+    def _update(self, X, triplets, signs, **extra):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _triplet_stream(self, y, **views):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- the triplet-level method ---------------------------------------------------------------
+    def partial_fit_triplets(self, X, triplets, signs=None):
+        """Update the model with ``triplets`` over the rows of ``X``, in order.
+
+        Parameters
+        ----------
+        X : sparse matrix or array, shape (n_rows, n_features)
+            Documents the triplets index.
+        triplets : array of int, shape (n, 3)
+            (anchor, first, second) row indices: with sign +1 the anchor should be more similar
+            to the first document than to the second.
+        signs : array of {-1, +1}, shape (n,), optional
+            Per-triplet label (default all +1); -1 swaps the roles of the two documents.
+
+        Returns
+        -------
+        self
+        """
+        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
+        if not self.__sklearn_is_fitted__():
+            self._init_state(X.shape[1])
+        return self._learn(X, triplets, signs)
+
+    def _learn(self, X, triplets, signs=None, **extra):
+        """Check the triplets, run the update rule on an already checked ``X``, count."""
+        triplets, signs = check_triplets(triplets, X.shape[0], signs)
+        start = time.perf_counter()
+        try:
+            losses, queried = self._update(X, triplets, signs, **extra)
+        finally:
+            self.train_seconds_ += time.perf_counter() - start
+            self._model_cache = None
+        self._count(triplets.shape[0], losses, queried)
+        return self
+
+    def _count(self, n, losses, queried) -> None:
+        self.n_triplets_seen_ += int(n)
+        self.n_updates_ += int(np.count_nonzero(losses))
+
+    # -- learning from labels -------------------------------------------------------------------
+    def fit(self, X, y, progress=None):
+        """Learn from the triplets the paper protocol draws from labels ``y``.
+
+        Parameters
+        ----------
+        X : sparse matrix or array, shape (n_documents, n_features)
+        y : array, shape (n_documents,)
+            Class labels; every class needs at least two documents.
+        progress : callable, optional
+            Called with the number of triplets processed so far after each chunk.
+
+        Returns
+        -------
+        self
+        """
+        X = check_csr(X)
+        y = check_labels(y, X.shape[0], min_per_class=2)
+        return self._fit_stream(X, self._triplet_stream(y), progress)
+
+    def _start(self, d: int) -> None:
+        """Set the fitted state up for ``d`` features (``fit`` passes its views, e.g. tasks)."""
+        self._init_state(d)
+
+    def _fit_stream(self, X, stream, progress=None, **views):
+        """Reset, set the state up for ``X`` and learn from every batch of ``stream`` (X checked once)."""
+        self._reset()
+        self._start(X.shape[1], **views)
+        done = 0
+        for batch in stream:
+            self._learn(X, **batch)
+            done += batch["triplets"].shape[0]
+            if progress is not None:
+                progress(done)
+        return self
+
+    # -- scoring ------------------------------------------------------------------------------
+    @property
+    def model_(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class OnlineClassifier(SparsesimEstimator):
+    """A classifier learned online from a labelled stream (scikit-learn's ``partial_fit`` meaning).
+
+    Subclasses implement ``partial_fit(X, y, ...)``: one online pass over the rows, in order,
+    continuing from the current model. ``fit`` resets the state listed in ``_state_attrs`` and
+    makes one pass; extra keyword arguments (views of the data, e.g. precomputed source scores)
+    go to ``partial_fit``.
+    """
+
+    _learner_kind = "online-classifier"
+
+    def fit(self, X, y, **views):
+        """Reset the online state and make one pass over ``X``, ``y`` (see :meth:`partial_fit`)."""
+        self._reset()
+        return self.partial_fit(X, y, **views)
+
+    def partial_fit(self, X, y, **views):  # pragma: no cover - abstract
+        raise NotImplementedError
