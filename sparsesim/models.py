@@ -1,4 +1,12 @@
-"""Learned similarity models and their no-pickle file format."""
+"""Every persisted model class and its no-pickle file format.
+
+* :class:`BilinearSimilarity` — S(x, x') = x^T M x' (single-task similarity learners, baselines).
+* :class:`MultiTaskSimilarity` — K bilinear similarities sharing one part (multi-task similarity).
+* :class:`MultiTaskLinearModel` — one linear classifier per task (online multi-task classifiers).
+
+Learners build these (``est.model_``); indexes, workflows and the CLI load them. The module
+depends only on the core (validation, persistence, exceptions).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,8 @@ from .persistence import load_bundle, save_bundle
 from .validation import check_csr
 
 MODEL_KIND = "bilinear-similarity"
+MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
+LINEAR_MODEL_KIND = "multitask-linear-classifier"
 
 
 class BilinearSimilarity:
@@ -167,3 +177,207 @@ class BilinearSimilarity:
     def __repr__(self):
         return (f"BilinearSimilarity(d={self.n_features}, nnz(M)={self.nnz()}, "
                 f"identity={self.identity}, algorithm={self.metadata.get('algorithm')!r})")
+
+
+def _json_label(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+class MultiTaskSimilarity:
+    """K bilinear similarities S^k(x, x') = x^T (I + S + O_k) x' sharing one matrix S.
+
+    Parameters
+    ----------
+    own : list of sparse matrices (d, d)
+        The per-task parts O_k (zero matrices for a purely global model).
+    shared : sparse matrix (d, d) or None
+        The shared part S (``None`` = 0).
+    tasks : sequence
+        Task labels, one per own matrix (JSON-serialisable: str or int).
+    metadata : dict, optional
+    """
+
+    def __init__(self, own, shared=None, tasks=None, metadata=None):
+        if not own:
+            raise InvalidInputError("a multi-task model needs at least one task")
+        self.own = [sp.csr_matrix(m, dtype=np.float64) for m in own]
+        d = self.own[0].shape[0]
+        for m in self.own:
+            if m.shape != (d, d):
+                raise InvalidInputError(f"every task matrix must be {d} x {d}, got {m.shape}")
+        self.shared = None if shared is None else sp.csr_matrix(shared, dtype=np.float64)
+        if self.shared is not None and self.shared.shape != (d, d):
+            raise InvalidInputError(f"the shared matrix must be {d} x {d}, got {self.shared.shape}")
+        self.tasks = [_json_label(t) for t in (tasks if tasks is not None else range(len(self.own)))]
+        if len(self.tasks) != len(self.own):
+            raise InvalidInputError(f"{len(self.tasks)} task labels for {len(self.own)} task matrices")
+        self.metadata = dict(metadata or {})
+        self._cache = {}
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.own)
+
+    @property
+    def n_features(self) -> int:
+        return self.own[0].shape[0]
+
+    def task_index(self, task) -> int:
+        """Position of ``task``: looked up among the task labels first, else taken as an index."""
+        for k, t in enumerate(self.tasks):
+            if t == _json_label(task):
+                return k
+        if isinstance(task, (int, np.integer)) and 0 <= int(task) < self.n_tasks:
+            return int(task)
+        raise InvalidInputError(f"unknown task {task!r}; tasks: {self.tasks}")
+
+    def model_for(self, task) -> BilinearSimilarity:
+        """The :class:`BilinearSimilarity` of ``task`` (M = I + S + O_k)."""
+        k = self.task_index(task)
+        if k not in self._cache:
+            W = self.own[k] if self.shared is None else (self.own[k] + self.shared)
+            W = sp.csr_matrix(W)
+            W.eliminate_zeros()
+            meta = dict(self.metadata)
+            meta["task"] = self.tasks[k]
+            self._cache[k] = BilinearSimilarity(W, identity=True, metadata=meta)
+        return self._cache[k]
+
+    def score_pairs(self, task, A, B) -> np.ndarray:
+        """Row-wise S^task(A[i], B[i])."""
+        return self.model_for(task).score_pairs(A, B)
+
+    def score_matrix(self, task, Q, X) -> np.ndarray:
+        """Dense similarities of queries ``Q`` against corpus ``X`` under task ``task``'s model."""
+        return self.model_for(task).score_matrix(Q, X)
+
+    # -- persistence ----------------------------------------------------------------------
+    def _arrays(self) -> dict:
+        out = {}
+        mats = [(f"own{k}", m) for k, m in enumerate(self.own)]
+        if self.shared is not None:
+            mats.append(("shared", self.shared))
+        for name, m in mats:
+            m = sp.csr_matrix(m)
+            m.sort_indices()
+            out[f"{name}_indptr"] = m.indptr.astype(np.int64)
+            out[f"{name}_indices"] = m.indices.astype(np.int32)
+            out[f"{name}_data"] = m.data.astype(np.float64)
+        return out
+
+    def save(self, path: str | os.PathLike) -> dict:
+        """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
+        meta = dict(self.metadata)
+        meta.update(n_features=self.n_features, n_tasks=self.n_tasks, tasks=list(self.tasks),
+                    has_shared=self.shared is not None)
+        return save_bundle(path, self._arrays(), meta, kind=MULTITASK_MODEL_KIND)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MultiTaskSimilarity":
+        """Read a model written by :meth:`save` (format, kind and checksum verified)."""
+        arrays, meta = load_bundle(path, kind=MULTITASK_MODEL_KIND)
+        try:
+            d = int(meta["n_features"])
+
+            def mat(name):
+                m = sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
+                                  shape=(d, d))
+                m.check_format(full_check=True)
+                return m
+
+            own = [mat(f"own{k}") for k in range(int(meta["n_tasks"]))]
+            shared = mat("shared") if meta.get("has_shared") else None
+        except (KeyError, ValueError, TypeError) as exc:
+            raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({exc})") from None
+        return cls(own, shared, tasks=meta.get("tasks"), metadata=meta)
+
+    def __repr__(self):
+        return (f"MultiTaskSimilarity(d={self.n_features}, tasks={self.tasks}, "
+                f"shared={'yes' if self.shared is not None else 'no'}, "
+                f"algorithm={self.metadata.get('algorithm')!r})")
+
+
+def json_value(v):
+    """A JSON-safe copy of a parameter value (numpy scalars unwrapped, other objects by repr)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    return repr(v)
+
+
+class MultiTaskLinearModel:
+    """The learned weights of an online multi-task classifier: one linear model per task.
+
+    Parameters
+    ----------
+    coef : array, shape (n_features, n_tasks)
+        Column ``i`` is task ``i``'s weight vector (the estimators' ``coef_``).
+    parts : dict of str to array of shape (n_features, n_tasks), optional
+        Named components whose sum is ``coef`` (ROMCO: ``"U"``, the low-rank part, and ``"V"``, the
+        group-sparse part), kept so a learner can resume from them (``ROMCO.set_state(U, V)``).
+    metadata : dict, optional
+        Algorithm, parameters and training facts (JSON-serialisable), saved with the model.
+    """
+
+    def __init__(self, coef, parts: dict | None = None, metadata: dict | None = None):
+        coef = np.array(coef, dtype=np.float64)
+        if coef.ndim != 2 or coef.shape[1] < 1:
+            raise InvalidInputError(f"coef must be an (n_features, n_tasks) matrix, got shape {coef.shape}")
+        if not np.all(np.isfinite(coef)):
+            raise InvalidInputError("coef contains NaN or infinite values")
+        self.coef = coef
+        self.parts = {}
+        for name, part in (parts or {}).items():
+            part = np.array(part, dtype=np.float64)
+            if part.shape != coef.shape or not np.all(np.isfinite(part)):
+                raise InvalidInputError(f"part {name!r} must be a finite {coef.shape} matrix")
+            self.parts[str(name)] = part
+        if self.parts and not np.allclose(sum(self.parts.values()), coef, rtol=1e-9, atol=1e-12):
+            raise InvalidInputError(f"the parts {sorted(self.parts)} do not add up to coef")
+        self.metadata = dict(metadata or {})
+
+    @property
+    def n_features(self) -> int:
+        return self.coef.shape[0]
+
+    @property
+    def n_tasks(self) -> int:
+        return self.coef.shape[1]
+
+    def decision_function(self, X, task: int) -> np.ndarray:
+        """Margins of the rows of ``X`` (CSR or dense, ``n_features`` columns) for ``task``."""
+        if not 0 <= int(task) < self.n_tasks:
+            raise InvalidInputError(f"task {task} out of range 0..{self.n_tasks - 1}")
+        X = check_csr(X, n_features=self.n_features)
+        return np.asarray(X @ self.coef[:, int(task)]).ravel()
+
+    def predict(self, X, task: int) -> np.ndarray:
+        """Labels in {-1, +1} for ``task`` (margin 0 -> +1)."""
+        return np.where(self.decision_function(X, task) >= 0, 1, -1)
+
+    def save(self, path: str | os.PathLike) -> dict:
+        """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
+        meta = dict(self.metadata)
+        meta.update(n_features=self.n_features, n_tasks=self.n_tasks, parts=sorted(self.parts))
+        arrays = {"coef": self.coef, **{f"part_{name}": part for name, part in self.parts.items()}}
+        return save_bundle(path, arrays, meta, kind=LINEAR_MODEL_KIND)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MultiTaskLinearModel":
+        """Read a model written by :meth:`save` (format, kind and checksum verified)."""
+        arrays, meta = load_bundle(path, kind=LINEAR_MODEL_KIND)
+        try:
+            coef = arrays["coef"]
+            if coef.shape != (int(meta["n_features"]), int(meta["n_tasks"])):
+                raise ValueError(f"coef has shape {coef.shape}")
+            parts = {name: arrays[f"part_{name}"] for name in meta.get("parts", [])}
+            return cls(coef, parts=parts, metadata=meta)
+        except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
+            raise FileFormatError(f"{path}: inconsistent multi-task linear model ({exc})") from None
+
+    def __repr__(self):
+        return (f"MultiTaskLinearModel(n_features={self.n_features}, n_tasks={self.n_tasks}, "
+                f"parts={sorted(self.parts)}, algorithm={self.metadata.get('algorithm')!r})")

@@ -71,3 +71,91 @@ def check_triplets(triplets, n_rows: int, signs=None):
         if signs.shape != (triplets.shape[0],) or not np.all(np.isin(signs, (-1.0, 1.0))):
             raise InvalidInputError("signs must hold one value in {-1, +1} per triplet")
     return triplets, signs
+
+
+def _signed_task_labels(y, task: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise InvalidInputError(f"labels of task {task} must be 1-D, got shape {y.shape}")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise InvalidInputError(f"labels of task {task} contain NaN or infinite values")
+    values = set(np.unique(y).tolist())
+    if values <= {-1, 1}:
+        out = y.astype(np.float64)
+    elif values <= {0, 1}:
+        out = np.where(y == 1, 1.0, -1.0)
+    else:
+        raise InvalidInputError(
+            f"labels of task {task} must be in {{-1, +1}} or {{0, 1}}, got {sorted(values)[:5]}"
+        )
+    if np.unique(out).size < 2:
+        raise InvalidInputError(
+            f"task {task} has only one class ({'+1' if out.size and out[0] > 0 else '-1'}); "
+            "every task needs both classes"
+        )
+    return out
+
+
+def check_task_streams(X, y, n_features: int | None = None, n_tasks: int | None = None):
+    """Validate per-task streams; return ``(list of canonical float64 CSR, list of ±1 labels)``.
+
+    Parameters
+    ----------
+    X : sequence of sparse matrices or 2-D arrays
+        One matrix per task.
+    y : sequence of 1-D arrays
+        One label vector per task, values in {-1, +1} or {0, 1}.
+    n_features, n_tasks : int, optional
+        Expected width / number of tasks (e.g. of an already fitted model).
+
+    Raises
+    ------
+    InvalidInputError
+        NaN/inf values, tasks with different feature counts, a label/row count mismatch, a task
+        with one class only, an empty task, a wrong number of tasks.
+    """
+    if sp.issparse(X) or isinstance(X, np.ndarray) and X.ndim == 2:
+        raise InvalidInputError("X must be a list with one matrix per task (got a single matrix)")
+    X = list(X)
+    y = list(y)
+    if not X:
+        raise InvalidInputError("no tasks given")
+    if len(X) != len(y):
+        raise InvalidInputError(f"{len(X)} task matrices but {len(y)} label vectors")
+    if n_tasks is not None and len(X) != n_tasks:
+        raise InvalidInputError(f"{len(X)} tasks given but the model has {n_tasks}")
+    out_X, out_y = [], []
+    widths = []
+    for i, (x, labels) in enumerate(zip(X, y)):
+        if sp.issparse(x):
+            x = sp.csr_matrix(x, dtype=np.float64)
+        else:
+            arr = np.asarray(x, dtype=np.float64)
+            if arr.ndim != 2:
+                raise InvalidInputError(f"task {i}: X must be 2-D, got shape {arr.shape}")
+            x = sp.csr_matrix(arr)
+        if not np.all(np.isfinite(x.data)):
+            bad = int(np.count_nonzero(~np.isfinite(x.data)))
+            raise InvalidInputError(f"task {i}: X contains {bad} NaN or infinite value(s)")
+        if x.shape[0] == 0:
+            raise InvalidInputError(f"task {i} has no instances")
+        x.sum_duplicates()
+        x.sort_indices()
+        labels = _signed_task_labels(labels, str(i))
+        if labels.shape[0] != x.shape[0]:
+            raise InvalidInputError(
+                f"task {i}: {x.shape[0]} instances but {labels.shape[0]} labels"
+            )
+        widths.append(x.shape[1])
+        out_X.append(x)
+        out_y.append(labels)
+    if len(set(widths)) > 1:
+        raise InvalidInputError(
+            f"tasks have different feature counts {sorted(set(widths))}; all tasks must share one "
+            "feature space (align or pad the features first)"
+        )
+    if n_features is not None and widths[0] != n_features:
+        raise InvalidInputError(
+            f"X has {widths[0]} features but the model was fitted with {n_features} (feature-count mismatch)"
+        )
+    return out_X, out_y

@@ -196,7 +196,7 @@ def test_real_data_loaders_small():
 
 @pytest.mark.parametrize("name", algorithms_of_kind("multitask-classifier"))
 def test_every_classifier_saves_a_model_that_predicts_like_it(name, tmp_path):
-    from sparsesim.learners.mtl_online import MultiTaskLinearModel
+    from sparsesim.models import MultiTaskLinearModel
 
     X, y = streams(seed=3)
     est = make_estimator(name).fit(X, y)
@@ -219,7 +219,7 @@ def test_every_classifier_saves_a_model_that_predicts_like_it(name, tmp_path):
 
 def test_saved_linear_model_bad_input(tmp_path):
     from sparsesim.exceptions import FileFormatError
-    from sparsesim.learners.mtl_online import MultiTaskLinearModel
+    from sparsesim.models import MultiTaskLinearModel
     from sparsesim.models import BilinearSimilarity
 
     coef = np.arange(6.0).reshape(3, 2)

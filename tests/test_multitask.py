@@ -14,10 +14,10 @@ from sparsesim.learners.multitask import (
     OGRSL,
     OMTRSL,
     OSTRSL,
-    MultiTaskSimilarity,
     OMTRSLActive,
     OMTRSLRandom,
 )
+from sparsesim.models import MultiTaskSimilarity
 from sparsesim.registry import algorithms_of_kind, make_estimator
 from sparsesim.triplets import omtrsl_triplets
 

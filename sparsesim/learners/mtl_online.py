@@ -12,23 +12,18 @@ no decision was made (the same convention as :class:`~sparsesim.learners.linear_
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from ..data.mtl_classification import check_task_streams
-from ..exceptions import FileFormatError, InvalidInputError
-from ..persistence import load_bundle, save_bundle
-from ..validation import check_csr
+from ..exceptions import InvalidInputError
+from ..models import MultiTaskLinearModel, json_value
+from ..validation import check_csr, check_task_streams
 from .base import OnlineClassifier
 
-__all__ = ["Round", "iter_rounds", "make_round", "OnlineMultiTaskClassifier", "MultiTaskLinearModel"]
-
-LINEAR_MODEL_KIND = "multitask-linear-classifier"
-
+__all__ = ["Round", "iter_rounds", "make_round", "OnlineMultiTaskClassifier"]
 
 @dataclass(frozen=True)
 class Round:
@@ -87,92 +82,6 @@ def iter_rounds(X: list, y: list):
             lo, hi = x.indptr[t], x.indptr[t + 1]
             rows.append((x.indices[lo:hi], x.data[lo:hi]))
         yield make_round(tasks, rows, [y[i][t] for i in tasks])
-
-
-def _json_value(v):
-    """A JSON-safe copy of a parameter value (numpy scalars unwrapped, other objects by repr)."""
-    if isinstance(v, np.generic):
-        return v.item()
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_json_value(x) for x in v]
-    return repr(v)
-
-
-class MultiTaskLinearModel:
-    """The learned weights of an online multi-task classifier: one linear model per task.
-
-    Parameters
-    ----------
-    coef : array, shape (n_features, n_tasks)
-        Column ``i`` is task ``i``'s weight vector (the estimators' ``coef_``).
-    parts : dict of str to array of shape (n_features, n_tasks), optional
-        Named components whose sum is ``coef`` (ROMCO: ``"U"``, the low-rank part, and ``"V"``, the
-        group-sparse part), kept so a learner can resume from them (``ROMCO.set_state(U, V)``).
-    metadata : dict, optional
-        Algorithm, parameters and training facts (JSON-serialisable), saved with the model.
-    """
-
-    def __init__(self, coef, parts: dict | None = None, metadata: dict | None = None):
-        coef = np.array(coef, dtype=np.float64)
-        if coef.ndim != 2 or coef.shape[1] < 1:
-            raise InvalidInputError(f"coef must be an (n_features, n_tasks) matrix, got shape {coef.shape}")
-        if not np.all(np.isfinite(coef)):
-            raise InvalidInputError("coef contains NaN or infinite values")
-        self.coef = coef
-        self.parts = {}
-        for name, part in (parts or {}).items():
-            part = np.array(part, dtype=np.float64)
-            if part.shape != coef.shape or not np.all(np.isfinite(part)):
-                raise InvalidInputError(f"part {name!r} must be a finite {coef.shape} matrix")
-            self.parts[str(name)] = part
-        if self.parts and not np.allclose(sum(self.parts.values()), coef, rtol=1e-9, atol=1e-12):
-            raise InvalidInputError(f"the parts {sorted(self.parts)} do not add up to coef")
-        self.metadata = dict(metadata or {})
-
-    @property
-    def n_features(self) -> int:
-        return self.coef.shape[0]
-
-    @property
-    def n_tasks(self) -> int:
-        return self.coef.shape[1]
-
-    def decision_function(self, X, task: int) -> np.ndarray:
-        """Margins of the rows of ``X`` (CSR or dense, ``n_features`` columns) for ``task``."""
-        if not 0 <= int(task) < self.n_tasks:
-            raise InvalidInputError(f"task {task} out of range 0..{self.n_tasks - 1}")
-        X = check_csr(X, n_features=self.n_features)
-        return np.asarray(X @ self.coef[:, int(task)]).ravel()
-
-    def predict(self, X, task: int) -> np.ndarray:
-        """Labels in {-1, +1} for ``task`` (margin 0 -> +1)."""
-        return np.where(self.decision_function(X, task) >= 0, 1, -1)
-
-    def save(self, path: str | os.PathLike) -> dict:
-        """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
-        meta = dict(self.metadata)
-        meta.update(n_features=self.n_features, n_tasks=self.n_tasks, parts=sorted(self.parts))
-        arrays = {"coef": self.coef, **{f"part_{name}": part for name, part in self.parts.items()}}
-        return save_bundle(path, arrays, meta, kind=LINEAR_MODEL_KIND)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "MultiTaskLinearModel":
-        """Read a model written by :meth:`save` (format, kind and checksum verified)."""
-        arrays, meta = load_bundle(path, kind=LINEAR_MODEL_KIND)
-        try:
-            coef = arrays["coef"]
-            if coef.shape != (int(meta["n_features"]), int(meta["n_tasks"])):
-                raise ValueError(f"coef has shape {coef.shape}")
-            parts = {name: arrays[f"part_{name}"] for name in meta.get("parts", [])}
-            return cls(coef, parts=parts, metadata=meta)
-        except (KeyError, ValueError, TypeError, InvalidInputError) as exc:
-            raise FileFormatError(f"{path}: inconsistent multi-task linear model ({exc})") from None
-
-    def __repr__(self):
-        return (f"MultiTaskLinearModel(n_features={self.n_features}, n_tasks={self.n_tasks}, "
-                f"parts={sorted(self.parts)}, algorithm={self.metadata.get('algorithm')!r})")
 
 
 class OnlineMultiTaskClassifier(OnlineClassifier):
@@ -266,7 +175,7 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
         """The learned weights as a :class:`MultiTaskLinearModel` (``model_.save(path)`` writes them)."""
         self._check_fitted()
         meta = {"algorithm": type(self).__name__,
-                "params": {k: _json_value(v) for k, v in self.get_params().items()},
+                "params": {k: json_value(v) for k, v in self.get_params().items()},
                 "n_rounds": int(self.n_rounds_), "n_seen": self.n_seen_.tolist(),
                 "n_mistakes": self.n_mistakes_.tolist()}
         return MultiTaskLinearModel(self.coef_, parts=self._model_parts(), metadata=meta)

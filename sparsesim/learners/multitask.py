@@ -24,147 +24,18 @@ step is OASIS's ``tau = min(C, l / ||x (x^1 - x^2)^T||_F^2)``.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..engine.multitask import MultiTaskEngine
-from ..exceptions import FileFormatError, InvalidInputError
-from ..models import BilinearSimilarity
+from ..exceptions import InvalidInputError
+from ..models import BilinearSimilarity, MultiTaskSimilarity
 from ..parallel import run_parallel
-from ..persistence import load_bundle, save_bundle
 from ..triplets import iter_omtrsl_triplets
 from ..validation import check_csr, check_labels
 from .base import TripletLearner
-
-MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
-
-
-# --------------------------------------------------------------------------- model
-
-
-def _json_label(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
-class MultiTaskSimilarity:
-    """K bilinear similarities S^k(x, x') = x^T (I + S + O_k) x' sharing one matrix S.
-
-    Parameters
-    ----------
-    own : list of sparse matrices (d, d)
-        The per-task parts O_k (zero matrices for a purely global model).
-    shared : sparse matrix (d, d) or None
-        The shared part S (``None`` = 0).
-    tasks : sequence
-        Task labels, one per own matrix (JSON-serialisable: str or int).
-    metadata : dict, optional
-    """
-
-    def __init__(self, own, shared=None, tasks=None, metadata=None):
-        if not own:
-            raise InvalidInputError("a multi-task model needs at least one task")
-        self.own = [sp.csr_matrix(m, dtype=np.float64) for m in own]
-        d = self.own[0].shape[0]
-        for m in self.own:
-            if m.shape != (d, d):
-                raise InvalidInputError(f"every task matrix must be {d} x {d}, got {m.shape}")
-        self.shared = None if shared is None else sp.csr_matrix(shared, dtype=np.float64)
-        if self.shared is not None and self.shared.shape != (d, d):
-            raise InvalidInputError(f"the shared matrix must be {d} x {d}, got {self.shared.shape}")
-        self.tasks = [_json_label(t) for t in (tasks if tasks is not None else range(len(self.own)))]
-        if len(self.tasks) != len(self.own):
-            raise InvalidInputError(f"{len(self.tasks)} task labels for {len(self.own)} task matrices")
-        self.metadata = dict(metadata or {})
-        self._cache = {}
-
-    @property
-    def n_tasks(self) -> int:
-        return len(self.own)
-
-    @property
-    def n_features(self) -> int:
-        return self.own[0].shape[0]
-
-    def task_index(self, task) -> int:
-        """Position of ``task``: looked up among the task labels first, else taken as an index."""
-        for k, t in enumerate(self.tasks):
-            if t == _json_label(task):
-                return k
-        if isinstance(task, (int, np.integer)) and 0 <= int(task) < self.n_tasks:
-            return int(task)
-        raise InvalidInputError(f"unknown task {task!r}; tasks: {self.tasks}")
-
-    def model_for(self, task) -> BilinearSimilarity:
-        """The :class:`BilinearSimilarity` of ``task`` (M = I + S + O_k)."""
-        k = self.task_index(task)
-        if k not in self._cache:
-            W = self.own[k] if self.shared is None else (self.own[k] + self.shared)
-            W = sp.csr_matrix(W)
-            W.eliminate_zeros()
-            meta = dict(self.metadata)
-            meta["task"] = self.tasks[k]
-            self._cache[k] = BilinearSimilarity(W, identity=True, metadata=meta)
-        return self._cache[k]
-
-    def score_pairs(self, task, A, B) -> np.ndarray:
-        """Row-wise S^task(A[i], B[i])."""
-        return self.model_for(task).score_pairs(A, B)
-
-    def score_matrix(self, task, Q, X) -> np.ndarray:
-        """Dense similarities of queries ``Q`` against corpus ``X`` under task ``task``'s model."""
-        return self.model_for(task).score_matrix(Q, X)
-
-    # -- persistence ----------------------------------------------------------------------
-    def _arrays(self) -> dict:
-        out = {}
-        mats = [(f"own{k}", m) for k, m in enumerate(self.own)]
-        if self.shared is not None:
-            mats.append(("shared", self.shared))
-        for name, m in mats:
-            m = sp.csr_matrix(m)
-            m.sort_indices()
-            out[f"{name}_indptr"] = m.indptr.astype(np.int64)
-            out[f"{name}_indices"] = m.indices.astype(np.int32)
-            out[f"{name}_data"] = m.data.astype(np.float64)
-        return out
-
-    def save(self, path: str | os.PathLike) -> dict:
-        """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
-        meta = dict(self.metadata)
-        meta.update(n_features=self.n_features, n_tasks=self.n_tasks, tasks=list(self.tasks),
-                    has_shared=self.shared is not None)
-        return save_bundle(path, self._arrays(), meta, kind=MULTITASK_MODEL_KIND)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "MultiTaskSimilarity":
-        """Read a model written by :meth:`save` (format, kind and checksum verified)."""
-        arrays, meta = load_bundle(path, kind=MULTITASK_MODEL_KIND)
-        try:
-            d = int(meta["n_features"])
-
-            def mat(name):
-                m = sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
-                                  shape=(d, d))
-                m.check_format(full_check=True)
-                return m
-
-            own = [mat(f"own{k}") for k in range(int(meta["n_tasks"]))]
-            shared = mat("shared") if meta.get("has_shared") else None
-        except (KeyError, ValueError, TypeError) as exc:
-            raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({exc})") from None
-        return cls(own, shared, tasks=meta.get("tasks"), metadata=meta)
-
-    def __repr__(self):
-        return (f"MultiTaskSimilarity(d={self.n_features}, tasks={self.tasks}, "
-                f"shared={'yes' if self.shared is not None else 'no'}, "
-                f"algorithm={self.metadata.get('algorithm')!r})")
-
-
-# --------------------------------------------------------------------------- learners
-
 
 def _query_rng(random_state):
     """The generator of the query coin flips: a stream independent of the triplet stream."""
