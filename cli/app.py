@@ -85,8 +85,44 @@ def _progress(total: int, description: str, enabled: bool):
     return progress, lambda done: progress.update(task, completed=done)
 
 
+def _total_progress(progress, advance):
+    """Adapt ``advance(done)`` to callbacks that report ``(done, total)``."""
+    task = progress.task_ids[0]
+
+    def update(done, total=None):
+        if total is not None:
+            progress.update(task, total=total)
+        advance(done)
+
+    return update
+
+
 def _show_progress(json_out: bool) -> bool:
     return sys.stderr.isatty()
+
+
+ZERO_BASED_HELP = ("Feature-index base of svmlight files: auto (index 0 present -> zero-based, as scikit-learn "
+                   "decides), true, false. Files read against a model default to the model's base.")
+
+
+def _zero_based_option():
+    return typer.Option("auto", "--zero-based", help=ZERO_BASED_HELP)
+
+
+def _data_options(zero_based: str = "auto", text_column=None, label_column=None, id_column=None) -> dict:
+    """``load_dataset`` options from the shared data-format options."""
+    from sparsesim.data.readers import parse_zero_based
+
+    base = parse_zero_based(zero_based)
+    out = {"text_column": text_column, "label_column": label_column, "id_column": id_column}
+    if base != "auto":
+        out["zero_based"] = base
+    return {k: v for k, v in out.items() if v is not None}
+
+
+TEXT_COLUMN_HELP = "CSV/JSONL: column holding the document text (default: text)."
+LABEL_COLUMN_HELP = "CSV/JSONL: column holding the label (default: label)."
+ID_COLUMN_HELP = "CSV/JSONL: column holding the document id (default: the row number)."
 
 
 # --- datasets ---------------------------------------------------------------------------------
@@ -143,9 +179,18 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the triplet stream."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE constructor parameter (repeatable)."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     json_out: bool = typer.Option(False, "--json"),
 ):
-    """Train a similarity on the training split of a data set and save the model."""
+    """Train a similarity on the training split of a data set and save the model.
+
+    DATASET is a registered name or your own data: an svmlight/LIBSVM file (one- or zero-based,
+    compressed or not), a scipy .npz + labels file, a folder of text files with one subfolder per
+    label, or a CSV/JSONL file with text and label columns. Text is turned into TF-IDF features
+    and the featuriser is saved in the model, so queries can be texts."""
     from sparsesim.workflows import train_model
 
     params = parse_params(param)
@@ -154,7 +199,8 @@ def train(
     bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out))
     with bar:
         summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
-                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance)
+                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
+                              data_options=_data_options(zero_based, text_column, label_column, id_column))
     if json_out:
         _emit(summary)
     else:
@@ -170,12 +216,19 @@ def evaluate(
     dataset: str = typer.Option(..., "--dataset", "-d"),
     k: int = typer.Option(10, "--k"),
     split: str = typer.Option("auto", "--split", help="test | all | auto (test split when the model was trained on this data set)."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Retrieval quality of a model: every document queries all others (MAP, AP@k, mAP@k)."""
     from sparsesim.workflows import evaluate_model
 
-    result = evaluate_model(model, dataset, k=k, split=split)
+    bar, advance = _progress(1, "evaluating", _show_progress(json_out))
+    with bar:
+        result = evaluate_model(model, dataset, k=k, split=split,
+                                data_options=_data_options(zero_based, text_column, label_column),
+                                progress=None if advance is None else _total_progress(bar, advance))
     if json_out:
         _emit(result)
     else:
@@ -189,22 +242,32 @@ def query(
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Model file (exact search over --corpus)."),
     corpus: Optional[str] = typer.Option(None, "--corpus", "-c", help="Data set name or svmlight path to search."),
     index: Optional[Path] = typer.Option(None, "--index", help="Index directory built by `sparsesim index build`."),
-    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="svmlight file of query documents (labels ignored)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="Query file: vectors (svmlight, read like the "
+                                           "model's training file; labels ignored) or, for a model trained on text, "
+                                           "FILE.txt (one query per line) or FILE.jsonl ({\"text\": ..., \"id\": ...} per line)."),
+    text: Optional[List[str]] = typer.Option(None, "--text", "-t", help="A query text (repeatable; model trained on text)."),
     query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated corpus row ids to use as queries."),
     top_k: int = typer.Option(10, "--top-k", "-k"),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}]}."),
 ):
-    """Top-k most similar corpus documents for each query document."""
+    """Top-k most similar corpus documents for each query document or text."""
     from sparsesim.workflows import query_corpus, query_index
 
+    options = _data_options(zero_based, text_column, None, id_column)
     if index is not None:
-        if queries is None:
-            raise InvalidInputError("--index needs --queries FILE")
-        answers = query_index(index, queries, top_k=top_k, model_path=model)
+        if queries is None and not text:
+            raise InvalidInputError("--index needs --queries FILE or --text TEXT")
+        if queries is not None and text:
+            raise InvalidInputError("give --queries FILE or --text TEXT, not both")
+        answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options)
     else:
         if model is None or corpus is None:
             raise InvalidInputError("give --model and --corpus (exact search) or --index DIR")
-        answers = query_corpus(model, corpus, queries_path=queries, query_ids=query_ids, top_k=top_k)
+        answers = query_corpus(model, corpus, queries_path=queries, query_ids=query_ids, top_k=top_k,
+                               texts=text or None, data_options=options)
     for answer in answers:
         if json_out:
             _emit({"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]})
@@ -223,13 +286,22 @@ def index_build(
     kind: str = typer.Option("exact", "--kind", help="exact | ann"),
     out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     json_out: bool = typer.Option(False, "--json"),
 ):
-    """Build an exact or FAISS approximate index over a corpus and save it."""
+    """Build an exact or FAISS approximate index over a corpus and save it.
+
+    A text corpus (folder, CSV, JSONL) is featurised with the model's saved featuriser; document
+    ids are file paths or the id column."""
     from sparsesim.workflows import build_index_from_files
 
     params = parse_params(param)
-    summary = build_index_from_files(model, data, kind=kind, out=out, params=params.get("*", {}))
+    bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
+    with bar:
+        summary = build_index_from_files(model, data, kind=kind, out=out, params=params.get("*", {}),
+                                         data_options=_data_options(zero_based, text_column, None, id_column))
     if json_out:
         _emit(summary)
     else:
@@ -241,13 +313,16 @@ def index_add(
     index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
     data: str = typer.Option(..., "--data", "-d", help="Documents to add: data set name or svmlight path."),
     refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
+    zero_based: str = _zero_based_option(),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Append documents to a saved index (rewritten atomically); an ann index re-learns its
     projection once the corpus has grown by its refit_growth factor, or now with --refit."""
     from sparsesim.workflows import add_to_index
 
-    summary = add_to_index(index, data, refit=refit)
+    bar, _ = _progress(None, "adding to the index", _show_progress(json_out))
+    with bar:
+        summary = add_to_index(index, data, refit=refit, data_options=_data_options(zero_based))
     if json_out:
         _emit(summary)
     else:

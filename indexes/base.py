@@ -151,6 +151,7 @@ class Index:
         self.ids_ = None
         self.read_only_ = False
         self.build_seconds_ = 0.0
+        self.snippets_ = None  # optional: the start of each document's text (shown by `sparsesim serve`)
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -261,8 +262,11 @@ class Index:
     def _arrays(self) -> dict:
         """Arrays to store (name -> ndarray); the corpus and ids, plus subclass arrays."""
         X = self.X_
-        return {"corpus.indptr": np.asarray(X.indptr, np.int64), "corpus.indices": np.asarray(X.indices, np.int32),
-                "corpus.data": np.asarray(X.data, np.float64), "ids": self.ids_}
+        arrays = {"corpus.indptr": np.asarray(X.indptr, np.int64), "corpus.indices": np.asarray(X.indices, np.int32),
+                  "corpus.data": np.asarray(X.data, np.float64), "ids": self.ids_}
+        if self.snippets_ is not None and len(self.snippets_) == self.n_documents:
+            arrays["snippets"] = np.asarray(self.snippets_, dtype=str)
+        return arrays
 
     def _extra_files(self) -> dict:
         """Non-npy files to store: name -> writer(path)."""

@@ -264,6 +264,8 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     if ids.shape != (n,) or ids.dtype.kind not in "iU":
         raise FileFormatError(f"{directory}: ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) int or str")
     index.ids_ = ids
+    snippets = arrays.get("snippets")
+    index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" else None
     try:
         index._restore(arrays, extra, manifest, mmap)
     except KeyError as exc:

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError
 from .persistence import load_bundle, save_bundle
+from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
 from .validation import check_csr
 
 MODEL_KIND = "bilinear-similarity"
@@ -38,6 +39,9 @@ class BilinearSimilarity:
         this is the cosine similarity.
     metadata : dict, optional
         Algorithm, parameters and training facts (saved with the model).
+    featurizer : TextFeaturizer, optional
+        The fitted text featuriser (TF-IDF) the model's features come from; saved in the model
+        file (JSON + arrays, no pickle) so :meth:`transform` turns new texts into queries.
 
     Notes
     -----
@@ -45,7 +49,8 @@ class BilinearSimilarity:
     with the corpus, in blocks.
     """
 
-    def __init__(self, W, identity: bool = True, normalize: bool = False, metadata: dict | None = None):
+    def __init__(self, W, identity: bool = True, normalize: bool = False, metadata: dict | None = None,
+                 featurizer: TextFeaturizer | None = None):
         if not sp.issparse(W) or W.ndim != 2 or W.shape[0] != W.shape[1]:
             raise InvalidInputError(f"W must be a square sparse matrix, got {getattr(W, 'shape', None)}")
         self.W = sp.csr_matrix(W, dtype=np.float64)
@@ -56,6 +61,56 @@ class BilinearSimilarity:
         self.identity = bool(identity)
         self.normalize = bool(normalize)
         self.metadata = dict(metadata or {})
+        self.featurizer = None
+        if featurizer is not None:
+            self.set_featurizer(featurizer)
+
+    # -- text -----------------------------------------------------------------------------
+    def set_featurizer(self, featurizer) -> "BilinearSimilarity":
+        """Attach a fitted :class:`~sparsesim.text.TextFeaturizer` (or fitted ``TfidfVectorizer``)."""
+        if not isinstance(featurizer, TextFeaturizer):
+            featurizer = TextFeaturizer(featurizer)
+        if featurizer.n_features != self.n_features:
+            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
+                                    f"{self.n_features}")
+        self.featurizer = featurizer
+        return self
+
+    def transform(self, texts) -> sp.csr_matrix:
+        """Feature rows (CSR) of ``texts`` through the model's text featuriser.
+
+        Raises
+        ------
+        InvalidInputError
+            The model was not trained on text (it has no featuriser).
+        """
+        if self.featurizer is None:
+            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
+                                    "query it with feature vectors")
+        return self.featurizer.transform(texts)
+
+    @classmethod
+    def from_pipeline(cls, pipeline) -> "BilinearSimilarity":
+        """The model of a fitted ``Pipeline([TfidfVectorizer(), <sparsesim learner>])``, featuriser attached.
+
+        Examples
+        --------
+        >>> from sklearn.pipeline import make_pipeline
+        >>> from sklearn.feature_extraction.text import TfidfVectorizer
+        >>> from sparsesim.learners.baselines import Cosine
+        >>> pipe = make_pipeline(TfidfVectorizer(), Cosine()).fit(["a cat", "a dog", "the cat"], [0, 1, 0])
+        >>> BilinearSimilarity.from_pipeline(pipe).transform(["cat"]).shape
+        (1, 3)
+        """
+        steps = getattr(pipeline, "steps", None)
+        if not steps or len(steps) != 2:
+            raise InvalidInputError("expected a fitted Pipeline of two steps: TfidfVectorizer, then a sparsesim learner")
+        vectorizer, learner = steps[0][1], steps[1][1]
+        model = getattr(learner, "model_", None)
+        if not isinstance(model, cls):
+            raise InvalidInputError(f"the pipeline's last step ({type(learner).__name__}) has no fitted similarity model_")
+        out = cls(model.W, identity=model.identity, normalize=model.normalize, metadata=model.metadata)
+        return out.set_featurizer(TextFeaturizer(vectorizer))
 
     # -- structure ------------------------------------------------------------------------
     @property
@@ -159,7 +214,13 @@ class BilinearSimilarity:
         meta = dict(self.metadata)
         meta.update(n_features=self.n_features, identity=self.identity, normalize=self.normalize, nnz=self.nnz(),
                     sparsity=self.sparsity())
-        return save_bundle(path, self._arrays(), meta, kind=MODEL_KIND)
+        arrays = self._arrays()
+        meta.pop("text_featurizer", None)
+        if self.featurizer is not None:
+            text_arrays, text_meta = featurizer_arrays(self.featurizer)
+            arrays.update(text_arrays)
+            meta["text_featurizer"] = text_meta
+        return save_bundle(path, arrays, meta, kind=MODEL_KIND)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BilinearSimilarity":
@@ -171,8 +232,13 @@ class BilinearSimilarity:
             W.check_format(full_check=True)
         except (KeyError, ValueError, TypeError) as exc:
             raise FileFormatError(f"{path}: inconsistent model arrays ({exc})") from None
+        featurizer = None
+        if meta.get("text_featurizer") is not None:
+            featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
+            if featurizer.n_features != d:
+                raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
         return cls(W, identity=bool(meta.get("identity", True)), normalize=bool(meta.get("normalize", False)),
-                   metadata=meta)
+                   metadata=meta, featurizer=featurizer)
 
     def __repr__(self):
         return (f"BilinearSimilarity(d={self.n_features}, nnz(M)={self.nnz()}, "

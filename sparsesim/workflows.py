@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .data import LabelledData, load_dataset
 from .evaluation import evaluate_retrieval
@@ -22,17 +23,61 @@ def _looks_like_path(name: str) -> bool:
     return os.sep in name or "/" in name or Path(name).suffix != "" or Path(name).exists()
 
 
-def load_corpus(name_or_path: str, n_features: int | None = None) -> LabelledData:
-    """A registered data set, or an svmlight file padded to ``n_features`` columns."""
-    if n_features is not None and _looks_like_path(str(name_or_path)):
-        return load_dataset(name_or_path, n_features=n_features)
-    return load_dataset(name_or_path)
+#: data options recorded in a model so later commands read the same kind of file the same way
+_RECORDED_OPTIONS = ("text_column", "label_column", "id_column", "encoding")
+
+
+def model_data_options(model: BilinearSimilarity | None, options: dict | None = None) -> dict:
+    """``load_dataset`` options for data read against ``model``: its width, its feature-index base,
+    its text featuriser and the table columns it was trained with (explicit ``options`` win;
+    a ``zero_based`` that contradicts the model is refused by the reader)."""
+    out = {k: v for k, v in (options or {}).items() if v is not None}
+    if model is None:
+        return out
+    meta = model.metadata
+    out["n_features"] = model.n_features
+    if meta.get("zero_based") is not None:
+        out["expect_zero_based"] = bool(meta["zero_based"])
+    if model.featurizer is not None:
+        out["featurizer"] = model.featurizer
+    for key, value in (meta.get("data_options") or {}).items():
+        if key in _RECORDED_OPTIONS:
+            out.setdefault(key, value)
+    return out
+
+
+def load_corpus(name_or_path: str, n_features: int | None = None, model: BilinearSimilarity | None = None,
+                options: dict | None = None) -> LabelledData:
+    """A registered data set, or a file/folder read the way ``model`` expects (see :func:`model_data_options`)."""
+    opts = model_data_options(model, options)
+    if n_features is not None:
+        opts.setdefault("n_features", n_features)
+    if not _looks_like_path(str(name_or_path)):
+        opts = {}
+    return load_dataset(name_or_path, **opts)
+
+
+def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
+    """Put what later commands need to read data like ``data`` into the model."""
+    if data.info.get("zero_based") is not None:
+        model.metadata["zero_based"] = bool(data.info["zero_based"])
+    if data.featurizer is not None:
+        model.set_featurizer(data.featurizer)
+    recorded = {k: options[k] for k in _RECORDED_OPTIONS if options.get(k) is not None}
+    if recorded:
+        model.metadata["data_options"] = recorded
+    if data.class_names:
+        model.metadata["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}
 
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
                 seed: int = 0, params: dict | None = None, train_fraction: float = 0.7,
-                progress=None) -> dict:
+                progress=None, data_options: dict | None = None) -> dict:
     """Train ``algorithm`` on the per-class ``train_fraction`` split of ``dataset``; save to ``out``.
+
+    ``data_options`` go to :func:`~sparsesim.data.load_dataset` (e.g. ``zero_based``,
+    ``text_column``). The model records the feature-index base of an svmlight file, the text
+    featuriser of a text corpus and the table columns, so later commands read data the same way.
 
     Returns
     -------
@@ -49,7 +94,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     out = Path(out)
     if not out.parent.is_dir():
         raise InvalidInputError(f"cannot write {out}: directory {out.parent} does not exist")
-    data = load_dataset(dataset)
+    data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
     kwargs = dict(params or {})
     if spec.kind == "similarity":
@@ -60,6 +106,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     model = est.model_
     model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
                           n_train=int(train.size))
+    _record_data(model, data, data_options)
     model.save(out)
     seen = int(getattr(est, "n_triplets_seen_", 0))
     seconds = float(getattr(est, "train_seconds_", 0.0))
@@ -71,7 +118,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     }
 
 
-def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, split: str = "auto") -> dict:
+def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, split: str = "auto",
+                   data_options: dict | None = None, progress=None) -> dict:
     """MAP, AP@k and mAP@k of a saved model: every document of the split queries all others.
 
     ``split="auto"`` uses the held-out test split when the model was trained on ``dataset``
@@ -80,7 +128,7 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
     if split not in ("auto", "test", "all"):
         raise InvalidInputError(f"--split must be auto, test or all, got {split!r}")
     model = BilinearSimilarity.load(model_path)
-    data = load_corpus(dataset, n_features=model.n_features)
+    data = load_corpus(dataset, model=model, options=data_options)
     meta = model.metadata
     trained_here = meta.get("dataset") == str(dataset) and "split_seed" in meta
     if split == "test" and not trained_here:
@@ -91,7 +139,7 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
         data = data.subset(rows)
     if not 1 <= k < data.n_documents:
         raise InvalidInputError(f"k={k} must be between 1 and the number of other documents ({data.n_documents - 1})")
-    scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k)
+    scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k, progress=progress)
     return {"model": str(model_path), "dataset": str(dataset), "split": "test" if use_test else "all",
             "n_queries": int(scores["n_queries"]), "map": scores["map"], f"ap@{k}": scores[f"ap@{k}"],
             f"map@{k}": scores[f"map@{k}"], "sparsity": model.sparsity(), "nnz": model.nnz(),
@@ -111,20 +159,103 @@ def select_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, np.take_along_axis(scores, idx, axis=1)
 
 
+def read_query_texts(path, text_column: str = "text", id_column: str | None = "id") -> tuple[list, list[str]]:
+    """Query texts from ``path``: ``.jsonl`` (one object per line, text in ``text_column``, id in
+    ``id_column`` when present) or any other text file (one query per non-empty line).
+
+    Returns
+    -------
+    names : list
+        The query ids (the JSONL id, else the text itself).
+    texts : list of str
+    """
+    from .data.readers import _read_text_file, table_format
+
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no such file")
+    if table_format(path) == "jsonl":
+        import json
+
+        names, texts = [], []
+        for lineno, line in enumerate(_read_text_file(path).splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{path}:{lineno}: not a JSON object ({exc})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
+                raise InvalidInputError(f"{path}:{lineno}: expected an object with a string {text_column!r}")
+            texts.append(obj[text_column])
+            names.append(obj.get(id_column, obj[text_column]) if id_column else obj[text_column])
+    else:
+        texts = [ln.strip() for ln in _read_text_file(path).splitlines() if ln.strip()]
+        names = list(texts)
+    if not texts:
+        raise InvalidInputError(f"{path}: no query texts")
+    return names, texts
+
+
+def _text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
+    texts = [t for t in texts]
+    if any(not t.strip() for t in texts):
+        raise InvalidInputError("a query text is empty")
+    Q = model.transform(texts)
+    return Q
+
+
+def _queries_are_text(model: BilinearSimilarity, queries_path) -> bool:
+    """A query file holds text when the model has a text featuriser and the file is not a vector format."""
+    from .data.readers import detect_format
+
+    return model.featurizer is not None and detect_format(queries_path) in ("svmlight", "jsonl") \
+        and not _is_svmlight(queries_path)
+
+
+def _is_svmlight(path) -> bool:
+    """Whether the first non-empty line of ``path`` looks like ``label idx:value ...``."""
+    from .data.readers import detect_format, open_maybe_compressed
+
+    if detect_format(path) != "svmlight":
+        return False
+    try:
+        with open_maybe_compressed(path) as handle:
+            head = handle.read(4096).decode("utf-8", errors="replace")
+    except Exception:  # noqa: BLE001 - unreadable files are reported by the reader
+        return True
+    for line in head.splitlines():
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        try:
+            [float(v) for v in tokens[0].split(",") if v]
+        except ValueError:
+            return False
+        return all(":" in t for t in tokens[1:])
+    return True
+
+
 def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | None = None,
-                 top_k: int = 10, block_size: int = 1024) -> list[dict]:
-    """Exact top-k corpus documents for each query (svmlight file rows or corpus row ids).
+                 top_k: int = 10, block_size: int = 1024, texts=None, data_options: dict | None = None) -> list[dict]:
+    """Exact top-k corpus documents for each query (a vector or text file, texts, or corpus row ids).
 
     A corpus document used as a query is left out of its own results.
     """
     k = top_k
     model = BilinearSimilarity.load(model_path)
-    data = load_corpus(corpus, n_features=model.n_features)
-    if (queries_path is None) == (query_ids is None):
-        raise InvalidInputError("give exactly one of --queries FILE or --query-ids ID,ID,...")
-    if queries_path is not None:
-        qdata = load_corpus(str(queries_path), n_features=model.n_features)
-        Q, qnames, self_rows = qdata.X, [qdata.doc_id(i) for i in range(qdata.n_documents)], None
+    data = load_corpus(corpus, model=model, options=data_options)
+    if sum(x is not None for x in (queries_path, query_ids, texts)) != 1:
+        raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
+    self_rows = None
+    if texts is not None:
+        Q, qnames = _text_queries(model, texts), list(texts)
+    elif queries_path is not None and _queries_are_text(model, queries_path):
+        qnames, qtexts = read_query_texts(queries_path)
+        Q = _text_queries(model, qtexts)
+    elif queries_path is not None:
+        qdata = load_corpus(str(queries_path), model=model, options=data_options)
+        Q, qnames = qdata.X, [qdata.doc_id(i) for i in range(qdata.n_documents)]
     else:
         try:
             rows = np.array([int(s) for s in str(query_ids).split(",") if s.strip()], dtype=np.int64)
@@ -155,23 +286,39 @@ def _answer(query_id, rows, scores, data: LabelledData) -> dict:
     return {"query": query_id, "results": [(doc, float(s)) for doc, s in zip(ids, scores)], "labels": labels}
 
 
-def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=None, params: dict | None = None) -> dict:
-    """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``."""
+#: characters of each document's text kept in an index for display (``sparsesim serve``)
+SNIPPET_CHARS = 300
+
+
+def snippets_of(texts) -> np.ndarray:
+    """The first :data:`SNIPPET_CHARS` characters of each text, whitespace collapsed."""
+    return np.array([" ".join(str(t).split())[:SNIPPET_CHARS] for t in texts], dtype=str)
+
+
+def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=None, params: dict | None = None,
+                           data_options: dict | None = None) -> dict:
+    """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
+
+    A text corpus is featurised with the model's text featuriser; the start of each document's
+    text is kept in the index for display.
+    """
     import time
 
     from .indexes import build_index
 
     model = BilinearSimilarity.load(model_path)
-    data = load_corpus(corpus, n_features=model.n_features)
+    data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
     start = time.perf_counter()
     index = build_index(model, data.X, kind=kind, ids=ids, **(params or {}))
+    if data.texts is not None:
+        index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start
     index.save(out)
     return {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
 
 
-def add_to_index(index_dir, corpus: str, refit: bool = False) -> dict:
+def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict | None = None) -> dict:
     """Append the documents of ``corpus`` (their ids when the file has them) to a saved index.
 
     The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
@@ -182,10 +329,14 @@ def add_to_index(index_dir, corpus: str, refit: bool = False) -> dict:
     from .indexes import load_index
 
     index = load_index(index_dir)
-    data = load_corpus(corpus, n_features=index.n_features)
+    data = load_corpus(corpus, model=index.model, options=data_options)
     start = time.perf_counter()
     before = index.n_documents
+    old_snippets = index.snippets_
     index.add(data.X, ids=data.ids)
+    if old_snippets is not None:
+        new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
+        index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
     if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
         index.refit()
     seconds = time.perf_counter() - start
@@ -197,17 +348,33 @@ def add_to_index(index_dir, corpus: str, refit: bool = False) -> dict:
     return out
 
 
-def query_index(index_dir, queries_path, top_k: int = 10, model_path=None) -> list[dict]:
-    """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`)."""
+def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, texts=None,
+                data_options: dict | None = None) -> list[dict]:
+    """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file or texts.
+
+    A query file is read as text (one query per line; ``.jsonl``: objects with ``"text"`` and an
+    optional ``"id"``) when the model was trained on text, else as vectors read the way the
+    model's training file was (same feature-index base).
+    """
     from .indexes import load_index  # noqa: WPS433 (optional heavy import)
 
+    if (queries_path is None) == (texts is None):
+        raise InvalidInputError("give --queries FILE or --text TEXT (one of them)")
     model = BilinearSimilarity.load(model_path) if model_path is not None else None
     index = load_index(index_dir, model=model)
-    qdata = load_corpus(str(queries_path), n_features=index.n_features)
-    ids, scores = index.query(qdata.X, top_k)
-    return [{"query": qdata.doc_id(r), "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                                   for i, s in zip(ids[r], scores[r])]}
-            for r in range(qdata.n_documents)]
+    model = index.model
+    if texts is not None:
+        qnames, Q = list(texts), _text_queries(model, texts)
+    elif _queries_are_text(model, queries_path):
+        qnames, qtexts = read_query_texts(queries_path)
+        Q = _text_queries(model, qtexts)
+    else:
+        qdata = load_corpus(str(queries_path), model=model, options=data_options)
+        qnames, Q = [qdata.doc_id(r) for r in range(qdata.n_documents)], qdata.X
+    ids, scores = index.query(Q, top_k)
+    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                             for i, s in zip(ids[r], scores[r])]}
+            for r in range(len(qnames))]
 
 
 def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:

@@ -108,7 +108,7 @@ def test_corrupt_compressed_file(tmp_path):
     [
         (b"1 1:0.5 2:abc\n", FileFormatError),
         (b"1 1:0.5\nnot a line at all\n", FileFormatError),
-        (b"1 0:0.5 2:1\n", FileFormatError),  # index 0 in a 1-based file
+        # index 0 now means zero-based (auto, as scikit-learn); see tests/test_formats.py
         (b"1 1:nan 2:1\n2 1:1\n", InvalidInputError),
         (b"1 1:inf\n2 1:1\n", InvalidInputError),
         (b"", FileFormatError),

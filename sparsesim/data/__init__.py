@@ -19,7 +19,18 @@ from ..exceptions import DataNotFoundError, InvalidInputError
 from .catalog import all_datasets, get_dataset_spec, load_registered
 from .containers import LabelledData
 from .paths import data_home, locate
-from .readers import load_svmlight, read_matrix_market, read_svmlight, read_text_corpus, tfidf
+from .readers import (
+    detect_format,
+    load_svmlight,
+    parse_zero_based,
+    read_matrix_market,
+    read_npz,
+    read_svmlight,
+    read_text_corpus,
+    read_text_folder,
+    read_text_table,
+    tfidf,
+)
 
 __all__ = [
     "LabelledData",
@@ -33,8 +44,16 @@ __all__ = [
     "read_svmlight",
     "read_matrix_market",
     "read_text_corpus",
+    "read_text_folder",
+    "read_text_table",
+    "read_npz",
     "tfidf",
+    "FILE_OPTIONS",
 ]
+
+#: Options ``load_dataset`` accepts for a path (see its docstring).
+FILE_OPTIONS = ("n_features", "normalize", "zero_based", "expect_zero_based", "labels", "ids", "text_column",
+                "label_column", "id_column", "featurizer", "tfidf", "encoding", "format")
 
 
 def _looks_like_path(name: str) -> bool:
@@ -42,16 +61,30 @@ def _looks_like_path(name: str) -> bool:
 
 
 def load_dataset(name_or_path, **options) -> LabelledData:
-    """Load a registered data set, or a labelled svmlight file given by path.
+    """Load a registered data set, or your own data from a path.
 
     Parameters
     ----------
     name_or_path : str or path-like
-        A registered name (``news20``, ``news20-sample``, ... see :func:`list_datasets`) or the
-        path of a labelled svmlight/LIBSVM file (plain, .bz2, .xz or .gz), loaded as stored.
+        A registered name (``news20``, ``news20-sample``, ... see :func:`list_datasets`) or a path:
+
+        * svmlight/LIBSVM file (plain, .bz2, .xz, .gz), one- or zero-based;
+        * ``.npz`` written by ``scipy.sparse.save_npz`` + labels file (``<name>.labels.txt``);
+        * ``.mtx`` MatrixMarket (+ ``labels``);
+        * a folder with one subfolder of text files per label (scikit-learn ``load_files``
+          layout): TF-IDF features, file paths as ids;
+        * ``.csv`` / ``.tsv`` / ``.jsonl`` with a text column and a label column: TF-IDF
+          features, ids from ``id_column`` or row numbers.
     **options
         For registered sets: loader options, e.g. ``representation="raw"`` (see each loader).
-        For files: ``n_features`` (int) and ``normalize`` (bool, L2-normalise rows; default False).
+        For paths (:data:`FILE_OPTIONS`): ``n_features`` (int, pad/check the width),
+        ``normalize`` (bool, L2-normalise rows of vector files), ``zero_based``
+        (``"auto"``/True/False, svmlight), ``expect_zero_based`` (bool: the base of the model's
+        training data; a contradicting file is refused), ``labels`` / ``ids`` (files for .npz and
+        .mtx), ``text_column`` / ``label_column`` / ``id_column`` (tables), ``featurizer`` (a
+        fitted :class:`~sparsesim.text.TextFeaturizer` to use instead of fitting one),
+        ``tfidf`` (dict of ``TfidfVectorizer`` settings), ``encoding`` (text folder),
+        ``format`` (force ``svmlight``, ``npz``, ``mtx``, ``folder``, ``csv``, ``tsv``, ``jsonl``).
 
     Raises
     ------
@@ -74,13 +107,49 @@ def load_dataset(name_or_path, **options) -> LabelledData:
             raise DataNotFoundError(
                 f"{name}: no such file (and not a registered data set; known: {', '.join(specs)})"
             )
-        unknown = set(options) - {"n_features", "normalize"}
-        if unknown:
-            raise InvalidInputError(
-                f"unknown option(s) {', '.join(sorted(unknown))} for an svmlight file; known: n_features, normalize"
-            )
-        return load_svmlight(path, n_features=options.get("n_features"), normalize=bool(options.get("normalize", False)))
+        return _load_path(path, options)
     return load_registered(name, **options)  # raises UnknownNameError listing the known names
+
+
+def _load_path(path: Path, options: dict) -> LabelledData:
+    from .readers import l2_normalize
+
+    unknown = set(options) - set(FILE_OPTIONS)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown option(s) {', '.join(sorted(unknown))} for a data file; known: {', '.join(FILE_OPTIONS)}"
+        )
+    fmt = options.get("format") or detect_format(path)
+    n_features = options.get("n_features")
+    featurizer = options.get("featurizer")
+    text_formats = ("folder", "csv", "tsv", "jsonl")
+    if fmt in text_formats:
+        if fmt == "folder":
+            data = read_text_folder(path, encoding=options.get("encoding") or "utf-8", featurizer=featurizer,
+                                    tfidf_options=options.get("tfidf"))
+        else:
+            data = read_text_table(path, text_column=options.get("text_column") or "text",
+                                   label_column=options.get("label_column", "label") or "label",
+                                   id_column=options.get("id_column"), featurizer=featurizer,
+                                   tfidf_options=options.get("tfidf"), fmt=fmt)
+        if n_features is not None and data.n_features != n_features:
+            raise InvalidInputError(f"{path}: {data.n_features} text features but {n_features} are expected")
+        return data
+    if fmt == "npz":
+        data = read_npz(path, labels=options.get("labels"), ids=options.get("ids"), n_features=n_features)
+    elif fmt == "mtx":
+        data = read_matrix_market(path, labels_path=options.get("labels"))
+        if n_features is not None and data.n_features != n_features:
+            raise InvalidInputError(f"{path}: {data.n_features} features but {n_features} are expected")
+    elif fmt == "svmlight":
+        return load_svmlight(path, n_features=n_features, normalize=bool(options.get("normalize", False)),
+                             zero_based=options.get("zero_based", "auto"),
+                             expect_zero_based=options.get("expect_zero_based"))
+    else:
+        raise InvalidInputError(f"unknown format {fmt!r}; known: svmlight, npz, mtx, folder, csv, tsv, jsonl")
+    if options.get("normalize"):
+        data.X = l2_normalize(data.X)
+    return data
 
 
 def _file_status(spec) -> list[dict]:

@@ -27,7 +27,12 @@ class LabelledData:
         Task id of each document for multi-task data (``None`` for single-task).
     task_names : list of str, optional
     info : dict
-        Free-form facts about preprocessing (representation, normalisation, source files).
+        Free-form facts about preprocessing (representation, normalisation, source files; for
+        svmlight files ``zero_based``, the feature-index base the file was read with).
+    texts : list of str, optional
+        The raw documents when the corpus was read from text.
+    featurizer : sparsesim.text.TextFeaturizer, optional
+        The fitted featuriser that produced ``X`` from ``texts``.
     """
 
     X: sp.csr_matrix
@@ -38,6 +43,8 @@ class LabelledData:
     tasks: np.ndarray | None = None
     task_names: list | None = None
     info: dict = field(default_factory=dict)
+    texts: list | None = None
+    featurizer: object | None = None
 
     @property
     def n_documents(self) -> int:
@@ -64,4 +71,6 @@ class LabelledData:
             tasks=None if self.tasks is None else self.tasks[rows],
             task_names=self.task_names,
             info=dict(self.info),
+            texts=None if self.texts is None else [self.texts[int(r)] for r in np.arange(self.n_documents)[rows]],
+            featurizer=self.featurizer,
         )

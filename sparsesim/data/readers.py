@@ -13,6 +13,7 @@ import io
 import lzma
 import os
 import tarfile
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -25,6 +26,7 @@ from .containers import LabelledData
 
 __all__ = [
     "open_maybe_compressed",
+    "parse_zero_based",
     "read_svmlight",
     "load_svmlight",
     "read_matrix_market",
@@ -32,6 +34,10 @@ __all__ = [
     "read_text_corpus",
     "tfidf",
     "l2_normalize",
+    "encode_labels",
+    "read_npz",
+    "read_text_folder",
+    "read_text_table",
 ]
 
 _MAGIC = (
@@ -64,12 +70,28 @@ def open_maybe_compressed(path: str | os.PathLike):
     return open(path, "rb")
 
 
+def parse_zero_based(value) -> bool | str:
+    """``"auto"``, ``True``/``False`` or the strings ``true``/``false``/``1``/``0`` -> ``"auto"`` or bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidInputError(f"--zero-based must be auto, true or false, got {value!r}")
+
+
 def read_svmlight(
     path: str | os.PathLike,
     n_features: int | None = None,
-    zero_based: bool = False,
+    zero_based: bool | str = "auto",
     dtype=np.float64,
-) -> tuple[sp.csr_matrix, np.ndarray]:
+    expect_zero_based: bool | None = None,
+    return_base: bool = False,
+):
     """Parse an svmlight/LIBSVM file (any supported compression) into ``(X, y)``.
 
     Parameters
@@ -78,23 +100,35 @@ def read_svmlight(
     n_features : int, optional
         Width of ``X`` (use the same value for a train/test pair); by default the largest
         feature index in the file. A file with a larger index is refused.
-    zero_based : bool, default False
-        LIBSVM files are 1-based; set True only for 0-based files.
+    zero_based : {"auto", True, False}, default "auto"
+        Feature-index base of the file. ``"auto"`` decides as scikit-learn does: a file that
+        uses index 0 is zero-based (as ``dump_svmlight_file`` writes by default), any other is
+        one-based (the LIBSVM convention).
+    expect_zero_based : bool, optional
+        The base of the data the file must match (a model's training file). With
+        ``zero_based="auto"`` the file is read with this base; a file that uses index 0 when a
+        one-based file is expected, or an explicit ``zero_based`` that differs, is refused:
+        the features would silently shift by one.
+    return_base : bool, default False
+        Also return the base the file was read with.
 
     Returns
     -------
     X : csr_matrix (n, n_features), canonical (sorted indices, no duplicates)
     y : ndarray (n,) of float64
+    zero_based : bool
+        Only with ``return_base``.
 
     Raises
     ------
     DataNotFoundError, FileFormatError, InvalidInputError
-        Missing file; truncated/corrupt stream or malformed line; NaN/inf values or an index
-        beyond ``n_features``.
+        Missing file; truncated/corrupt stream or malformed line; NaN/inf values, an index
+        beyond ``n_features``, or a base that contradicts ``zero_based``/``expect_zero_based``.
     """
     from sklearn.datasets import load_svmlight_file
 
     path = Path(path)
+    zero_based = parse_zero_based(zero_based)
     try:
         with open_maybe_compressed(path) as handle:
             raw = handle.read()
@@ -103,30 +137,56 @@ def read_svmlight(
     except _STREAM_ERRORS as exc:
         raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
     try:
-        X, y = load_svmlight_file(
-            io.BytesIO(raw),
-            n_features=n_features,
-            zero_based=zero_based,
-            dtype=dtype,
-        )
+        # read the indices as written; the base is applied below, where it can be checked
+        X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
     except ValueError as exc:
-        msg = str(exc)
-        if n_features is not None and ("n_features" in msg or "larger" in msg):
-            raise InvalidInputError(f"{path}: {msg} (feature-count mismatch)") from None
-        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({msg})") from None
+        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({exc})") from None
     except (TypeError, UnicodeDecodeError, RuntimeError) as exc:
         raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({exc})") from None
     if X.shape[0] == 0:
         raise FileFormatError(f"{path}: contains no documents")
     X = sp.csr_matrix(X)
+    X.sum_duplicates()
+    uses_zero = X.indices.size > 0 and int(X.indices.min()) == 0
+    if zero_based == "auto":
+        base = uses_zero if expect_zero_based is None else bool(expect_zero_based)
+    else:
+        base = zero_based
+        if expect_zero_based is not None and base != bool(expect_zero_based):
+            raise InvalidInputError(
+                f"{path}: read as {_base_name(base)} (--zero-based {str(base).lower()}) but the model was trained on "
+                f"{_base_name(expect_zero_based)} data; features would shift by one (drop --zero-based, or "
+                f"rewrite the file {_base_name(expect_zero_based)})")
+    if uses_zero and not base:
+        if expect_zero_based is False and zero_based == "auto":
+            raise InvalidInputError(
+                f"{path}: uses feature index 0, so it is zero-based, but the model was trained on one-based data; "
+                "features would shift by one (write the file one-based, e.g. dump_svmlight_file(..., "
+                "zero_based=False), or train on zero-based data)")
+        raise InvalidInputError(f"{path}: uses feature index 0, which a one-based (LIBSVM) file cannot; "
+                                "read it with --zero-based true (or auto)")
+    indices = X.indices if base else X.indices - 1
+    width = (int(indices.max()) + 1) if indices.size else 0
+    if n_features is not None:
+        if width > n_features:
+            raise InvalidInputError(
+                f"{path}: uses feature index {int(X.indices.max())} ({_base_name(base)}), i.e. {width} features, but "
+                f"{n_features} are expected (feature-count mismatch)")
+        width = int(n_features)
+    X = sp.csr_matrix((X.data, indices.astype(np.int32, copy=False), X.indptr), shape=(X.shape[0], width))
     if not np.all(np.isfinite(X.data)):
         bad = int(np.count_nonzero(~np.isfinite(X.data)))
         raise InvalidInputError(f"{path}: contains {bad} NaN or infinite feature value(s)")
     if not np.all(np.isfinite(y)):
         raise InvalidInputError(f"{path}: contains NaN or infinite labels")
-    X.sum_duplicates()
     X.sort_indices()
+    if return_base:
+        return X, np.asarray(y), bool(base)
     return X, np.asarray(y)
+
+
+def _base_name(zero_based) -> str:
+    return "zero-based" if zero_based else "one-based"
 
 
 def _labels_as_int(y: np.ndarray) -> np.ndarray:
@@ -147,7 +207,8 @@ def load_svmlight(
     path: str | os.PathLike,
     n_features: int | None = None,
     normalize: bool = False,
-    zero_based: bool = False,
+    zero_based: bool | str = "auto",
+    expect_zero_based: bool | None = None,
 ) -> LabelledData:
     """Load a labelled svmlight/LIBSVM file as-is (optionally L2-normalising the rows).
 
@@ -159,14 +220,18 @@ def load_svmlight(
         Width of the matrix (for train/test pairs or to match a model).
     normalize : bool, default False
         Scale every row to unit L2 norm.
-    zero_based : bool, default False
+    zero_based : {"auto", True, False}, default "auto"
+        See :func:`read_svmlight`; the base used is recorded as ``info["zero_based"]``.
+    expect_zero_based : bool, optional
+        See :func:`read_svmlight`.
 
     Returns
     -------
     LabelledData
         ``name`` is the path; labels are int64 when they are whole numbers.
     """
-    X, y = read_svmlight(path, n_features=n_features, zero_based=zero_based)
+    X, y, base = read_svmlight(path, n_features=n_features, zero_based=zero_based,
+                               expect_zero_based=expect_zero_based, return_base=True)
     if normalize:
         X = l2_normalize(X)
     return LabelledData(
@@ -176,6 +241,8 @@ def load_svmlight(
         info={
             "representation": "as stored" + (", rows L2-normalised" if normalize else ""),
             "files": [str(path)],
+            "format": "svmlight",
+            "zero_based": base,
         },
     )
 
@@ -336,3 +403,281 @@ def tfidf(counts_or_texts, **vectorizer_options):
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sort_indices()
     return X, vocab
+
+
+# --------------------------------------------------------------------------- labels, npz, text
+
+
+def encode_labels(labels) -> tuple[np.ndarray, dict | None]:
+    """Labels as int64 codes plus ``{code: name}`` for string labels.
+
+    Whole-number labels (``1``, ``"3"``, ``2.0``) stay numbers and get no names; any other
+    labels are sorted and numbered 0..K-1, and ``class_names`` maps each code back to its name.
+    """
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise InvalidInputError(f"labels must be one per document, got shape {arr.shape}")
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64), None
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise InvalidInputError("labels contain NaN or infinite values")
+        if np.all(arr == np.round(arr)):
+            return arr.astype(np.int64), None
+        arr = arr.astype(str)
+    names = np.array(["" if v is None else str(v) for v in arr.tolist()])
+    try:
+        return np.array([int(v) for v in names], dtype=np.int64), None
+    except ValueError:
+        pass
+    classes, codes = np.unique(names, return_inverse=True)
+    return codes.astype(np.int64), {i: str(c) for i, c in enumerate(classes)}
+
+
+def _read_lines(path: Path, what: str) -> list[str]:
+    try:
+        with open_maybe_compressed(path) as handle:
+            return [ln.strip() for ln in handle.read().decode("utf-8").splitlines() if ln.strip()]
+    except (DataNotFoundError, FileFormatError):
+        raise
+    except (*_STREAM_ERRORS, UnicodeDecodeError) as exc:
+        raise FileFormatError(f"{path}: unreadable {what} file ({exc})") from None
+
+
+def _sibling(path: Path, suffixes) -> Path | None:
+    stem = path.name[: -len(".npz")] if path.name.endswith(".npz") else path.stem
+    for suffix in suffixes:
+        cand = path.with_name(stem + suffix)
+        if cand.is_file():
+            return cand
+    return None
+
+
+def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
+             ids: str | os.PathLike | None = None, n_features: int | None = None) -> LabelledData:
+    """A CSR matrix saved with ``scipy.sparse.save_npz`` plus a labels file (one label per line).
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.npz`` written by ``scipy.sparse.save_npz`` (read without pickle).
+    labels : path-like, optional
+        Labels file, one per document and line (numbers or strings). Default: the sibling
+        ``<name>.labels.txt`` or ``<name>.labels``; without one every label is 0.
+    ids : path-like, optional
+        Document ids, one per line. Default: the sibling ``<name>.ids.txt`` if present.
+    n_features : int, optional
+        Width to pad to (a matrix wider than this is refused).
+    """
+    path = Path(path)
+    _check_exists(path)
+    try:
+        X = sp.load_npz(path)
+    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise FileFormatError(f"{path}: not a scipy.sparse.save_npz file ({exc.__class__.__name__}: {exc})") from None
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if not np.all(np.isfinite(X.data)):
+        raise InvalidInputError(f"{path}: contains NaN or infinite values")
+    X.sum_duplicates()
+    X.sort_indices()
+    if n_features is not None:
+        if X.shape[1] > n_features:
+            raise InvalidInputError(f"{path}: has {X.shape[1]} features but {n_features} are expected "
+                                    "(feature-count mismatch)")
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], int(n_features)))
+    labels_path = Path(labels) if labels is not None else _sibling(path, (".labels.txt", ".labels"))
+    class_names = None
+    if labels_path is None:
+        y = np.zeros(X.shape[0], dtype=np.int64)
+    else:
+        y, class_names = encode_labels(_read_lines(labels_path, "labels"))
+        if y.shape[0] != X.shape[0]:
+            raise InvalidInputError(f"{labels_path}: {y.shape[0]} labels for {X.shape[0]} documents in {path}")
+    ids_path = Path(ids) if ids is not None else _sibling(path, (".ids.txt",))
+    id_array = None
+    if ids_path is not None:
+        id_array = np.array(_read_lines(ids_path, "ids"))
+        if id_array.shape[0] != X.shape[0]:
+            raise InvalidInputError(f"{ids_path}: {id_array.shape[0]} ids for {X.shape[0]} documents in {path}")
+    files = [str(path)] + [str(p) for p in (labels_path, ids_path) if p is not None]
+    return LabelledData(X=X, y=y, name=str(path), ids=id_array, class_names=class_names,
+                        info={"representation": "as stored", "files": files, "format": "npz"})
+
+
+def _texts_to_data(texts, labels, ids, name, info, featurizer=None, tfidf_options=None) -> LabelledData:
+    """Featurise ``texts`` (fit a new TF-IDF featuriser unless ``featurizer`` is given)."""
+    from ..text import TextFeaturizer
+
+    if not texts:
+        raise FileFormatError(f"{name}: no documents found")
+    if featurizer is None:
+        featurizer = TextFeaturizer(**(tfidf_options or {}))
+        X = featurizer.fit_transform(texts)
+    else:
+        X = featurizer.transform(texts)
+    y, class_names = encode_labels(labels)
+    id_array = None if ids is None else np.asarray([str(i) for i in ids])
+    if id_array is not None and np.unique(id_array).shape[0] != id_array.shape[0]:
+        raise InvalidInputError(f"{name}: document ids must be unique")
+    info = dict(info, representation="TF-IDF (scikit-learn TfidfVectorizer, rows L2-normalised)")
+    return LabelledData(X=X, y=y, name=name, ids=id_array, class_names=class_names, info=info,
+                        texts=list(texts), featurizer=featurizer)
+
+
+def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurizer=None,
+                     tfidf_options: dict | None = None) -> LabelledData:
+    """A folder of text files with one subfolder per label (scikit-learn ``load_files`` layout).
+
+    ::
+
+        docs/
+            sport/  a.txt  b.txt ...
+            tech/   c.txt ...
+
+    Every file is one document (decoded with ``encoding``, undecodable bytes replaced); its
+    subfolder name is its label and its path (as given, e.g. ``docs/sport/a.txt``) its id.
+    Hidden files are skipped. ``X`` is TF-IDF from a fitted :class:`~sparsesim.text.TextFeaturizer`
+    (``data.featurizer``), or from ``featurizer`` when given (a model's, for its queries).
+    """
+    from sklearn.datasets import load_files
+
+    path = Path(path)
+    if not path.is_dir():
+        raise DataNotFoundError(f"{path}: no such directory")
+    subdirs = [d for d in path.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    if not subdirs:
+        raise FileFormatError(f"{path}: expected one subfolder per label holding the text files "
+                              "(e.g. docs/sport/a.txt, docs/tech/b.txt)")
+    bunch = load_files(str(path), encoding=encoding, decode_error="replace", shuffle=False,
+                       load_content=True)
+    texts = list(bunch.data)
+    if not texts:
+        raise FileFormatError(f"{path}: the label subfolders hold no files")
+    labels = np.asarray(bunch.target_names)[bunch.target]
+    ids = [str(Path(f)) for f in bunch.filenames]
+    order = np.argsort(ids, kind="stable")
+    texts = [texts[i] for i in order]
+    return _texts_to_data(texts, labels[order], [ids[i] for i in order], str(path),
+                          {"files": [str(path)], "format": "folder"}, featurizer, tfidf_options)
+
+
+def read_text_table(path: str | os.PathLike, text_column: str = "text", label_column: str | None = "label",
+                    id_column: str | None = None, featurizer=None, tfidf_options: dict | None = None,
+                    fmt: str | None = None) -> LabelledData:
+    """A CSV (header row) or JSONL (one object per line) file with a text and a label column.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.csv``, ``.tsv``, ``.jsonl`` / ``.ndjson`` (optionally compressed: ``.gz`` etc.).
+    text_column, label_column, id_column : str
+        Column (CSV header) or key (JSONL) names. ``label_column=None`` or a missing label
+        column gives every document label 0 (a corpus to search, not to train on); without
+        ``id_column`` the row number is the id.
+    featurizer : TextFeaturizer, optional
+        Use this fitted featuriser (a model's) instead of fitting a new one.
+    fmt : {"csv", "tsv", "jsonl"}, optional
+        Default: from the file name.
+    """
+    import csv
+    import json
+
+    path = Path(path)
+    fmt = fmt or table_format(path)
+    raw = _read_text_file(path)
+    rows: list[dict] = []
+    if fmt in ("csv", "tsv"):
+        reader = csv.DictReader(io.StringIO(raw), delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            rows = list(reader)
+        except csv.Error as exc:
+            raise FileFormatError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
+        columns = reader.fieldnames or []
+    else:
+        columns = set()
+        for lineno, line in enumerate(raw.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FileFormatError(f"{path}:{lineno}: not a JSON object ({exc})") from None
+            if not isinstance(obj, dict):
+                raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
+            rows.append(obj)
+            columns.update(obj)
+    if not rows:
+        raise FileFormatError(f"{path}: contains no documents")
+    if text_column not in columns:
+        raise InvalidInputError(f"{path}: no column {text_column!r} (columns: {', '.join(sorted(map(str, columns)))}); "
+                                "name the text column with --text-column")
+    for name, opt in ((label_column, "--label-column"), (id_column, "--id-column")):
+        if name is not None and name not in columns and not (name == "label" and opt == "--label-column"):
+            raise InvalidInputError(f"{path}: no column {name!r} (columns: {', '.join(sorted(map(str, columns)))}); "
+                                    f"name it with {opt}")
+    texts, labels, ids = [], [], []
+    use_labels = label_column is not None and label_column in columns
+    for i, row in enumerate(rows, start=1):
+        text = row.get(text_column)
+        if not isinstance(text, str):
+            raise InvalidInputError(f"{path}: row {i} has no text in column {text_column!r}")
+        texts.append(text)
+        if use_labels:
+            label = row.get(label_column)
+            if label is None or label == "":
+                raise InvalidInputError(f"{path}: row {i} has no label in column {label_column!r}")
+            labels.append(str(label) if not isinstance(label, (int, float)) or isinstance(label, bool) else label)
+        if id_column is not None:
+            if row.get(id_column) in (None, ""):
+                raise InvalidInputError(f"{path}: row {i} has no id in column {id_column!r}")
+            ids.append(str(row[id_column]))
+    if not use_labels:
+        labels = [0] * len(texts)
+    elif any(isinstance(v, str) for v in labels):
+        labels = [str(v) for v in labels]
+    info = {"files": [str(path)], "format": fmt, "text_column": text_column, "label_column": label_column,
+            "id_column": id_column}
+    return _texts_to_data(texts, labels, ids if id_column is not None else None, str(path), info, featurizer,
+                          tfidf_options)
+
+
+def _read_text_file(path: Path) -> str:
+    try:
+        with open_maybe_compressed(path) as handle:
+            data = handle.read()
+    except (DataNotFoundError, FileFormatError):
+        raise
+    except _STREAM_ERRORS as exc:
+        raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"{path}: not UTF-8 text ({exc})") from None
+
+
+_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
+
+
+def _plain_suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    while suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def table_format(path: Path) -> str | None:
+    """``"csv"``, ``"tsv"`` or ``"jsonl"`` from the file name (compression suffixes ignored), else None."""
+    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(_plain_suffix(Path(path)))
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """The reader for ``path``: ``folder``, ``npz``, ``csv``/``tsv``/``jsonl``, ``mtx`` or ``svmlight``."""
+    path = Path(path)
+    if path.is_dir():
+        return "folder"
+    suffix = _plain_suffix(path)
+    if suffix == ".npz":
+        return "npz"
+    if suffix == ".mtx":
+        return "mtx"
+    return table_format(path) or "svmlight"
