@@ -32,6 +32,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import Tags
 
+from ..evaluation import evaluate_retrieval
 from ..exceptions import NotFittedError
 from ..validation import check_csr, check_labels, check_triplets
 
@@ -209,6 +210,18 @@ class TripletLearner(SparsesimEstimator):
     @property
     def model_(self):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def score(self, X, y) -> float:
+        """Mean average precision (MAP) of retrieval among the documents of ``X`` by label ``y``.
+
+        Every document queries all the others with the learned similarity; documents with the
+        same label are the relevant ones. Higher is better, so scikit-learn's search tools
+        (``GridSearchCV``, ``cross_val_score``) can use it without a custom scorer.
+        """
+        self._check_fitted()
+        X = check_csr(X, n_features=self.n_features_in_)
+        y = check_labels(y, X.shape[0])
+        return float(evaluate_retrieval(self.model_.scorer(X), y, k=min(10, max(1, X.shape[0] - 1)))["map"])
 
 
 class OnlineClassifier(SparsesimEstimator):
