@@ -375,6 +375,31 @@ def experiment(
         typer.echo(module.format_table(report))
 
 
+@app.command()
+def serve(
+    index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0: all; mind who can reach it)."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    max_top_k: int = typer.Option(100, "--max-top-k", help="Largest top_k a request may ask for."),
+    max_queries: int = typer.Option(64, "--max-queries", help="Texts or vectors per request."),
+    max_body_bytes: int = typer.Option(1 << 20, "--max-body-bytes", help="Largest request body."),
+    max_concurrency: int = typer.Option(2, "--max-concurrency", help="Searches computed at once (others wait)."),
+):
+    """Serve an index over HTTP: POST /query (texts or sparse vectors), GET /info, GET /health,
+    and a search page at / comparing the learned similarity with plain cosine."""
+    from sparsesim.service import ServiceLimits, serve as run_server
+
+    for name, value in (("--max-top-k", max_top_k), ("--max-queries", max_queries),
+                        ("--max-body-bytes", max_body_bytes), ("--max-concurrency", max_concurrency)):
+        if value < 1:
+            raise InvalidInputError(f"{name} must be at least 1, got {value}")
+    if not 0 <= port <= 65535:
+        raise InvalidInputError(f"--port must be in 0..65535, got {port}")
+    limits = ServiceLimits(max_body_bytes=max_body_bytes, max_queries=max_queries, max_top_k=max_top_k,
+                           max_concurrency=max_concurrency)
+    run_server(index, host=host, port=port, limits=limits)
+
+
 @app.command("algorithms")
 def algorithms_cmd(json_out: bool = typer.Option(False, "--json")):
     """List registered algorithms."""
