@@ -35,6 +35,27 @@ def check_csr(X, name: str = "X", n_features: int | None = None, dtype=np.float6
     return X
 
 
+def check_fit_matrix(X, name: str = "X") -> sp.csr_matrix:
+    """:func:`check_csr` for training data, stricter: ``X`` must be 2-D (no single row as 1-D),
+    real, and have at least one row and one feature."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is None and not sp.issparse(X):
+        dtype = np.asarray(X).dtype
+    if dtype is not None and np.dtype(dtype).kind == "c":
+        raise InvalidInputError(f"Complex data not supported: {name} holds complex numbers; give real-valued features")
+    ndim = 2 if sp.issparse(X) else np.ndim(X)
+    if ndim != 2:
+        raise InvalidInputError(f"{name} must be a 2-D matrix (documents x features), got {ndim}-D input; "
+                                "reshape a single document to one row")
+    X = check_csr(X, name=name)
+    n, d = X.shape
+    if d == 0:
+        raise InvalidInputError(f"{name} has 0 feature(s) (shape=({n}, 0)) while a minimum of 1 is required.")
+    if n == 0:
+        raise InvalidInputError(f"{name} has 0 sample(s) (shape=(0, {d})) while a minimum of 1 is required.")
+    return X
+
+
 def check_labels(y, n_samples: int, name: str = "y", min_per_class: int = 1) -> np.ndarray:
     """Return labels as a 1-D array; refuse a length mismatch, NaN, fewer than two classes,
     or a class with fewer than ``min_per_class`` documents."""

@@ -34,7 +34,7 @@ from sklearn.utils import Tags
 
 from ..evaluation import evaluate_retrieval
 from ..exceptions import NotFittedError
-from ..validation import check_csr, check_labels, check_triplets
+from ..validation import check_csr, check_fit_matrix, check_labels, check_triplets
 
 __all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
 
@@ -186,7 +186,7 @@ class TripletLearner(SparsesimEstimator):
         -------
         self
         """
-        X = check_csr(X)
+        X = check_fit_matrix(X)
         y = check_labels(y, X.shape[0], min_per_class=2)
         return self._fit_stream(X, self._triplet_stream(y), progress)
 

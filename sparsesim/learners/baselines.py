@@ -5,7 +5,7 @@ from __future__ import annotations
 import scipy.sparse as sp
 
 from ..models import BilinearSimilarity
-from ..validation import check_csr
+from ..validation import check_fit_matrix
 from .base import TripletLearner
 
 
@@ -32,7 +32,7 @@ class DotProduct(TripletLearner):
 
     def fit(self, X, y=None, progress=None):
         """Record the feature count of ``X`` (``y`` is accepted and ignored)."""
-        return self._fit_stream(check_csr(X), iter(()), progress)
+        return self._fit_stream(check_fit_matrix(X), iter(()), progress)
 
     @property
     def model_(self) -> BilinearSimilarity:

@@ -105,6 +105,8 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
     """
 
     _learner_kind = "multitask-classifier"
+    _skipped_checks = {"sklearn_check_estimator": "fit takes one matrix and one label vector per task (lists), "
+                                                  "outside scikit-learn's fit(X, y) contract"}
     _state_attrs: tuple = ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_", "online_margins_")
 
     # ---- subclass hooks

@@ -34,7 +34,7 @@ from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity, MultiTaskSimilarity
 from ..parallel import run_parallel
 from ..triplets import iter_omtrsl_triplets
-from ..validation import check_csr, check_labels
+from ..validation import check_csr, check_fit_matrix, check_labels
 from .base import TripletLearner
 
 def _query_rng(random_state):
@@ -51,6 +51,8 @@ class _MultiTaskBase(TripletLearner):
 
     _algorithm = ""
     _learner_kind = "multitask-triplet"
+    _skipped_checks = {"sklearn_check_estimator": "fit(X, y, tasks) needs the task of every document, outside "
+                                                  "scikit-learn's fit(X, y) contract"}
     _state_attrs = TripletLearner._state_attrs + ("tasks_", "n_queries_", "engine_", "engines_", "query_rng_",
                                                   "task_seconds_")
     _fit_chunk = 65536
@@ -168,7 +170,7 @@ class _MultiTaskBase(TripletLearner):
         -------
         self
         """
-        X = check_csr(X)
+        X = check_fit_matrix(X)
         y = check_labels(y, X.shape[0])
         tasks = np.asarray(tasks)
         if tasks.shape != (X.shape[0],):

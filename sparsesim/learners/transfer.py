@@ -316,6 +316,19 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
     _state_attrs = ("n_features_in_", "target_", "theta_", "alpha_", "n_seen_", "n_mistakes_", "mistakes_",
                     "classes_")  # not source_: fit keeps the source hypothesis
 
+    @property
+    def _skipped_checks(self) -> dict:
+        skipped = {"check_save_load_round_trip": "the kernel PA target keeps its support vectors in memory only; "
+                                                 "OHT has no saved-model format (its protocol scores online mistakes)",
+                   "sklearn_check_estimator": "a binary online classifier on labels in {-1, +1} over a dense view, "
+                                              "fed source scores (or fit_source) for OHT1/OHT2; scikit-learn's "
+                                              "classifier checks need multi-class labels and fit(X, y) alone"}
+        if self.combiner == "discount" and self.alpha is None:
+            skipped["check_partial_fit_chunks"] = ("alpha=None takes the OHT2 discount from the length T of the first "
+                                                   "partial_fit call (the paper's setting), so two chunks use another "
+                                                   "discount than one pass")
+        return skipped
+
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
                  C: float = 5.0, sigma: float = 8.0, eta: float = 0.5, alpha: float | None = None,
                  theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
@@ -451,6 +464,8 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         y = _signed_labels(y)
         if y.shape[0] != X.shape[0]:
             raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+        if X.shape[0] == 0:
+            raise InvalidInputError("X has no rows; an online pass needs at least one labelled row")
         if first:
             self._init_state(X.shape[1], X.shape[0])
         h = self._source_scores(X, source_scores)
