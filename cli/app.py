@@ -25,6 +25,22 @@ index_app = typer.Typer(no_args_is_help=True, help="Build retrieval indexes from
 app.add_typer(index_app, name="index")
 
 
+def _version_callback(value: bool) -> None:
+    if value:
+        from sparsesim import __version__
+
+        typer.echo(f"sparsesim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Online similarity learning on sparse data, served as top-k retrieval."""
+
+
 # --- helpers ----------------------------------------------------------------------------------
 def _emit(obj) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
@@ -446,7 +462,19 @@ def demo(
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit status 2."""
     try:
-        app(standalone_mode=False)
+        try:
+            app(standalone_mode=False)
+            sys.stdout.flush()
+        except SystemExit as exc:
+            # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
+            if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+                raise BrokenPipeError from None
+            raise
+    except BrokenPipeError:
+        # the reader went away (e.g. `sparsesim query ... | head`): stop quietly, as `cat` would
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0)
     except SparsesimError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2)

@@ -1,0 +1,152 @@
+"""Benchmark: `sparsesim serve` on a 10^4-document text index, over real HTTP.
+
+1. 10^4 20 Newsgroups documents (seeded sample of 20news-bydate from ``$SPARSESIM_DATA``) are
+   written as JSONL; OASIS is trained on them (TF-IDF featuriser saved in the model) and an
+   exact index is built.
+2. ``sparsesim serve`` runs in a subprocess on a free loopback port.
+3. One client sends 1,000 sequential ``POST /query`` (one text each: the first 30 words of a
+   random held-out document, top_k=10) over one keep-alive connection: requests/s and
+   latency percentiles.
+4. 100 malformed requests (bad JSON, wrong types, huge top_k, empty text, oversized body,
+   unknown fields, bad vectors) must each get a 4xx JSON error, with a ``GET /health`` after
+   each; then 100 valid queries again.
+
+Usage::
+
+    SPARSESIM_DATA=../shared/data python benchmarks/bench_service.py [--documents 10000] [--requests 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def malformed(i: int, max_body: int) -> tuple[bytes, dict]:
+    kinds = [
+        b"{not json",
+        b"",
+        b"[1, 2, 3]",
+        json.dumps({"texts": "not a list"}).encode(),
+        json.dumps({"texts": []}).encode(),
+        json.dumps({"texts": [""]}).encode(),
+        json.dumps({"texts": [42]}).encode(),
+        json.dumps({"texts": ["goal"], "top_k": 10 ** 9}).encode(),
+        json.dumps({"texts": ["goal"], "top_k": "ten"}).encode(),
+        json.dumps({"texts": ["goal"], "top_k": -1}).encode(),
+        json.dumps({"vectors": [{"indices": [10 ** 12], "values": [1.0]}]}).encode(),
+        json.dumps({"vectors": [{"indices": [1, 2], "values": [1.0]}]}).encode(),
+        json.dumps({"texts": ["a"], "surprise": True}).encode(),
+        json.dumps({"texts": ["x" * (max_body + 10)]}).encode(),
+        b"\xff\xfe\x00garbage",
+    ]
+    return kinds[i % len(kinds)], {"Content-Type": "application/json"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--documents", type=int, default=10_000)
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--triplets", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", type=Path, default=None)
+    args = ap.parse_args()
+
+    import httpx
+
+    from sparsesim.data import data_home
+    from sparsesim.data.readers import read_text_corpus
+    from sparsesim.workflows import build_index_from_files, train_model
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_service."))
+    work.mkdir(parents=True, exist_ok=True)
+    tar = data_home() / "news20" / "20news-bydate.tar.xz"
+    if not tar.is_file():
+        sys.exit(f"needs {tar} (set SPARSESIM_DATA)")
+    t0 = time.perf_counter()
+    corpus = read_text_corpus(tar)
+    rng = np.random.default_rng(args.seed)
+    order = rng.permutation(len(corpus["texts"]))
+    docs, held = order[: args.documents], order[args.documents:]
+    jsonl = work / "news.jsonl"
+    with open(jsonl, "w") as handle:
+        for i in docs:
+            handle.write(json.dumps({"id": str(corpus["ids"][i]), "text": corpus["texts"][i],
+                                     "label": str(corpus["groups"][i])}) + "\n")
+    queries = [" ".join(corpus["texts"][i].split()[:30]) for i in rng.choice(held, args.requests + 100)]
+    model, index = work / "model.npz", work / "index"
+    summary = train_model("oasis", str(jsonl), model, n_triplets=args.triplets, seed=args.seed,
+                          data_options={"id_column": "id", "tfidf": {"min_df": 3, "sublinear_tf": True}})
+    build = build_index_from_files(model, str(jsonl), kind="exact", out=index)
+    print(f"setup: {args.documents} documents, {summary['n_triplets']} triplets, nnz(M)={summary['nnz']}, "
+          f"index built in {build['build_seconds']:.1f} s; {time.perf_counter() - t0:.0f} s in all", flush=True)
+
+    port = free_port()
+    max_body = 1 << 20
+    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index), "--port",
+                             str(port)], stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        t_start = time.perf_counter()
+        while True:
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+            if proc.poll() is not None:
+                sys.exit(proc.stderr.read().decode()[-2000:])
+        print(f"server answering {time.perf_counter() - t_start:.1f} s after start", flush=True)
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for q in queries[:20]:  # warm-up
+                client.post("/query", json={"texts": [q], "top_k": 10}).raise_for_status()
+            lat = []
+            t1 = time.perf_counter()
+            for q in queries[: args.requests]:
+                s = time.perf_counter()
+                r = client.post("/query", json={"texts": [q], "top_k": 10})
+                lat.append(time.perf_counter() - s)
+                if r.status_code != 200 or len(r.json()["results"][0]) != 10:
+                    sys.exit(f"bad answer: {r.status_code} {r.text[:200]}")
+            wall = time.perf_counter() - t1
+            lat_ms = np.array(lat) * 1000
+            print(f"{args.requests} sequential POST /query: {args.requests / wall:.0f} requests/s; latency ms "
+                  f"p50 {np.percentile(lat_ms, 50):.1f}, p90 {np.percentile(lat_ms, 90):.1f}, "
+                  f"p99 {np.percentile(lat_ms, 99):.1f}, max {lat_ms.max():.1f}")
+            statuses = []
+            for i in range(100):
+                body, headers = malformed(i, max_body)
+                r = client.post("/query", content=body, headers=headers)
+                ok_json = "error" in r.json()
+                statuses.append(r.status_code)
+                if not (400 <= r.status_code < 500 and ok_json):
+                    sys.exit(f"malformed request {i} got {r.status_code}: {r.text[:200]}")
+                if client.get("/health").status_code != 200:
+                    sys.exit(f"server stopped answering after malformed request {i}")
+            counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+            good = sum(client.post("/query", json={"texts": [q], "top_k": 10}).status_code == 200
+                       for q in queries[args.requests:])
+            print(f"100 malformed requests: all 4xx with a JSON error {counts}; /health answered after each; "
+                  f"{good}/100 valid queries answered afterwards")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
