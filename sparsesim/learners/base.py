@@ -33,7 +33,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import Tags
 
 from ..evaluation import evaluate_retrieval
-from ..exceptions import NotFittedError
+from ..exceptions import InvalidInputError, NotFittedError
 from ..validation import check_csr, check_fit_matrix, check_labels, check_triplets
 
 __all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
@@ -219,7 +219,10 @@ class TripletLearner(SparsesimEstimator):
         (``GridSearchCV``, ``cross_val_score``) can use it without a custom scorer.
         """
         self._check_fitted()
-        X = check_csr(X, n_features=self.n_features_in_)
+        X = check_csr(X)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                                    f"{self.n_features_in_} features as input (feature-count mismatch)")
         y = check_labels(y, X.shape[0])
         return float(evaluate_retrieval(self.model_.scorer(X), y, k=min(10, max(1, X.shape[0] - 1)))["map"])
 
