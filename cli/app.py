@@ -7,6 +7,7 @@ traceback, never a partial output file (writes are atomic in the library).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -16,6 +17,8 @@ from typing import List, Optional
 import typer
 
 from sparsesim.exceptions import InvalidInputError, SparsesimError
+from sparsesim.persistence import dumps_strict
+from sparsesim.validation import bounded
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Online similarity learning on sparse data, served as top-k retrieval.")
@@ -33,17 +36,24 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
+_DEBUG = {"on": False}
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                  help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the Python traceback of an error "
+                               "(same as SPARSESIM_DEBUG=1)."),
 ) -> None:
     """Online similarity learning on sparse data, served as top-k retrieval."""
+    _DEBUG["on"] = debug
 
 
 # --- helpers ----------------------------------------------------------------------------------
 def _emit(obj) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
+    """One line of strict JSON (NaN/Infinity written as null) on stdout."""
+    sys.stdout.write(dumps_strict(obj) + "\n")
 
 
 def _parse_value(text: str):
@@ -459,43 +469,76 @@ def demo(
             typer.echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
 
 
+def _debugging() -> bool:
+    return _DEBUG["on"] or os.environ.get("SPARSESIM_DEBUG", "") not in ("", "0")
+
+
+def _one_line(text) -> str:
+    """A message as one bounded line (newlines folded, at most ~400 characters)."""
+    return bounded(" ".join(str(text).split()))
+
+
+def _os_error_text(exc: OSError) -> str:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    hints = {errno.ENOSPC: " (the disk is full)", errno.EROFS: " (read-only file system)",
+             errno.EACCES: " (permission denied)", errno.EPERM: " (operation not permitted)",
+             errno.EDQUOT: " (disk quota exceeded)"}
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    hint = hints.get(exc.errno, "") if reason.lower() not in hints.get(exc.errno, "").lower() else ""
+    return f"{reason}{where}{hint}"
+
+
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit status 2."""
+    """Console entry point: user errors become one ``error:`` line on stderr and exit status 2.
+
+    Usage errors (unknown command or option, missing option, a value of the wrong type) are shown
+    by typer's own display, also with exit status 2. ``--debug`` or ``SPARSESIM_DEBUG=1`` shows the
+    traceback instead.
+    """
+    _DEBUG["on"] = "--debug" in sys.argv[1:]
     try:
         try:
-            app(standalone_mode=False)
+            app(standalone_mode=True)
             sys.stdout.flush()
         except SystemExit as exc:
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
             if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 raise BrokenPipeError from None
+            if exc.code in (0, None):
+                sys.stdout.flush()
+                return
             raise
     except BrokenPipeError:
         # the reader went away (e.g. `sparsesim query ... | head`): stop quietly, as `cat` would
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(0)
-    except SparsesimError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        typer.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
-        raise SystemExit(2)
-    except MemoryError:
-        typer.echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
-        raise SystemExit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise SystemExit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            raise SystemExit(1)
-        if os.environ.get("SPARSESIM_DEBUG"):
+    except SparsesimError as exc:
+        if _debugging():
             raise
-        typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (set SPARSESIM_DEBUG=1 for the traceback)", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise SystemExit(2)
+    except OSError as exc:
+        if _debugging():
+            raise
+        typer.echo(f"error: {_one_line(_os_error_text(exc))}", err=True)
+        raise SystemExit(2)
+    except MemoryError:
+        if _debugging():
+            raise
+        typer.echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
+        raise SystemExit(2)
+    except (OverflowError, RecursionError) as exc:
+        if _debugging():
+            raise
+        typer.echo(f"error: a value in the input is too large or too deeply nested ({_one_line(exc)})", err=True)
+        raise SystemExit(2)
+    except Exception as exc:
+        if _debugging():
+            raise
+        typer.echo(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (run with --debug or "
+                   "SPARSESIM_DEBUG=1 for the traceback, and please report it)", err=True)
         raise SystemExit(1)

@@ -1,53 +1,103 @@
-"""The index directory format: no pickle, checksummed, written atomically, memory-mappable.
+"""The index directory format: no pickle, checksummed, replaced in one atomic step, memory-mappable.
 
 An index directory holds::
 
-    manifest.json        format, kind, parameters, the model's checksum, and for every file
-                         below its size and sha256
-    model.npz            the BilinearSimilarity the index was built with (its own checked format)
-    ids.npy              user ids (int64 or unicode), one per document
-    corpus.*.npy         the stored corpus X (CSR indptr / indices / data)
-    postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered X^T)
-    projection.*.npy     ANN: query map V, document map B = M^T V, singular values
-    faiss.index          ANN: the FAISS index (``faiss.write_index``)
+    manifest.json        format, kind, parameters, the model's checksum, the name of the data
+                         directory, for every file below its size and sha256, and a checksum of
+                         the manifest itself
+    v-XXXXXXXXXXXX/      the data of the current version:
+      model.npz            the BilinearSimilarity the index was built with (its own checked format)
+      ids.npy              user ids (int64 or unicode), one per document
+      corpus.*.npy         the stored corpus X (CSR indptr / indices / data)
+      postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered X^T)
+      heavy.*.npy          ANN: precomputed rows of M for re-ranking
+      projection.*.npy     ANN: query map V, document map B = M^T V, singular values
+      faiss.index          ANN: the FAISS index (``faiss.write_index``)
 
 Arrays are single ``.npy`` files (not one ``.npz``) so that ``load_index(..., mmap=True)`` can
-memory-map them read-only (``np.load(mmap_mode="r")``; members of a zip archive cannot be
-mapped); every one is read with ``allow_pickle=False``. ``save_index`` writes everything into
-a temporary directory next to the target, fsyncs it and renames it into place, so a crash never
-leaves a half-written index under the final name. ``load_index`` refuses a missing, truncated
-or modified file (size and sha256 from the manifest), a newer format, and a model whose
-checksum differs from the one the index was built with.
+memory-map them read-only; every one is read with ``allow_pickle=False`` after its header was
+checked against the file size.
+
+Writes never lose data. A new index is written into a temporary directory beside the target
+and renamed into place (a rename onto an existing directory fails, so two builders of one new
+path cannot both succeed). Replacing an index (``overwrite=True``, ``index add``) writes the new
+version into a new ``v-*`` directory inside it, then replaces ``manifest.json`` with one
+``os.replace`` -- the single atomic step; a kill at any moment leaves the old complete version
+or the new one. Old versions and temporaries of killed writers are removed by the next write.
+Writers of one target are serialised by a lock file (:func:`sparsesim.persistence.target_lock`).
+Format 1 directories (files beside the manifest) are still read, and replaced by format 2.
+
+``load_index`` trusts nothing in the directory: the manifest is validated against a schema
+(types, ranges, known values) and its own checksum; every file's size (always) and sha256
+(``verify=True``) are checked; arrays must have exactly the dtypes written (nothing is
+coerced); and one vectorised structural pass refuses out-of-range or negative indices, a
+non-monotone ``indptr``, NaN/inf values, duplicate ids, inconsistent shapes and FAISS
+structures whose ids or links point outside the index -- before any compiled kernel reads them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
 import numpy as np
 
-from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnsafeTargetError
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import file_sha256
+from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, loads_strict, make_temp_dir, read_npy,
+                                   sweep_stale_temps, target_lock, file_mode)
+from sparsesim.validation import (MAX_FEATURES, bounded, check_csr_arrays, check_finite_array, check_meta)
 
 __all__ = ["save_index", "load_index", "read_manifest", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sparsesim-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"
+_DATA_DIR_RE = re.compile(r"^v-[0-9a-f]{8,32}$")
+_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+MAX_DOCUMENTS = 2**40
+
+MANIFEST_SCHEMA = {
+    "kind": ("choice", ("exact", "ann")),
+    "n_documents": ("int", 0, MAX_DOCUMENTS),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "id_dtype": ("choice?", ("int", "str")),
+    "model": ("dict",),
+    "params": ("dict",),
+    "state": ("dict",),
+    "files": ("dict",),
+    "data_dir": ("str?",),
+    "manifest_checksum": ("str?",),
+}
+MODEL_FACTS_SCHEMA = {
+    "checksum": ("str",),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "identity": ("bool",),
+    "normalize": ("bool",),
+}
+STATE_SCHEMA = {
+    "strategy_": ("choice?", ("corpus", "query")),
+    "nlist_": ("int?", 1, MAX_DOCUMENTS),
+    "build_seconds": ("float?", 0.0, None),
+    "n_heavy_rows": ("int?", 0, MAX_FEATURES),
+    "n_fit_documents": ("int?", 0, MAX_DOCUMENTS),
+}
 
 
 def _fsync_path(path: Path, directory: bool = False):
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    if directory:
+        fsync_dir(path)
+        return
     try:
-        fd = os.open(path, flags)
-    except OSError:  # pragma: no cover - platforms without directory fds
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover
         return
     try:
         os.fsync(fd)
@@ -62,44 +112,115 @@ def _model_facts(model: BilinearSimilarity) -> dict:
             "normalize": model.normalize, "nnz": model.nnz(), "algorithm": model.metadata.get("algorithm")}
 
 
+def manifest_checksum(manifest: dict) -> str:
+    """sha256 of the manifest's canonical JSON without its ``manifest_checksum`` key."""
+    body = {k: v for k, v in manifest.items() if k != "manifest_checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _is_index_dir(directory: Path) -> bool:
+    """Whether ``directory`` is a real directory holding a sparsesim index manifest."""
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    try:
+        with open(directory / MANIFEST, "rb") as handle:
+            head = handle.read(1 << 20)
+        return isinstance(json.loads(head), dict) and json.loads(head).get("format") == FORMAT_NAME
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+def check_index_target(directory, overwrite: bool = False) -> Path:
+    """Refuse an index output path that is not a new path or an index directory of ours.
+
+    Raises
+    ------
+    UnsafeTargetError
+        A symlink, a regular file, a device, or a directory that is not a sparsesim index.
+    InvalidInputError
+        An index is already there and ``overwrite`` is False.
+    """
+    directory = Path(directory).expanduser()
+    if str(directory) in ("", ".", "/") or directory.name in ("", ".", ".."):
+        raise UnsafeTargetError(f"{str(directory)!r} is not a usable index path; name a new directory")
+    if directory.is_symlink():
+        raise UnsafeTargetError(f"{directory} is a symbolic link; give the path of an index directory")
+    if directory.exists():
+        if not directory.is_dir():
+            raise UnsafeTargetError(f"{directory} exists and is not a directory; refusing to replace it with an index")
+        if not _is_index_dir(directory):
+            raise UnsafeTargetError(f"{directory} is a directory but not a sparsesim index; refusing to replace it")
+        if not overwrite:
+            raise InvalidInputError(f"{directory} already exists; choose another directory or pass overwrite=True")
+    return directory
+
+
+def _write_version(index, vdir: Path) -> dict:
+    """Write the index's files into ``vdir``; returns {file name: {bytes, sha256}}."""
+    index.model.save(vdir / MODEL_FILE)
+    names = [MODEL_FILE]
+    for name, arr in index._arrays().items():
+        fname = f"{name}.npy"
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype == object:
+            raise TypeError(f"array {name!r} has dtype object")
+        fd = os.open(vdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, arr, allow_pickle=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        names.append(fname)
+    for fname, writer in index._extra_files().items():
+        writer(vdir / fname)
+        os.chmod(vdir / fname, file_mode())
+        _fsync_path(vdir / fname)
+        names.append(fname)
+    _fsync_path(vdir, directory=True)
+    return {fname: {"bytes": (vdir / fname).stat().st_size, "sha256": file_sha256(vdir / fname)} for fname in names}
+
+
+def _write_manifest(path: Path, manifest: dict):
+    manifest = json.loads(dumps_strict(manifest))  # plain JSON types (what a reader will hash)
+    manifest["manifest_checksum"] = manifest_checksum(manifest)
+    text = dumps_strict(manifest, indent=2, sort_keys=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _sweep_inside(directory: Path, keep: str):
+    """Remove version directories other than ``keep`` and stale temporaries inside an index directory."""
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink() and _DATA_DIR_RE.match(entry.name) and entry.name != keep:
+            shutil.rmtree(entry, ignore_errors=True)
+    sweep_stale_temps(directory)
+
+
 def save_index(index, directory, overwrite: bool = False) -> Path:
-    """Write ``index`` to ``directory`` atomically; returns the directory.
+    """Write ``index`` to ``directory``, replacing an existing index there in one atomic step.
 
     Raises
     ------
     InvalidInputError
-        ``directory`` exists and ``overwrite`` is False.
+        ``directory`` holds an index and ``overwrite`` is False.
+    UnsafeTargetError
+        ``directory`` is a symlink, a file, or a directory that is not a sparsesim index.
+    ConcurrentWriteError
+        Another process held the target's lock for longer than the lock timeout.
     """
     from sparsesim import __version__ as version
 
     directory = Path(directory).expanduser()
     if index.X_ is None:
         raise InvalidInputError("the index is empty; build it before saving")
-    if directory.exists() and not overwrite:
-        raise InvalidInputError(f"{directory} already exists; choose another directory or pass overwrite=True")
+    check_index_target(directory, overwrite)
     parent = directory.parent if str(directory.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=parent))
-    trash = None
-    try:
-        index.model.save(tmp / MODEL_FILE)
-        names = [MODEL_FILE]
-        for name, arr in index._arrays().items():
-            fname = f"{name}.npy"
-            arr = np.ascontiguousarray(arr)
-            if arr.dtype == object:
-                raise TypeError(f"array {name!r} has dtype object")
-            with open(tmp / fname, "wb") as handle:
-                np.save(handle, arr, allow_pickle=False)
-                handle.flush()
-                os.fsync(handle.fileno())
-            names.append(fname)
-        for fname, writer in index._extra_files().items():
-            writer(tmp / fname)
-            _fsync_path(tmp / fname)
-            names.append(fname)
-        files = {fname: {"bytes": (tmp / fname).stat().st_size, "sha256": file_sha256(tmp / fname)}
-                 for fname in names}
+    with target_lock(directory):
+        exists = check_index_target(directory, overwrite).exists()  # again, under the lock
+        data_dir = f"v-{uuid.uuid4().hex[:12]}"
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -111,30 +232,63 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             "model": _model_facts(index.model),
             "params": index.params(),
             "state": index._state(),
-            "files": files,
+            "data_dir": data_dir,
         }
-        with open(tmp / MANIFEST, "w") as handle:
-            json.dump(manifest, handle, indent=2, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _fsync_path(tmp, directory=True)
-        if directory.exists():
-            trash = parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(directory, trash)
-        os.rename(tmp, directory)
-        _fsync_path(parent, directory=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if trash is not None and trash.exists() and not directory.exists():
-            os.rename(trash, directory)
-        raise
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+        if not exists:
+            tmp = make_temp_dir(parent, directory.name)
+            try:
+                (tmp / data_dir).mkdir(mode=0o777)
+                manifest["files"] = _write_version(index, tmp / data_dir)
+                _write_manifest(tmp / MANIFEST, manifest)
+                _fsync_path(tmp, directory=True)
+                try:
+                    os.rename(tmp, directory)
+                except OSError:
+                    if directory.exists():
+                        raise InvalidInputError(f"{directory} was created by another process meanwhile; "
+                                                "choose another directory") from None
+                    raise
+                fsync_dir(parent)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return directory
+        old = _read_manifest_loose(directory)
+        vdir = directory / data_dir
+        pending = directory / f".{MANIFEST}.sparsesim-{os.getpid()}-{data_dir}.tmp"
+        try:
+            vdir.mkdir(mode=0o777)
+            manifest["files"] = _write_version(index, vdir)
+            _write_manifest(pending, manifest)
+            os.replace(pending, directory / MANIFEST)  # the one atomic step
+            fsync_dir(directory)
+        except BaseException:
+            shutil.rmtree(vdir, ignore_errors=True)
+            if pending.exists():
+                pending.unlink()
+            raise
+        # the new version is in place; remove the old one
+        if old is not None and old.get("data_dir") is None:
+            for fname in old.get("files", {}) if isinstance(old.get("files"), dict) else ():
+                if isinstance(fname, str) and _FILE_RE.match(fname) and fname != MANIFEST:
+                    try:
+                        (directory / fname).unlink()
+                    except OSError:
+                        pass
+        _sweep_inside(directory, keep=data_dir)
     return directory
 
 
+def _read_manifest_loose(directory: Path):
+    try:
+        obj = loads_strict((directory / MANIFEST).read_bytes(), str(directory / MANIFEST))
+        return obj if isinstance(obj, dict) else None
+    except (OSError, FileFormatError):
+        return None
+
+
 def read_manifest(directory) -> dict:
-    """The parsed, format-checked manifest of an index directory."""
+    """The parsed manifest of an index directory, validated against its schema and checksum."""
     directory = Path(directory).expanduser()
     if not directory.is_dir():
         raise FileFormatError(f"{directory}: no such index directory")
@@ -142,35 +296,61 @@ def read_manifest(directory) -> dict:
     if not path.is_file():
         raise FileFormatError(f"{directory}: not a sparsesim index directory (no {MANIFEST})")
     try:
-        manifest = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FileFormatError(f"{path}: corrupt manifest ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FileFormatError(f"{path}: not readable ({exc.strerror or exc})") from None
+    try:
+        manifest = loads_strict(raw, str(path))
+    except FileFormatError as exc:
+        raise FileFormatError(f"{path}: corrupt manifest ({bounded(exc, 200)})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise FileFormatError(f"{path}: not a sparsesim index manifest")
-    try:
-        version = int(manifest.get("format_version", -1))
-    except (TypeError, ValueError):
-        version = -1
-    if version < 1:
+    version = manifest.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise FileFormatError(f"{path}: missing or invalid format_version")
     if version > FORMAT_VERSION:
         raise FileFormatError(f"{path}: index format version {version} is newer than this sparsesim "
                               f"({FORMAT_VERSION}); upgrade sparsesim")
-    for key in ("kind", "n_documents", "n_features", "model", "params", "state", "files"):
-        if key not in manifest:
-            raise FileFormatError(f"{path}: manifest lacks {key!r}")
+    check_meta(manifest, MANIFEST_SCHEMA, str(path))
+    if version >= 2:
+        if manifest.get("manifest_checksum") != manifest_checksum(manifest):
+            raise FileFormatError(f"{path}: manifest checksum mismatch (file corrupt or modified)")
+        data_dir = manifest.get("data_dir")
+        if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
+            raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
+    check_meta(manifest["model"], MODEL_FACTS_SCHEMA, f"{path} (model)")
+    check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
+    if manifest["model"]["n_features"] != manifest["n_features"]:
+        raise FileFormatError(f"{path}: n_features {manifest['n_features']} differs from the model's "
+                              f"{manifest['model']['n_features']}")
+    if len(manifest["files"]) > 64:
+        raise FileFormatError(f"{path}: lists {len(manifest['files'])} files (an index has at most 64)")
+    for fname, facts in manifest["files"].items():
+        if not _FILE_RE.match(fname) or fname == MANIFEST:
+            raise FileFormatError(f"{path}: invalid file name {bounded(repr(fname), 80)}")
+        check_meta(facts, {"bytes": ("int", 0, None), "sha256": ("str",)}, f"{path} ({fname})")
+        if not _HEX64.match(facts["sha256"]):
+            raise FileFormatError(f"{path}: invalid sha256 for {fname}")
     return manifest
+
+
+def _data_path(directory: Path, manifest: dict) -> Path:
+    data_dir = manifest.get("data_dir")
+    if data_dir is None:
+        return directory
+    path = directory / data_dir
+    if path.is_symlink() or not path.is_dir():
+        raise FileFormatError(f"{path}: missing (the index directory is incomplete)")
+    return path
 
 
 def _verify_files(directory: Path, manifest: dict, verify: bool):
     for fname, facts in manifest["files"].items():
-        if "/" in fname or "\\" in fname or fname.startswith("."):
-            raise FileFormatError(f"{directory / MANIFEST}: invalid file name {fname!r}")
         path = directory / fname
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             raise FileFormatError(f"{path}: missing (the index directory is incomplete)")
         size = path.stat().st_size
-        if size != int(facts["bytes"]):
+        if size != facts["bytes"]:
             raise FileFormatError(f"{path}: {size} bytes, expected {facts['bytes']} (file truncated or modified)")
         if verify and file_sha256(path) != facts["sha256"]:
             raise FileFormatError(f"{path}: sha256 mismatch (file corrupt or modified)")
@@ -192,7 +372,7 @@ def _check_model(model: BilinearSimilarity, facts: dict, directory: Path):
 
 def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = False, verify: bool = True,
                n_jobs: int | None = 1):
-    """Read an index directory written by :meth:`Index.save`.
+    """Read an index directory written by :meth:`Index.save`, refusing anything inconsistent.
 
     Parameters
     ----------
@@ -204,14 +384,15 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
         an index answers queries but refuses :meth:`Index.add`.
     verify : bool, default True
-        Check every file's sha256 (sizes are always checked).
+        Check every file's sha256 (sizes, the manifest's schema and checksum, dtypes and the
+        structural checks of all arrays always run).
     n_jobs : int, default 1
         Threads of the loaded index.
 
     Raises
     ------
     FileFormatError
-        Not an index directory, newer format, missing, truncated or corrupt file.
+        Not an index directory, unknown format, missing, truncated, corrupt or inconsistent file.
     ModelMismatchError
         ``model`` is not the model the index was built with.
     """
@@ -222,14 +403,13 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     manifest = read_manifest(directory)
     classes = {"exact": ExactIndex, "ann": AnnIndex}
     kind = manifest["kind"]
-    if kind not in classes:
-        raise FileFormatError(f"{directory}: unknown index kind {kind!r}")
-    _verify_files(directory, manifest, verify)
+    data = _data_path(directory, manifest)
+    _verify_files(data, manifest, verify)
     stored = manifest["model"]
     if model is None:
         if MODEL_FILE not in manifest["files"]:
             raise FileFormatError(f"{directory}: no stored model; pass the model")
-        model = BilinearSimilarity.load(directory / MODEL_FILE)
+        model = BilinearSimilarity.load(data / MODEL_FILE)
         try:
             _check_model(model, stored, directory)
         except ModelMismatchError as exc:
@@ -241,34 +421,170 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     for fname in manifest["files"]:
         if fname == MODEL_FILE:
             continue
-        path = directory / fname
+        path = data / fname
         if fname.endswith(".npy"):
-            try:
-                arrays[fname[:-4]] = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-            except (ValueError, OSError, EOFError) as exc:
-                raise FileFormatError(f"{path}: not a readable array ({exc})") from None
+            arrays[fname[:-4]] = read_npy(path, mmap=mmap)
         else:
             extra[fname] = path
-    for name in ("ids", "corpus.indptr", "corpus.indices", "corpus.data"):
-        if name not in arrays:
-            raise FileFormatError(f"{directory}: missing {name}.npy")
+    n, d = manifest["n_documents"], manifest["n_features"]
+    try:
+        check_index_arrays(kind, arrays, n, d, manifest)
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
     try:
         index = classes[kind](model, n_jobs=n_jobs, **manifest["params"])
-    except TypeError as exc:
-        raise FileFormatError(f"{directory}: manifest parameters do not fit a {kind} index ({exc})") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise FileFormatError(f"{directory}: manifest parameters do not fit a {kind} index "
+                              f"({bounded(exc, 200)})") from None
     from .exact import _csr_from
 
-    n, d = int(manifest["n_documents"]), int(manifest["n_features"])
     index.X_ = _csr_from(arrays, "corpus", (n, d))
-    ids = arrays["ids"]
-    if ids.shape != (n,) or ids.dtype.kind not in "iU":
-        raise FileFormatError(f"{directory}: ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) int or str")
-    index.ids_ = ids
+    index.ids_ = arrays["ids"]
     snippets = arrays.get("snippets")
     index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" else None
     try:
         index._restore(arrays, extra, manifest, mmap)
     except KeyError as exc:
-        raise FileFormatError(f"{directory}: missing file for {exc}") from None
+        raise FileFormatError(f"{directory}: missing file for {bounded(exc, 80)}") from None
+    if kind == "ann" and getattr(index, "faiss_", None) is not None:
+        try:
+            check_faiss(index.faiss_, n, index.dim)
+        except InvalidInputError as exc:
+            raise FileFormatError(f"{extra.get('faiss.index', directory)}: {bounded(exc, 300)}") from None
     index.read_only_ = bool(mmap)
     return index
+
+
+_I64, _I32, _F64, _F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
+
+
+def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) -> None:
+    """One vectorised structural pass over the arrays of an index (raises InvalidInputError).
+
+    Corpus: a canonical (n, d) CSR matrix (int64 indptr, int32 indices in [0, d), sorted, no
+    duplicates, finite float64 values). Ids: n unique int64 or unicode values (of the manifest's
+    ``id_dtype``). Posting lists: a (d, n) CSR matrix with document numbers in [0, n) and finite
+    values. ANN: heavy rows unique in [0, d), Z of shape (n, h) finite float64, projections of
+    shape (d, dim) finite float32.
+    """
+    for name in ("ids", "corpus.indptr", "corpus.indices", "corpus.data"):
+        if name not in arrays:
+            raise InvalidInputError(f"missing {name}.npy")
+    check_csr_arrays(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
+                     name="corpus", index_dtypes=None, data_dtypes=(_F64,), sorted_indices=True)
+    if arrays["corpus.indptr"].dtype != _I64 or arrays["corpus.indices"].dtype != _I32:
+        raise InvalidInputError(f"corpus index arrays have dtypes {arrays['corpus.indptr'].dtype}/"
+                                f"{arrays['corpus.indices'].dtype}; expected int64/int32")
+    ids = arrays["ids"]
+    if ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == _I64 or ids.dtype.kind == "U"):
+        raise InvalidInputError(f"ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) int64 or str")
+    id_dtype = manifest.get("id_dtype")
+    if id_dtype is not None and (id_dtype == "int") != (ids.dtype.kind == "i"):
+        raise InvalidInputError(f"ids.npy holds {ids.dtype} but the manifest says {id_dtype!r} ids")
+    if n and np.unique(ids).shape[0] != n:
+        raise InvalidInputError("ids.npy holds duplicate ids")
+    strategy = manifest["state"].get("strategy_")
+    if kind == "ann" or strategy == "corpus":
+        for part in ("indptr", "indices", "data"):
+            if f"postings.{part}" not in arrays:
+                raise InvalidInputError(f"missing postings.{part}.npy")
+        check_csr_arrays(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"], (d, n),
+                         name="postings", data_dtypes=(_F64,), sorted_indices=(kind == "exact"))
+        if arrays["postings.indptr"].dtype != _I64 or arrays["postings.indices"].dtype != _I32:
+            raise InvalidInputError("postings index arrays must be int64/int32")
+    if kind == "exact" and strategy is None:
+        raise InvalidInputError("state lacks strategy_")
+    if kind == "ann":
+        for name in ("heavy.rows", "heavy.Z"):
+            if name not in arrays:
+                raise InvalidInputError(f"missing {name}.npy")
+        rows = arrays["heavy.rows"]
+        if rows.dtype != _I64 or rows.ndim != 1:
+            raise InvalidInputError(f"heavy.rows holds {rows.shape} {rows.dtype}, expected 1-D int64")
+        h = rows.shape[0]
+        if h and (int(rows.min()) < 0 or int(rows.max()) >= d or np.unique(rows).shape[0] != h):
+            raise InvalidInputError(f"heavy.rows must be unique feature numbers in [0, {d})")
+        check_finite_array(arrays["heavy.Z"], "heavy.Z", dtypes=(_F64,), shape=(n, h))
+        dim = manifest["params"].get("dim")
+        if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0:
+            for name in ("projection.V", "projection.B"):
+                if name not in arrays:
+                    raise InvalidInputError(f"missing {name}.npy")
+                check_finite_array(arrays[name], name, dtypes=(_F32,), shape=(d, dim))
+            sv = arrays.get("projection.singular_values")
+            if sv is None or sv.ndim != 1:
+                raise InvalidInputError("projection.singular_values must be a 1-D array")
+            check_finite_array(sv, "projection.singular_values", dtypes=(_F64,))
+        n_fit = manifest["state"].get("n_fit_documents")
+        if n_fit is not None and n_fit > n:
+            raise InvalidInputError(f"state says the index was learned from {n_fit} documents but holds {n}")
+
+
+def check_faiss(index, n: int, dim: int) -> None:
+    """Refuse a FAISS index whose structure could make a search read or return out of range.
+
+    Checks the type (IVF-flat or HNSW-flat, inner product), dimension and size; for IVF every
+    stored id is unique and in [0, n), list sizes add up and the vectors are finite; for HNSW
+    every link is in [-1, n), the per-node offsets are monotone and the vectors are finite.
+    """
+    import faiss
+
+    if index.d != dim or index.ntotal != n:
+        raise InvalidInputError(f"FAISS index holds {index.ntotal} vectors of dimension {index.d}, "
+                                f"expected {n} of dimension {dim}")
+    if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise InvalidInputError("FAISS index does not use the inner-product metric")
+    if isinstance(index, faiss.IndexIVF):
+        ivf = faiss.downcast_index(index)
+        if not isinstance(ivf, faiss.IndexIVFFlat) or ivf.code_size != 4 * dim:
+            raise InvalidInputError(f"unexpected FAISS index type {type(ivf).__name__}")
+        invlists = ivf.invlists
+        if ivf.quantizer.ntotal != ivf.nlist or ivf.quantizer.d != dim:
+            raise InvalidInputError("FAISS quantizer does not match the number of lists")
+        ids, total = [], 0
+        for lst in range(ivf.nlist):
+            size = invlists.list_size(lst)
+            if size == 0:
+                continue
+            total += size
+            ids.append(faiss.rev_swig_ptr(invlists.get_ids(lst), size).copy())
+            vecs = faiss.rev_swig_ptr(invlists.get_codes(lst), size * ivf.code_size).view(np.float32)
+            if not np.isfinite(vecs).all():
+                raise InvalidInputError("FAISS index holds NaN or infinite vectors")
+        ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        if total != n or ids.size != n or (n and (ids.min() < 0 or ids.max() >= n or np.unique(ids).size != n)):
+            raise InvalidInputError("FAISS inverted lists hold ids outside [0, n) or duplicates")
+        quant = faiss.rev_swig_ptr(faiss.downcast_index(ivf.quantizer).get_xb(), ivf.nlist * dim) if ivf.nlist else None
+        if quant is not None and not np.isfinite(quant).all():
+            raise InvalidInputError("FAISS quantizer holds NaN or infinite centroids")
+        return
+    if isinstance(index, faiss.IndexHNSWFlat):
+        hnsw = index.hnsw
+        neighbors = faiss.vector_to_array(hnsw.neighbors)
+        offsets = faiss.vector_to_array(hnsw.offsets)
+        levels = faiss.vector_to_array(hnsw.levels)
+        if offsets.shape[0] != n + 1 or levels.shape[0] != n or (n and offsets[0] != 0):
+            raise InvalidInputError("FAISS HNSW structure does not match the number of vectors")
+        if n and (np.any(np.diff(offsets.astype(np.int64)) < 0) or int(offsets[-1]) != neighbors.shape[0]):
+            raise InvalidInputError("FAISS HNSW offsets are not monotone")
+        if neighbors.size and (int(neighbors.min()) < -1 or int(neighbors.max()) >= n):
+            raise InvalidInputError("FAISS HNSW links point outside the index")
+        if n and not (-1 <= hnsw.entry_point < n):
+            raise InvalidInputError("FAISS HNSW entry point outside the index")
+        if levels.size and (levels.min() < 1 or levels.max() > hnsw.max_level + 1):
+            raise InvalidInputError("FAISS HNSW levels are inconsistent")
+        cum = faiss.vector_to_array(hnsw.cum_nneighbor_per_level)
+        if levels.size and cum.shape[0] < int(levels.max()) + 1:
+            raise InvalidInputError("FAISS HNSW level table is too short")
+        if n and np.any(np.diff(offsets.astype(np.int64)) != cum[levels.astype(np.int64)]):
+            raise InvalidInputError("FAISS HNSW offsets do not match the node levels")
+        storage = faiss.downcast_index(hnsw_storage(index))
+        xb = faiss.rev_swig_ptr(storage.get_xb(), n * dim) if n else np.zeros(0, np.float32)
+        if not np.isfinite(xb).all():
+            raise InvalidInputError("FAISS index holds NaN or infinite vectors")
+        return
+    raise InvalidInputError(f"unexpected FAISS index type {type(index).__name__}")
+
+
+def hnsw_storage(index):
+    return index.storage

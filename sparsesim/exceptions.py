@@ -43,3 +43,25 @@ class ClusterError(SparsesimError, RuntimeError):
 class NotFittedError(InvalidInputError, AttributeError):
     """A learner used before ``fit``; scikit-learn's ``check_is_fitted`` contract (ValueError and
     AttributeError) with sparsesim's one-line CLI display."""
+
+
+class InvalidParameterError(InvalidInputError):
+    """A hyper-parameter or option of the wrong type or outside its accepted range
+    (the message names the parameter and the accepted range)."""
+
+
+class ResourceLimitError(InvalidInputError):
+    """A request larger than the data or the machine allows (the message says the limit and how
+    to raise it); raised before any work starts."""
+
+
+class ConcurrentWriteError(SparsesimError, OSError):
+    """Another process is writing the same target (its lock file is held)."""
+
+    def __str__(self):  # OSError formats (errno, strerror); we want the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsafeTargetError(InvalidInputError):
+    """An output path that must not be written: a device, a symlink, a directory of another
+    kind, or one of the command's own inputs."""

@@ -18,11 +18,27 @@ import scipy.sparse as sp
 from .exceptions import FileFormatError, InvalidInputError
 from .persistence import load_bundle, save_bundle
 from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
-from .validation import check_csr
+from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
 
 MODEL_KIND = "bilinear-similarity"
 MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
 LINEAR_MODEL_KIND = "multitask-linear-classifier"
+
+#: What a model file's metadata must hold (see :func:`sparsesim.schema.check_meta`); other keys
+#: (algorithm parameters, training facts) are kept as stored but never steer computation.
+MODEL_META_SCHEMA = {
+    "n_features": ("int", 1, MAX_FEATURES),
+    "identity": ("bool",),
+    "normalize": ("bool",),
+    "nnz": ("int", 0, None),
+    "sparsity": ("float?", None, None),
+    "algorithm": ("str?",),
+    "dataset": ("str?",),
+    "split_seed": ("int?", 0, 2**32 - 1),
+    "train_fraction": ("float?", 0.0, 1.0, {"low_open": True, "high_open": True}),
+    "n_train": ("int?", 0, None),
+    "checksum": ("str",),
+}
 
 
 class BilinearSimilarity:
@@ -224,21 +240,49 @@ class BilinearSimilarity:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BilinearSimilarity":
-        """Read a model written by :meth:`save`, verifying format and checksum."""
+        """Read a model written by :meth:`save`, verifying format, checksum, metadata schema and arrays.
+
+        Nothing in the file is trusted: the metadata must match :data:`MODEL_META_SCHEMA`, the arrays
+        must have exactly the stored dtypes (int64 ``indptr``, int32 ``indices``, float64 ``data``;
+        nothing is coerced) and form a canonical CSR matrix of shape (d, d) with finite values.
+
+        Raises
+        ------
+        FileFormatError
+            Missing, truncated, corrupt or inconsistent file.
+        """
         arrays, meta = load_bundle(path, kind=MODEL_KIND)
+        check_meta(meta, MODEL_META_SCHEMA, str(path))
+        if ("split_seed" in meta) != ("train_fraction" in meta):
+            raise FileFormatError(f"{path}: metadata holds only one of split_seed / train_fraction")
+        if not {"indptr", "indices", "data"} <= set(arrays):
+            raise FileFormatError(f"{path}: model arrays {bounded(sorted(arrays), 120)}, expected data, indices, indptr")
+        d = meta["n_features"]
         try:
-            d = int(meta["n_features"])
-            W = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(d, d))
-            W.check_format(full_check=True)
-        except (KeyError, ValueError, TypeError) as exc:
+            check_csr_arrays(arrays["indptr"], arrays["indices"], arrays["data"], (d, d), name="W",
+                             data_dtypes=(np.float64,), sorted_indices=True)
+            if arrays["indptr"].dtype != np.int64 or arrays["indices"].dtype != np.int32:
+                raise InvalidInputError(f"W index arrays of dtypes {arrays['indptr'].dtype}/{arrays['indices'].dtype}; "
+                                        "expected int64/int32")
+        except InvalidInputError as exc:
             raise FileFormatError(f"{path}: inconsistent model arrays ({exc})") from None
+        W = sp.csr_matrix((d, d))
+        W.data, W.indices, W.indptr = arrays.pop("data"), arrays.pop("indices"), arrays.pop("indptr")
+        W.has_sorted_indices = True
+        W.has_canonical_format = True
         featurizer = None
         if meta.get("text_featurizer") is not None:
-            featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
+            if not isinstance(meta["text_featurizer"], dict):
+                raise FileFormatError(f"{path}: invalid text_featurizer metadata")
+            try:
+                featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
+            except RecursionError:
+                raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
             if featurizer.n_features != d:
                 raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
-        return cls(W, identity=bool(meta.get("identity", True)), normalize=bool(meta.get("normalize", False)),
-                   metadata=meta, featurizer=featurizer)
+        if arrays:
+            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        return cls(W, identity=meta["identity"], normalize=meta["normalize"], metadata=meta, featurizer=featurizer)
 
     def __repr__(self):
         return (f"BilinearSimilarity(d={self.n_features}, nnz(M)={self.nnz()}, "

@@ -15,6 +15,7 @@ from .data import LabelledData, load_dataset
 from .evaluation import evaluate_retrieval
 from .exceptions import InvalidInputError
 from .models import BilinearSimilarity
+from .persistence import check_output_file, target_lock
 from .registry import get_algorithm
 from .triplets import stratified_split
 
@@ -91,9 +92,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
                                 "algorithm (use `sparsesim experiment`)")
     if n_triplets <= 0:
         raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise InvalidInputError(f"cannot write {out}: directory {out.parent} does not exist")
+    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -306,6 +305,9 @@ def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=Non
 
     from .indexes import build_index
 
+    from .indexes.storage import check_index_target
+
+    check_index_target(out)  # refuse an unusable or existing target before the work
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
@@ -327,20 +329,24 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     import time
 
     from .indexes import load_index
+    from .indexes.storage import check_index_target
 
-    index = load_index(index_dir)
-    data = load_corpus(corpus, model=index.model, options=data_options)
-    start = time.perf_counter()
-    before = index.n_documents
-    old_snippets = index.snippets_
-    index.add(data.X, ids=data.ids)
-    if old_snippets is not None:
-        new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
-        index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
-    if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
-        index.refit()
-    seconds = time.perf_counter() - start
-    index.save(index_dir, overwrite=True)
+    check_index_target(index_dir, overwrite=True)
+    # the lock spans read, add and write: concurrent adds are serialised, none is lost
+    with target_lock(index_dir):
+        index = load_index(index_dir)
+        data = load_corpus(corpus, model=index.model, options=data_options)
+        start = time.perf_counter()
+        before = index.n_documents
+        old_snippets = index.snippets_
+        index.add(data.X, ids=data.ids)
+        if old_snippets is not None:
+            new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
+            index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
+        if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
+            index.refit()
+        seconds = time.perf_counter() - start
+        index.save(index_dir, overwrite=True)
     out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
            "n_documents": int(index.n_documents), "seconds": seconds}
     if hasattr(index, "n_fit_documents_"):

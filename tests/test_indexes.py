@@ -320,7 +320,8 @@ def test_mismatched_model_refused(model, split, tmp_path):
 def test_corrupt_or_truncated_files_refused(model, split, tmp_path, victim):
     X = split[0][:200]
     build_index(model, X, kind="ann", dim=8, ids=[f"x{i}" for i in range(200)]).save(tmp_path / "idx")
-    path = tmp_path / "idx" / victim
+    data_dir = json.loads((tmp_path / "idx" / "manifest.json").read_text())["data_dir"]
+    path = tmp_path / "idx" / data_dir / victim
     raw = bytearray(path.read_bytes())
     # flipped byte, same size: caught by the sha256
     flipped = raw.copy()
