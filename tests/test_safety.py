@@ -87,7 +87,7 @@ def test_every_entry_point_refuses_hostile_matrices():
     triplets = rng.integers(0, 40, size=(10, 3))
     calls = {
         "fit": lambda: OASIS(n_triplets=10).fit(bad, y),
-        "partial_fit": lambda: OASIS().partial_fit(bad, triplets),
+        "partial_fit": lambda: OASIS().partial_fit_triplets(bad, triplets),
         "scorer": lambda: model.scorer(bad),
         "score_matrix": lambda: model.score_matrix(bad, X),
         "transform": lambda: model.transform_corpus(bad),
