@@ -50,6 +50,11 @@ class InvalidParameterError(InvalidInputError):
     (the message names the parameter and the accepted range)."""
 
 
+class InvalidInputTypeError(InvalidInputError, TypeError):
+    """Input of a type that cannot be used (e.g. objects that are not numbers); both a ValueError
+    and a TypeError, as scikit-learn's conventions expect."""
+
+
 class ResourceLimitError(InvalidInputError):
     """A request larger than the data or the machine allows (the message says the limit and how
     to raise it); raised before any work starts."""

@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import FileFormatError, InvalidInputError, InvalidParameterError
+from .exceptions import FileFormatError, InvalidInputError, InvalidInputTypeError, InvalidParameterError
 
 __all__ = [
     "MAX_FEATURES", "MAX_MESSAGE", "bounded", "check_csr", "check_csr_arrays", "check_labels", "check_int",
@@ -212,6 +212,11 @@ def check_csr(X, name: str = "X", n_features: int | None = None, dtype=np.float6
             arr = np.asarray(X)
         except (ValueError, TypeError) as exc:
             raise InvalidInputError(f"{name} is not a numeric array ({bounded(exc, 120)})") from None
+        if arr.dtype.kind == "O":  # numbers held as Python objects convert; anything else is refused
+            try:
+                arr = arr.astype(dtype)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise InvalidInputTypeError(f"{name} must hold real numbers ({bounded(exc, 120)})") from None
         _numeric_kind(arr.dtype, name)
         arr = arr.astype(dtype, copy=False)
         if arr.ndim == 1:
