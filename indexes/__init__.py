@@ -15,7 +15,7 @@ Public entry points (what the CLI calls)
 
 from __future__ import annotations
 
-from sparsesim.exceptions import UnknownNameError
+from sparsesim.exceptions import InvalidInputError, UnknownNameError
 
 from .ann import AnnIndex
 from .base import Index
@@ -28,7 +28,8 @@ __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "loa
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
 
 
-def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, **params) -> Index:
+def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibration_queries=None,
+                **params) -> Index:
     """Build an index of corpus ``X`` under the similarity ``model``.
 
     Parameters
@@ -43,6 +44,9 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, **para
         One unique user id per document (default: row numbers).
     n_jobs : int, default 1
         Threads for building and (by default) for queries.
+    calibration_queries : sparse matrix, optional
+        ANN only: queries the search setting is calibrated on for ``target_recall`` (default:
+        held-out corpus documents; see :mod:`sparsesim.indexes.calibration`).
     **params
         Index parameters (see :class:`ExactIndex`, :class:`AnnIndex`).
 
@@ -64,4 +68,9 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, **para
     """
     if kind not in INDEX_KINDS:
         raise UnknownNameError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
-    return INDEX_KINDS[kind](model, n_jobs=n_jobs, **params).fit(X, ids=ids)
+    index = INDEX_KINDS[kind](model, n_jobs=n_jobs, **params)
+    if calibration_queries is not None:
+        if kind != "ann":
+            raise InvalidInputError("calibration_queries apply to ann indexes only")
+        return index.fit(X, ids=ids, calibration_queries=calibration_queries)
+    return index.fit(X, ids=ids)

@@ -211,3 +211,43 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
                     continue
                 for t in range(m_ptr[i], m_ptr[i + 1]):
                     qm[m_idx[t]] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_down(vals, docs, size, pos):
+    """Restore the min-heap property of (vals, docs)[:size] below ``pos``."""
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            return
+        child = left
+        if left + 1 < size and vals[left + 1] < vals[left]:
+            child = left + 1
+        if vals[child] < vals[pos]:
+            vals[pos], vals[child] = vals[child], vals[pos]
+            docs[pos], docs[child] = docs[child], docs[pos]
+            pos = child
+        else:
+            return
+
+
+@numba.njit(cache=True, nogil=True)
+def heaviest_update(Yb, doc0, f_lo, f_hi, heap_vals, heap_docs):
+    """Keep, per feature i in [f_lo, f_hi), the largest positive values of column i seen so far.
+
+    ``Yb`` holds dense rows (documents ``doc0``, ``doc0 + 1``, ...) of Y = X M^T; ``heap_vals[i]``
+    / ``heap_docs[i]`` are min-heaps of capacity L initialised to (0, -1), so only positive values
+    enter. Features are the outer loop: one heap stays in cache while the block's column is read.
+    """
+    b = Yb.shape[0]
+    L = heap_vals.shape[1]
+    for i in range(f_lo, f_hi):
+        hv = heap_vals[i]
+        hd = heap_docs[i]
+        for r in range(b):
+            y = Yb[r, i]
+            if y > hv[0]:
+                hv[0] = y
+                hd[0] = doc0 + r
+                _sift_down(hv, hd, L, 0)
+

@@ -1,24 +1,32 @@
-"""Approximate top-k under a learned bilinear similarity: two candidate generators, exact re-ranking.
+"""Approximate top-k under a learned bilinear similarity: expanded-document postings, exact re-ranking.
 
-S(q, x) = q^T M x with M = I + W is not low rank (the identity is full rank), and on sparse text
-the nearest documents are the ones sharing rare terms -- a structure no low-dimensional dense
-projection keeps (measured: a rank-128 SVD of Y = X M^T alone finds 18% of the exact top-10 in a
-pool of 3,000 of 10^5 RCV1-like documents). So the pool of candidates comes from the union of
+The score is S(q, x) = q^T M x = sum_i q_i (M x)_i = sum_i q_i Y[x, i] with Y = X M^T. The learned
+part of the score lives in Y: the expanded query M^T q is nearly dense (~54,000 of 62,061
+features on news20 for an OASIS model from 2*10^4 triplets), but the raw query q stays short
+(~80 terms). So the index expands the *documents* once, at build time, and keeps the query raw:
 
-1. a **sparse stage**, learned from the corpus: impact-ordered posting lists of X (each feature's
-   documents sorted by decreasing weight); a query accumulates q_i x_i over the first
-   ``n_postings`` entries of each of its features and keeps the ``sparse_pool`` best documents
-   (this covers the identity part of M, the shared-term overlap); and
-2. a **dense stage**, learned from the corpus and the model: a truncated SVD of (a row sample of)
-   Y = X M^T gives V (d x dim); documents are embedded as X M^T V and queries as Q V, so
-   their inner product is q^T V V^T M x, the best rank-``dim`` approximation of the score on
-   the span the corpus occupies under M (this covers the learned W part); FAISS searches these
-   vectors with an inner-product IVF (``faiss.METRIC_INNER_PRODUCT`` passed explicitly) or HNSW
-   index and returns ``dense_pool`` candidates.
+1. **Expanded-postings stage** (the candidate stage that finds the learned neighbours): for every
+   feature i, the ``postings_per_feature`` documents with the largest positive Y[x, i], stored
+   impact-ordered (largest first, float32) -- static pruning of the posting lists of the
+   expanded corpus. A query reads the first ``n_postings`` entries of the list of each of its own
+   features, accumulates q_i Y[x, i] (a partial, exact-valued score) and keeps the
+   ``sparse_pool`` best documents. It covers the identity part of M (shared terms) and the
+   learned W part at once. Measured on full news20 (OASIS): this stage alone holds >= 0.99 of
+   the exact top-10 in a pool of 50; the sparse stage over the raw corpus X found 0.62 and the
+   dense stage below 0.69.
+2. **Dense stage** (optional, ``dim > 0``; off by default because the measurements in
+   docs/retrieval.md show it does not earn its build time and memory on the benchmark corpora):
+   a truncated SVD of a row sample of Y gives V (d x dim); documents embed as X M^T V, queries
+   as Q V, searched by FAISS (inner-product IVF or HNSW) for ``dense_pool`` candidates.
 
-Every candidate is then scored exactly (q M scattered once per query, one sparse dot per
-candidate) and the top k are returned, so scores are always exact bilinear scores and only the
-membership of the top-k can be approximate.
+Every candidate is then scored exactly (heavy rows of M precomputed per document in ``Z_``, the
+rest of q M scattered once per query) and the top k are returned, so scores are always exact
+bilinear scores and only the membership of the top-k can be approximate.
+
+Search-time parameters (``n_postings``, ``sparse_pool``, ``dense_pool``, ``nprobe``) are chosen at
+build time by recall calibration (:mod:`sparsesim.indexes.calibration`): the fastest setting whose
+recall@10 against the exact top-10 meets ``target_recall`` on sample queries. Explicit parameters
+win over calibrated ones; query-time options win over both.
 """
 
 from __future__ import annotations
@@ -29,15 +37,20 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from sparsesim.exceptions import InvalidInputError
+from sparsesim.exceptions import FileFormatError, InvalidInputError
+from sparsesim.models import BilinearSimilarity
 
 from . import _kernels as K
 from .base import Index, prepare_rows, threaded
+from .calibration import calibrate, check_target_recall
+from .exact import _csr_from
 
-__all__ = ["AnnIndex", "impact_postings", "fit_projection"]
+__all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
 
 _FAISS_KINDS = ("ivf", "hnsw")
 _QUERY_OPTIONS = ("n_postings", "sparse_pool", "dense_pool", "nprobe", "ef_search")
+# used when an index is not calibrated and the parameter was not given
+_FALLBACK = {"n_postings": 256, "sparse_pool": 100, "dense_pool": 100, "nprobe": 32}
 
 
 def _faiss():
@@ -57,6 +70,85 @@ def impact_postings(X: sp.csr_matrix) -> sp.csr_matrix:
     return P
 
 
+def _light_transpose(M: sp.csr_matrix, heavy_rows: np.ndarray) -> sp.csr_matrix:
+    """(M with its heavy rows emptied)^T in CSR: row j lists the light i with M[i, j] != 0."""
+    is_heavy = np.zeros(M.shape[0], dtype=bool)
+    is_heavy[heavy_rows] = True
+    counts = np.diff(M.indptr)
+    counts[is_heavy] = 0
+    keep = np.repeat(~is_heavy, np.diff(M.indptr))
+    light = sp.csr_matrix((M.data[keep], M.indices[keep], np.concatenate([[0], np.cumsum(counts)])),
+                          shape=M.shape)
+    del keep
+    return light.T.tocsr()
+
+
+def _heaps_from_postings(P: sp.csr_matrix, L: int):
+    """Min-heaps (values, docs) of capacity L from impact-ordered postings (a sorted-descending
+    list read backwards is a valid min-heap only after heapify, so rebuild by sorting ascending)."""
+    d = P.shape[0]
+    vals = np.zeros((d, L), dtype=np.float32)
+    docs = np.full((d, L), -1, dtype=np.int32)
+    counts = np.diff(P.indptr)
+    for i in np.flatnonzero(counts):
+        lo, hi = P.indptr[i], P.indptr[i + 1]
+        c = min(hi - lo, L)
+        # ascending order is a valid min-heap; zeros (empty slots) go first
+        vals[i, L - c:] = P.data[lo:lo + c][::-1]
+        docs[i, L - c:] = P.indices[lo:lo + c][::-1]
+        vals[i, :L - c] = 0.0
+    return vals, docs
+
+
+def _postings_from_heaps(vals: np.ndarray, docs: np.ndarray, n_documents: int) -> sp.csr_matrix:
+    """Impact-ordered CSR postings (features x documents, float32) from per-feature heaps."""
+    order = np.argsort(-vals, axis=1, kind="stable")
+    vals = np.take_along_axis(vals, order, axis=1)
+    docs = np.take_along_axis(docs, order, axis=1)
+    keep = docs >= 0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
+    P = sp.csr_matrix((np.ascontiguousarray(vals[keep], dtype=np.float32),
+                       np.ascontiguousarray(docs[keep], dtype=np.int32), indptr),
+                      shape=(vals.shape[0], n_documents))
+    P.indices = P.indices.astype(np.int32, copy=False)
+    P.indptr = P.indptr.astype(np.int64, copy=False)
+    return P
+
+
+def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, block: int = 256,
+                      heaps=None, doc0: int = 0):
+    """The ``L`` documents with the largest positive Y[x, i] per feature i, Y = X M^T, as heaps.
+
+    Y is formed block by block of documents (dense ``block`` x d rows, never the whole corpus):
+    the light part by scattering rows of ``MT_light``, the heavy columns copied from ``Z``.
+    ``heaps`` continues existing heaps (for documents added later, numbered from ``doc0``).
+    Returns ``(values, docs)`` arrays of shape (d, L).
+    """
+    n, d = Xp.shape
+    if heaps is None:
+        vals = np.zeros((d, L), dtype=np.float32)
+        docs = np.full((d, L), -1, dtype=np.int32)
+    else:
+        vals, docs = heaps
+    n_parts = max(1, n_jobs)
+    bounds = [(d * t // n_parts, d * (t + 1) // n_parts) for t in range(n_parts)]
+    Yb = np.empty((min(block, max(n, 1)), d))
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        Y = Yb[:hi - lo]
+        Y[:] = 0.0
+        Xb = Xp[lo:hi]
+        K.rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
+        if heavy_rows.size:
+            Y[:, heavy_rows] = Z[lo:hi]
+
+        def part(f_lo, f_hi, Y=Y, lo=lo):
+            K.heaviest_update(Y, doc0 + lo, f_lo, f_hi, vals, docs)
+
+        threaded(part, bounds, n_jobs)
+    return vals, docs
+
+
 def _transformed_rows_T(Xs, MT, block: int = 256) -> np.ndarray:
     """(Xs M^T)^T as a dense float32 array (features x rows), built block by block."""
     d = MT.shape[1]
@@ -72,8 +164,8 @@ def _transformed_rows_T(Xs, MT, block: int = 256) -> np.ndarray:
 def fit_projection(model, Xp, dim: int, sample: int, n_iter: int, random_state, max_bytes: int = 1 << 30):
     """Learn V (d x dim) from a truncated SVD of a row sample of Y = X M^T.
 
-    Returns ``(V, B)`` with ``B = M^T V`` (float32, d x dim): documents embed as ``X B``,
-    queries as ``Q V``.
+    Returns ``(V, B, s)`` with ``B = M^T V`` (float32, d x dim): documents embed as ``X B``,
+    queries as ``Q V``; ``s`` are the singular values.
     """
     from sklearn.utils.extmath import randomized_svd
 
@@ -107,35 +199,43 @@ def _embed(Xp, dense, n_jobs, chunk: int = 65536, dtype=np.float32) -> np.ndarra
 
 
 class AnnIndex(Index):
-    """Approximate bilinear top-k: sparse + FAISS dense candidates, exact re-ranking.
+    """Approximate bilinear top-k: expanded-document postings (+ optional FAISS), exact re-ranking.
 
     Parameters
     ----------
     model : BilinearSimilarity
-    dim : int, default 128
-        Projection dimension of the dense stage; 0 disables it (sparse stage only).
+    target_recall : float or None, default 0.95
+        Recall@10 (against the exact top-10) the search-time parameters are calibrated for at
+        build time (:mod:`sparsesim.indexes.calibration`); None skips calibration (then the
+        parameters below, or their fallbacks, are used as given).
+    calibration_size : int, default 300
+        Corpus documents sampled as held-out calibration queries (when no calibration queries
+        are passed to :meth:`fit`).
+    postings_per_feature : int, optional
+        Length L of each stored expanded posting list (the documents with the largest positive
+        Y[x, i] per feature i). Default ``max(512, n_documents // 200)``, capped so the lists take
+        at most ``postings_memory`` bytes.
+    postings_memory : int, default 512 MiB
+        Cap on the stored expanded postings (8 bytes per entry).
+    n_postings : int, optional
+        Entries read per query feature at search time (<= L); calibrated when not given
+        (fallback 256). 0 disables the stage.
+    sparse_pool : int, optional
+        Candidates kept from the expanded-postings stage; calibrated when not given (fallback 100).
+    dim : int, default 0
+        Projection dimension of the optional dense (FAISS) stage; 0 disables it.
     faiss_index : {"ivf", "hnsw"}, default "ivf"
         FAISS structure over the projected documents, inner-product metric.
     nlist : int, optional
         IVF lists (default ``4 * sqrt(n)``, at most n / 39).
-    nprobe : int, default 32
-        IVF lists visited per query.
+    nprobe : int, optional
+        IVF lists visited per query; calibrated when not given (fallback 32).
     hnsw_m : int, default 32
-        HNSW graph degree.
     ef_search, ef_construction : int, default 128, 200
-        HNSW search / construction breadth.
-    dense_pool : int, default 100
-        Candidates from the dense stage.
-    n_postings : int, optional
-        Posting-list entries read per query feature in the sparse stage (0 disables it);
-        default ``max(200, n_documents // 1000)`` (the benchmark: 200 suffices at 10^4-10^5
-        documents, 10^6 documents need ~1000 for recall@10 >= 0.95 with margin).
-    sparse_pool : int, default 100
-        Candidates from the sparse stage.
+    dense_pool : int, optional
+        Candidates from the dense stage; calibrated when not given (fallback 100).
     svd_sample : int, default 4000
-        Rows of Y = X M^T the SVD is learned from (capped so the dense sample stays <= 1 GiB).
     svd_iter : int, default 4
-        Power iterations of the randomized SVD.
     rerank_memory : int, default 2 GiB
         Budget (bytes) for Z, the precomputed values (M x)_i of every document on the "heavy"
         rows i of M (n x h float64); 0 scatters every row of q M at query time.
@@ -144,62 +244,66 @@ class AnnIndex(Index):
     block_size : int, default 256
         Queries per candidate / re-ranking block.
     n_jobs : int, default 1
-        Threads (joblib threads for the numba kernels, ``faiss.omp_set_num_threads`` for FAISS).
     random_state : int, default 0
-        Seeds the SVD sample, the randomized SVD and the IVF training sample.
+        Seeds the calibration sample, the SVD sample, the randomized SVD and the IVF training.
     refit_growth : float or None, default 2.0
-        :meth:`add` re-learns the projection, the FAISS structure and the heavy rows from the
-        whole corpus (:meth:`refit`) once the corpus holds ``refit_growth`` times the documents
-        they were learned from (the IVF centroids and the SVD sample of a corpus that grew
-        several-fold no longer describe it); ``None`` never refits on its own.
+        :meth:`add` re-learns everything (:meth:`refit`) once the corpus holds ``refit_growth``
+        times the documents the index was learned from; ``None`` never refits on its own.
 
     Attributes
     ----------
-    V_, B_ : ndarray (d, dim) float32
-        Query map and document map (B = M^T V).
-    faiss_ : faiss.Index or None
-    postings_ : csr_matrix
-        Impact-ordered posting lists of X.
-    singular_values_ : ndarray
+    postings_ : csr_matrix (features x documents, float32 values)
+        Impact-ordered, pruned posting lists of Y = X M^T.
+    postings_model_ : str
+        Checksum of the model the postings were built with (a later model can be swapped in by
+        :meth:`calibrate` without rebuilding them).
+    calibration_ : dict or None
+        The calibration record (setting, measured recall, model it was measured with, ...).
     heavy_rows_ : ndarray of int
-        Rows of M whose per-document values are precomputed in ``Z_``.
     Z_ : ndarray (n_documents, n_heavy) float64
+    V_, B_ : ndarray (d, dim) float32, only with ``dim > 0``
+    faiss_ : faiss.Index or None
     n_fit_documents_ : int
-        Documents the projection, FAISS structure and heavy rows were learned from.
     """
 
     kind = "ann"
 
-    def __init__(self, model, dim=128, faiss_index="ivf", nlist=None, nprobe=32, hnsw_m=32, ef_search=128,
-                 ef_construction=200, dense_pool=100, n_postings=None, sparse_pool=100, svd_sample=4000,
+    def __init__(self, model, target_recall=0.95, calibration_size=300, postings_per_feature=None,
+                 postings_memory=512 << 20, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,
+                 nprobe=None, hnsw_m=32, ef_search=128, ef_construction=200, dense_pool=None, svd_sample=4000,
                  svd_iter=4, rerank_memory=2 << 30, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
                  refit_growth=2.0):
         super().__init__(model, n_jobs=n_jobs)
         if faiss_index not in _FAISS_KINDS:
             raise InvalidInputError(f"faiss_index must be one of {_FAISS_KINDS}, got {faiss_index!r}")
-        for name, value in (("dim", dim), ("dense_pool", dense_pool), ("n_postings", n_postings or 0),
-                            ("sparse_pool", sparse_pool)):
-            if int(value) < 0:
+        for name, value in (("dim", dim), ("dense_pool", dense_pool), ("n_postings", n_postings),
+                            ("sparse_pool", sparse_pool), ("postings_memory", postings_memory)):
+            if value is not None and int(value) < 0:
                 raise InvalidInputError(f"{name} must be >= 0, got {value}")
         for name, value in (("nprobe", nprobe), ("hnsw_m", hnsw_m), ("ef_search", ef_search),
                             ("ef_construction", ef_construction), ("svd_sample", svd_sample),
-                            ("block_size", block_size)):
-            if int(value) < 1:
+                            ("block_size", block_size), ("calibration_size", calibration_size),
+                            ("postings_per_feature", postings_per_feature)):
+            if value is not None and int(value) < 1:
                 raise InvalidInputError(f"{name} must be >= 1, got {value}")
         if nlist is not None and int(nlist) < 1:
             raise InvalidInputError(f"nlist must be >= 1, got {nlist}")
-        if (int(dim) == 0 or int(dense_pool) == 0) and (n_postings == 0 or int(sparse_pool) == 0):
+        if (int(dim) == 0 or dense_pool == 0) and (n_postings == 0 or sparse_pool == 0):
             raise InvalidInputError("both candidate stages are disabled; enable the dense or the sparse stage")
+        self.target_recall = check_target_recall(target_recall)
+        self.calibration_size = int(calibration_size)
+        self.postings_per_feature = None if postings_per_feature is None else int(postings_per_feature)
+        self.postings_memory = int(postings_memory)
+        self.n_postings = None if n_postings is None else int(n_postings)
+        self.sparse_pool = None if sparse_pool is None else int(sparse_pool)
         self.dim = int(dim)
         self.faiss_index = faiss_index
         self.nlist = None if nlist is None else int(nlist)
-        self.nprobe = int(nprobe)
+        self.nprobe = None if nprobe is None else int(nprobe)
         self.hnsw_m = int(hnsw_m)
         self.ef_search = int(ef_search)
         self.ef_construction = int(ef_construction)
-        self.dense_pool = int(dense_pool)
-        self.n_postings = None if n_postings is None else int(n_postings)
-        self.sparse_pool = int(sparse_pool)
+        self.dense_pool = None if dense_pool is None else int(dense_pool)
         self.svd_sample = int(svd_sample)
         self.svd_iter = int(svd_iter)
         if int(rerank_memory) < 0 or int(heavy_min_nnz) < 1:
@@ -212,9 +316,12 @@ class AnnIndex(Index):
             raise InvalidInputError(f"refit_growth must be > 1 (or None), got {refit_growth}")
         self.refit_growth = None if refit_growth is None else float(refit_growth)
         self.n_fit_documents_ = 0
+        self.postings_length_ = None
+        self.postings_ = None
+        self.postings_model_ = None
+        self.calibration_ = None
         self.V_ = self.B_ = None
         self.faiss_ = None
-        self.postings_ = None
         self.singular_values_ = None
         self.nlist_ = None
         self.heavy_rows_ = None
@@ -222,17 +329,13 @@ class AnnIndex(Index):
         self._heavy_pos = None
         self._M = None
 
-    def params(self) -> dict:
-        return {k: getattr(self, k) for k in ("dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search",
-                                                 "ef_construction", "dense_pool", "n_postings", "sparse_pool",
-                                                 "svd_sample", "svd_iter", "rerank_memory", "heavy_min_nnz", "block_size",
-                                                 "random_state", "refit_growth")}
+    _PARAMS = ("target_recall", "calibration_size", "postings_per_feature", "postings_memory", "n_postings",
+               "sparse_pool", "dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search", "ef_construction",
+               "dense_pool", "svd_sample", "svd_iter", "rerank_memory", "heavy_min_nnz", "block_size",
+               "random_state", "refit_growth")
 
-    def default_n_postings(self) -> int:
-        """``n_postings`` in use: the parameter, or max(200, n_documents // 1000)."""
-        if self.n_postings is not None:
-            return self.n_postings
-        return max(200, self.n_documents // 1000)
+    def params(self) -> dict:
+        return {k: getattr(self, k) for k in self._PARAMS}
 
     @property
     def _dense_on(self) -> bool:
@@ -243,30 +346,157 @@ class AnnIndex(Index):
             self._M = self.model.M.tocsr()
         return self._M
 
+    def search_setting(self) -> dict:
+        """The search-time parameters queries use by default: explicit parameters, else the
+        calibrated ones, else the fallbacks."""
+        calibrated = (self.calibration_ or {}).get("setting", {})
+        out = {}
+        names = ("n_postings", "sparse_pool") + (("dense_pool", "nprobe") if self._dense_on else ())
+        for name in names:
+            value = getattr(self, name)
+            if value is None:
+                value = calibrated.get(name, _FALLBACK[name])
+            out[name] = int(value)
+        if out["n_postings"] and self.postings_length_ is not None:
+            out["n_postings"] = min(out["n_postings"], self.postings_length_)
+        return out
+
+    def default_n_postings(self) -> int:
+        """``n_postings`` in use (see :meth:`search_setting`)."""
+        return self.search_setting()["n_postings"]
+
     # -- build ------------------------------------------------------------------------------
-    def fit(self, X, ids=None):
-        """Learn the projection, build the FAISS index and the posting lists for corpus ``X``."""
+    def _postings_length(self, n: int) -> int:
+        L = self.postings_per_feature if self.postings_per_feature is not None else max(512, n // 200)
+        cap = max(1, self.postings_memory // (8 * self.n_features))
+        return int(max(1, min(L, cap, n)))
+
+    def fit(self, X, ids=None, calibration_queries=None):
+        """Build the expanded postings (and the FAISS stage when ``dim > 0``) for corpus ``X``,
+        then calibrate the search setting for ``target_recall``.
+
+        Parameters
+        ----------
+        X : sparse matrix, shape (n_documents, n_features)
+        ids : sequence, optional
+        calibration_queries : sparse matrix, optional
+            Queries to calibrate on (default: ``calibration_size`` held-out corpus documents).
+        """
         start = time.perf_counter()
         Xp = prepare_rows(self.model, X, "corpus")
         if Xp.shape[0] == 0:
             raise InvalidInputError("cannot build an index over an empty corpus")
         self._set_corpus(Xp, ids)
         jobs = max(1, int(self.n_jobs or 1))
-        faiss = _faiss()
-        faiss.omp_set_num_threads(jobs)
-        self.postings_ = impact_postings(Xp)
         self.heavy_rows_ = self._choose_heavy_rows(Xp)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(Xp, jobs)
+        self.postings_length_ = self._postings_length(Xp.shape[0])
+        MT_light = _light_transpose(self._m(), self.heavy_rows_)
+        heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs)
+        del MT_light
+        self.postings_ = _postings_from_heaps(*heaps, Xp.shape[0])
+        del heaps
+        self.postings_model_ = self.model.checksum()
         if self._dense_on:
+            faiss = _faiss()
+            faiss.omp_set_num_threads(jobs)
             self.V_, self.B_, self.singular_values_ = fit_projection(
                 self.model, Xp, self.dim, self.svd_sample, self.svd_iter, self.random_state)
             D = _embed(Xp, self.B_, jobs)
             self.faiss_ = self._new_faiss(D)
             self.faiss_.add(D)
+            del D
         self.n_fit_documents_ = Xp.shape[0]
+        self.calibration_ = None
+        if self.target_recall is not None and Xp.shape[0] > 11:
+            self.calibrate(calibration_queries)
         self.build_seconds_ = time.perf_counter() - start
         return self
+
+    def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10):
+        """(Re)calibrate the search setting without rebuilding the postings or the FAISS stage.
+
+        Parameters
+        ----------
+        queries : sparse matrix, optional
+            Calibration queries (default: ``calibration_size`` held-out corpus documents).
+        target_recall : float, optional
+            Default: the index's ``target_recall`` (0.95 if that is None).
+        model : BilinearSimilarity, optional
+            A retrained model (same features) to serve from now on: the exact re-ranking values
+            are recomputed for it, the candidate postings stay those of the model they were
+            built with (``postings_model_``), and the calibration measures how well they still
+            find the new model's neighbours (it raises the pool sizes as needed).
+        top_k : int, default 10
+
+        Returns
+        -------
+        dict
+            The calibration record, also kept in ``calibration_``.
+        """
+        if model is not None:
+            self._swap_model(model)
+        target = check_target_recall(target_recall) if target_recall is not None else self.target_recall
+        record = calibrate(self, queries, target_recall=0.95 if target is None else target, top_k=top_k,
+                           n_queries=self.calibration_size, random_state=self.random_state,
+                           n_jobs=max(1, int(self.n_jobs or 1)))
+        record["postings_model_checksum"] = self.postings_model_
+        self.calibration_ = record
+        return record
+
+    def _swap_model(self, model):
+        if not isinstance(model, BilinearSimilarity):
+            raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        if (model.n_features != self.n_features or model.normalize != self.model.normalize
+                or model.identity != self.model.identity):
+            raise InvalidInputError("the new model must have the same features and identity/normalize flags "
+                                    "as the index's model")
+        if self._dense_on:
+            raise InvalidInputError("an index with a dense (FAISS) stage learned its projection from the model; "
+                                    "rebuild it for a new model")
+        self.model = model
+        self._M = None
+        self.heavy_rows_ = self._choose_heavy_rows(self.X_)
+        self._heavy_pos = self._positions(self.heavy_rows_)
+        self.Z_ = self._heavy_values(self.X_, max(1, int(self.n_jobs or 1)))
+
+    def calibration_grid(self, top_k: int = 10) -> list:
+        """Search settings the calibration measures: families ordered cheapest first (a family
+        stops at its first setting that meets the target)."""
+        L = self.postings_length_ or 1
+        if self.n_postings is not None:
+            reads = [self.n_postings]
+        else:
+            reads = sorted({min(L, r) for r in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)})
+        if self.sparse_pool is not None:
+            pools = [self.sparse_pool]
+        else:
+            pools = [p * top_k for p in (1, 2, 3, 5, 10, 20, 50)]
+        if self._dense_on:
+            if self.dense_pool is not None:
+                dense = [self.dense_pool]
+            elif self.n_postings == 0 or self.sparse_pool == 0:  # the dense stage alone
+                dense = [p * top_k for p in (1, 2, 5, 10, 20, 50)]
+            else:
+                dense = [0, 5 * top_k, 20 * top_k]
+            probes = [self.nprobe] if self.nprobe is not None else [_FALLBACK["nprobe"]]
+        else:
+            dense, probes = [None], [None]
+        if self.n_postings == 0 or self.sparse_pool == 0:
+            reads, pools = [0], [0]
+        families = []
+        for pr in probes:
+            for r in reads:
+                family = []
+                for p in pools:
+                    for dp in dense:
+                        setting = {"n_postings": r, "sparse_pool": p}
+                        if dp is not None:
+                            setting.update(dense_pool=dp, nprobe=pr)
+                        family.append(setting)
+                families.append(family)
+        return families
 
     def refit(self):
         """Re-learn everything from the stored corpus (same ids): the index a fresh
@@ -340,13 +570,22 @@ class AnnIndex(Index):
         return Z
 
     def _add(self, Xp):
-        X_all = sp.vstack([self.X_, Xp], format="csr")
-        self.Z_ = np.vstack([self.Z_, self._heavy_values(Xp, max(1, int(self.n_jobs or 1)))])
+        jobs = max(1, int(self.n_jobs or 1))
+        n_old = self.X_.shape[0]
+        Z_new = self._heavy_values(Xp, jobs)
+        if self.postings_model_ != self.model.checksum():
+            raise InvalidInputError("the index's postings were built with an earlier model; refit() it before "
+                                    "adding documents")
+        heaps = _heaps_from_postings(self.postings_, self.postings_length_)
+        MT_light = _light_transpose(self._m(), self.heavy_rows_)
+        heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, Z_new, self.postings_length_, jobs,
+                                  heaps=heaps, doc0=n_old)
+        self.postings_ = _postings_from_heaps(*heaps, n_old + Xp.shape[0])
+        self.Z_ = np.vstack([self.Z_, Z_new])
         if self._dense_on:
             faiss = _faiss()
-            faiss.omp_set_num_threads(max(1, int(self.n_jobs or 1)))
-            self.faiss_.add(_embed(Xp, self.B_, max(1, int(self.n_jobs or 1))))
-        self.postings_ = impact_postings(X_all)
+            faiss.omp_set_num_threads(jobs)
+            self.faiss_.add(_embed(Xp, self.B_, jobs))
 
     # -- query ------------------------------------------------------------------------------
     def _query_rows(self, Qp, k, n_jobs, **options):
@@ -354,11 +593,12 @@ class AnnIndex(Index):
         if unknown:
             raise InvalidInputError(f"unknown option(s) for an ANN index: {', '.join(sorted(unknown))}; "
                                     f"known: {', '.join(_QUERY_OPTIONS)}")
-        n_postings = options.get("n_postings", self.n_postings)
-        n_postings = self.default_n_postings() if n_postings is None else int(n_postings)
-        sparse_pool = int(options.get("sparse_pool", self.sparse_pool))
-        dense_pool = int(options.get("dense_pool", self.dense_pool))
-        nprobe = int(options.get("nprobe", self.nprobe))
+        setting = self.search_setting()
+        for name in ("n_postings", "sparse_pool", "dense_pool", "nprobe"):
+            if options.get(name) is not None:
+                setting[name] = int(options[name])
+        n_postings, sparse_pool = setting["n_postings"], setting["sparse_pool"]
+        dense_pool, nprobe = setting.get("dense_pool", 0), setting.get("nprobe", 1)
         ef_search = int(options.get("ef_search", self.ef_search))
         if min(n_postings, sparse_pool, dense_pool) < 0 or min(nprobe, ef_search) < 1:
             raise InvalidInputError("pool sizes and n_postings must be >= 0, nprobe and ef_search >= 1")
@@ -408,13 +648,23 @@ class AnnIndex(Index):
         _, labels = self.faiss_.search(Qv, pool)
         return labels.astype(np.int64, copy=False)
 
+    def search_metadata(self) -> dict:
+        """What answers are computed with: the setting in use and the calibration behind it
+        (JSON-ready; the CLI's ``query --json`` prints it)."""
+        cal = self.calibration_ or {}
+        return {"kind": self.kind, "setting": self.search_setting(),
+                "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
+                "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
+                "calibration_queries": cal.get("n_queries"),
+                "calibrated_with_model": cal.get("model_checksum"), "model": self.model.checksum()}
+
     # -- storage ----------------------------------------------------------------------------
     def _arrays(self) -> dict:
         arrays = super()._arrays()
         P = self.postings_
         arrays.update({"postings.indptr": np.asarray(P.indptr, np.int64),
                        "postings.indices": np.asarray(P.indices, np.int32),
-                       "postings.data": np.asarray(P.data, np.float64),
+                       "postings.data": np.asarray(P.data, np.float32),
                        "heavy.rows": np.asarray(self.heavy_rows_, np.int64), "heavy.Z": self.Z_})
         if self._dense_on:
             arrays.update({"projection.V": self.V_, "projection.B": self.B_,
@@ -429,32 +679,38 @@ class AnnIndex(Index):
 
     def _state(self) -> dict:
         return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size),
-                "n_fit_documents": int(self.n_fit_documents_)}
+                "n_fit_documents": int(self.n_fit_documents_), "postings": "expanded",
+                "postings_length": int(self.postings_length_), "postings_model": self.postings_model_,
+                "calibration": self.calibration_}
 
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
-        from .exact import _csr_from
-
+        state = meta["state"]
+        if state.get("postings") != "expanded":
+            raise FileFormatError("this ann index was written by an earlier sparsesim (raw-corpus postings); "
+                                  "rebuild it with `sparsesim index build`")
         self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
+        self.postings_length_ = int(state["postings_length"])
+        self.postings_model_ = state.get("postings_model")
+        self.calibration_ = state.get("calibration")
         self.heavy_rows_ = arrays["heavy.rows"]
         self.Z_ = arrays["heavy.Z"]
         n, h = self.X_.shape[0], self.heavy_rows_.shape[0]
         if (self.heavy_rows_.ndim != 1 or self.Z_.shape != (n, h) or np.unique(self.heavy_rows_).size != h
                 or (h and (self.heavy_rows_.min() < 0 or self.heavy_rows_.max() >= self.n_features))):
-            from sparsesim.exceptions import FileFormatError
-
             raise FileFormatError(f"heavy-row arrays have shapes {self.heavy_rows_.shape}, {self.Z_.shape}; "
                                   f"expected (h,) and ({n}, h)")
+        P = self.postings_
+        if P.indices.size and (int(P.indices.min()) < 0 or int(P.indices.max()) >= n):
+            raise FileFormatError("expanded postings name documents outside the index")
         self._heavy_pos = self._positions(self.heavy_rows_)
-        self.nlist_ = meta["state"].get("nlist_")
-        self.n_fit_documents_ = int(meta["state"].get("n_fit_documents", n))  # older files: as stored
-        self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
+        self.nlist_ = state.get("nlist_")
+        self.n_fit_documents_ = int(state.get("n_fit_documents", n))
+        self.build_seconds_ = float(state.get("build_seconds", 0.0))
         if self._dense_on:
             self.V_ = arrays["projection.V"]
             self.B_ = arrays["projection.B"]
             self.singular_values_ = arrays["projection.singular_values"]
             if self.V_.shape != (self.n_features, self.dim) or self.B_.shape != (self.n_features, self.dim):
-                from sparsesim.exceptions import FileFormatError
-
                 raise FileFormatError(f"projection arrays have shape {self.V_.shape}, expected "
                                       f"({self.n_features}, {self.dim})")
             faiss = _faiss()
@@ -463,12 +719,8 @@ class AnnIndex(Index):
                 index = faiss.read_index(path, faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY) if mmap \
                     else faiss.read_index(path)
             except RuntimeError as exc:
-                from sparsesim.exceptions import FileFormatError
-
                 raise FileFormatError(f"{path}: not a readable FAISS index ({str(exc).splitlines()[0]})") from None
             if index.ntotal != self.X_.shape[0] or index.d != self.dim:
-                from sparsesim.exceptions import FileFormatError
-
                 raise FileFormatError(f"{path}: FAISS index holds {index.ntotal} vectors of dimension {index.d}, "
                                       f"expected {self.X_.shape[0]} of dimension {self.dim}")
             self.faiss_ = index
