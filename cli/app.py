@@ -277,26 +277,36 @@ def query(
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
-    json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}]}."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="--index: search option KEY=VALUE overriding "
+                                              "the calibrated setting (ann: n_postings, sparse_pool, dense_pool, nprobe)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}], "
+                                  "search} (search: the index kind, setting used and its calibrated recall)."),
 ):
     """Top-k most similar corpus documents for each query document or text."""
     from sparsesim.workflows import query_corpus, query_index
 
     options = _data_options(zero_based, text_column, None, id_column)
+    search_options = parse_params(param).get("*", {})
     if index is not None:
         if queries is None and not text:
             raise InvalidInputError("--index needs --queries FILE or --text TEXT")
         if queries is not None and text:
             raise InvalidInputError("give --queries FILE or --text TEXT, not both")
-        answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options)
+        answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options,
+                              options=search_options)
     else:
+        if param:
+            raise InvalidInputError("--param applies to --index searches")
         if model is None or corpus is None:
             raise InvalidInputError("give --model and --corpus (exact search) or --index DIR")
         answers = query_corpus(model, corpus, queries_path=queries, query_ids=query_ids, top_k=top_k,
                                texts=text or None, data_options=options)
     for answer in answers:
         if json_out:
-            _emit({"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]})
+            line = {"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]}
+            if "search" in answer:
+                line["search"] = answer["search"]
+            _emit(line)
         else:
             typer.echo(f"query {answer['query']}:")
             for rank, (doc, score) in enumerate(answer["results"], start=1):
@@ -315,9 +325,13 @@ def index_build(
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
+    target_recall: Optional[float] = typer.Option(None, "--target-recall", help="ann: recall@10 against exact the "
+                                                  "search setting is calibrated for (default 0.95)."),
+    calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="ann: query file to "
+                                                        "calibrate on (default: 300 held-out corpus documents)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
-    """Build an exact or FAISS approximate index over a corpus and save it.
+    """Build an exact or approximate (ann) index over a corpus and save it.
 
     A text corpus (folder, CSV, JSONL) is featurised with the model's saved featuriser; document
     ids are file paths or the id column."""
@@ -327,11 +341,45 @@ def index_build(
     bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
     with bar:
         summary = build_index_from_files(model, data, kind=kind, out=out, params=params.get("*", {}),
-                                         data_options=_data_options(zero_based, text_column, None, id_column))
+                                         data_options=_data_options(zero_based, text_column, None, id_column),
+                                         target_recall=target_recall, calibration_queries=calibration_queries)
     if json_out:
         _emit(summary)
     else:
         typer.echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
+        if "calibration" in summary:
+            typer.echo(_calibration_line(summary["calibration"]))
+
+
+def _calibration_line(cal: dict) -> str:
+    setting = ", ".join(f"{k}={v}" for k, v in cal["setting"].items())
+    status = "met" if cal["met"] else "NOT met (most accurate setting kept)"
+    return (f"calibrated on {cal['n_queries']} queries: recall@{cal['top_k']} {cal['recall']:.3f} "
+            f"(lower bound {cal['recall_lower_bound']:.3f}, target {cal['target_recall']} {status}) with {setting}, "
+            f"{cal['qps_one_thread']:.0f} queries/s on one thread")
+
+
+@index_app.command("calibrate")
+def index_calibrate(
+    index: Path = typer.Option(..., "--index", "-i", help="ann index directory."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="A retrained model (same features) to serve "
+                                         "from now on; the postings are kept, the pools re-measured."),
+    target_recall: Optional[float] = typer.Option(None, "--target-recall", help="Default: the index's target."),
+    calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="Query file "
+                                                        "(default: held-out corpus documents)."),
+    zero_based: str = _zero_based_option(),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Re-measure the fastest search setting of an ann index that meets the target recall
+    (without rebuilding its postings); rewrites the index atomically."""
+    from sparsesim.workflows import calibrate_index
+
+    summary = calibrate_index(index, calibration_queries, target_recall=target_recall, model_path=model,
+                              data_options=_data_options(zero_based, None, None, None))
+    if json_out:
+        _emit(summary)
+    else:
+        typer.echo(_calibration_line(summary["calibration"]))
 
 
 @index_app.command("add")

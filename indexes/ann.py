@@ -472,7 +472,10 @@ class AnnIndex(Index):
         if self.sparse_pool is not None:
             pools = [self.sparse_pool]
         else:
-            pools = [p * top_k for p in (1, 2, 3, 5, 10, 20, 50)]
+            # growing pools up to the whole corpus (needed when a retrained model is served from
+            # postings built for an earlier one); a family stops at its first qualifying pool
+            n = max(self.n_documents, 1)
+            pools = sorted({min(n, p * top_k) for p in (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)})
         if self._dense_on:
             if self.dense_pool is not None:
                 dense = [self.dense_pool]
@@ -576,6 +579,8 @@ class AnnIndex(Index):
         if self.postings_model_ != self.model.checksum():
             raise InvalidInputError("the index's postings were built with an earlier model; refit() it before "
                                     "adding documents")
+        # the list length a fresh build over all documents would use (it grows with the corpus)
+        self.postings_length_ = max(self.postings_length_, self._postings_length(n_old + Xp.shape[0]))
         heaps = _heaps_from_postings(self.postings_, self.postings_length_)
         MT_light = _light_transpose(self._m(), self.heavy_rows_)
         heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, Z_new, self.postings_length_, jobs,
@@ -648,11 +653,14 @@ class AnnIndex(Index):
         _, labels = self.faiss_.search(Qv, pool)
         return labels.astype(np.int64, copy=False)
 
-    def search_metadata(self) -> dict:
-        """What answers are computed with: the setting in use and the calibration behind it
-        (JSON-ready; the CLI's ``query --json`` prints it)."""
+    def search_metadata(self, **options) -> dict:
+        """What answers are computed with: the setting in use (``options`` as passed to
+        :meth:`query` override it) and the calibration behind it (JSON-ready; the CLI's
+        ``query --json`` prints it)."""
         cal = self.calibration_ or {}
-        return {"kind": self.kind, "setting": self.search_setting(),
+        setting = self.search_setting()
+        setting.update({k: int(v) for k, v in options.items() if v is not None})
+        return {"kind": self.kind, "setting": setting, "overridden": sorted(k for k, v in options.items() if v is not None),
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),

@@ -295,7 +295,7 @@ def snippets_of(texts) -> np.ndarray:
 
 
 def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=None, params: dict | None = None,
-                           data_options: dict | None = None) -> dict:
+                           data_options: dict | None = None, target_recall=None, calibration_queries=None) -> dict:
     """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
 
     A text corpus is featurised with the model's text featuriser; the start of each document's
@@ -311,13 +311,38 @@ def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=Non
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
+    params = dict(params or {})
+    if target_recall is not None:
+        params["target_recall"] = target_recall
+    if kind != "ann" and (target_recall is not None or calibration_queries is not None):
+        raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
+    calib = None if calibration_queries is None else _read_queries(model, calibration_queries, data_options)[1]
     start = time.perf_counter()
-    index = build_index(model, data.X, kind=kind, ids=ids, **(params or {}))
+    index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, **params)
     if data.texts is not None:
         index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start
     index.save(out)
-    return {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
+    out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
+    if getattr(index, "calibration_", None) is not None:
+        out_summary["calibration"] = index.calibration_
+    return out_summary
+
+
+def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path=None,
+                    data_options: dict | None = None) -> dict:
+    """Re-run the recall calibration of a saved ann index (optionally for a retrained model) and
+    rewrite it atomically; the candidate postings are kept (see ``AnnIndex.calibrate``)."""
+    from .indexes import load_index
+
+    index = load_index(index_dir)
+    if not hasattr(index, "calibrate"):
+        raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
+    model = BilinearSimilarity.load(model_path) if model_path is not None else None
+    queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
+    record = index.calibrate(queries, target_recall=target_recall, model=model)
+    index.save(index_dir, overwrite=True)
+    return {"index": str(index_dir), "calibration": record}
 
 
 def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict | None = None) -> dict:
@@ -354,8 +379,17 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     return out
 
 
+def _read_queries(model, queries_path, data_options=None):
+    """(names, matrix) of a query file: text (model trained on text) or vectors."""
+    if _queries_are_text(model, queries_path):
+        qnames, qtexts = read_query_texts(queries_path)
+        return qnames, _text_queries(model, qtexts)
+    qdata = load_corpus(str(queries_path), model=model, options=data_options)
+    return [qdata.doc_id(r) for r in range(qdata.n_documents)], qdata.X
+
+
 def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, texts=None,
-                data_options: dict | None = None) -> list[dict]:
+                data_options: dict | None = None, options: dict | None = None) -> list[dict]:
     """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file or texts.
 
     A query file is read as text (one query per line; ``.jsonl``: objects with ``"text"`` and an
@@ -371,15 +405,13 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     model = index.model
     if texts is not None:
         qnames, Q = list(texts), _text_queries(model, texts)
-    elif _queries_are_text(model, queries_path):
-        qnames, qtexts = read_query_texts(queries_path)
-        Q = _text_queries(model, qtexts)
     else:
-        qdata = load_corpus(str(queries_path), model=model, options=data_options)
-        qnames, Q = [qdata.doc_id(r) for r in range(qdata.n_documents)], qdata.X
-    ids, scores = index.query(Q, top_k)
+        qnames, Q = _read_queries(model, queries_path, data_options)
+    options = dict(options or {})
+    ids, scores = index.query(Q, top_k, **options)
+    search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
     return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                             for i, s in zip(ids[r], scores[r])]}
+                                             for i, s in zip(ids[r], scores[r])], "search": search}
             for r in range(len(qnames))]
 
 

@@ -1,0 +1,176 @@
+"""Recall calibration of the ann index and its expanded-document postings: the recorded recall holds
+on queries the calibration never saw, explicit and query-time settings win, a retrained model is
+served without rebuilding the postings, added documents give the postings a fresh build gives."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.cli.app import main
+from sparsesim.data.synthetic import rcv1_like
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.indexes import build_index, load_index
+from sparsesim.indexes.calibration import exact_top_k, recall_counting_ties
+from sparsesim.indexes.base import prepare_rows
+from sparsesim.learners.bilinear import OASIS
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return rcv1_like(1500, n_features=3000, nnz_per_doc=30, n_classes=5, class_vocab=300, seed=3)
+
+
+@pytest.fixture(scope="module")
+def model(corpus):
+    return OASIS(n_triplets=1500, random_state=0).fit(corpus.X[:1000], corpus.y[:1000]).model_
+
+
+@pytest.fixture(scope="module")
+def index(model, corpus):
+    return build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_size=200)
+
+
+def independent_recall(index, Q, **options):
+    Qp = prepare_rows(index.model, Q, "q")
+    _, truth = exact_top_k(index, Qp, 10)
+    _, found = index.query_rows(Q, 10, **options)
+    return float(recall_counting_ties(found, truth).mean())
+
+
+def test_calibrated_recall_holds_on_unseen_queries(index, corpus):
+    cal = index.calibration_
+    assert cal["met"] and cal["target_recall"] == 0.95 and cal["n_queries"] == 200
+    assert cal["recall_lower_bound"] >= 0.95 and cal["recall"] >= cal["recall_lower_bound"]
+    assert set(cal["setting"]) == {"n_postings", "sparse_pool"}
+    assert index.search_setting() == cal["setting"]
+    # 300 held-out queries the calibration never saw
+    check = independent_recall(index, corpus.X[1200:1500])
+    assert check >= 0.93 and abs(check - cal["recall"]) <= 0.03
+
+
+def test_query_options_and_explicit_parameters_win(index, model, corpus):
+    Q = corpus.X[1200:1300]
+    tiny = {"n_postings": 1, "sparse_pool": 10}
+    assert independent_recall(index, Q, **tiny) < independent_recall(index, Q) - 0.1
+    meta = index.search_metadata(**tiny)
+    assert meta["setting"]["n_postings"] == 1 and meta["overridden"] == ["n_postings", "sparse_pool"]
+    assert meta["calibrated_recall"] == index.calibration_["recall"]
+    pinned = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_size=100, n_postings=16)
+    assert pinned.calibration_["setting"]["n_postings"] == 16 and pinned.search_setting()["n_postings"] == 16
+    # a higher target never picks a less accurate setting
+    low = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_size=100, target_recall=0.5)
+    high = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_size=100,
+                       target_recall=0.99)
+    assert low.calibration_["recall"] <= high.calibration_["recall"]
+    assert high.calibration_["recall_lower_bound"] >= 0.99 or not high.calibration_["met"]
+    off = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, target_recall=None)
+    assert off.calibration_ is None and off.search_setting() == {"n_postings": 256, "sparse_pool": 100}
+    for bad in (0, 1.5, "high"):
+        with pytest.raises(InvalidInputError, match="target_recall"):
+            build_index(model, corpus.X[:100], kind="ann", target_recall=bad)
+
+
+def test_calibration_on_given_queries(model, corpus):
+    Q = corpus.X[1200:1300]
+    index = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_queries=Q)
+    cal = index.calibration_
+    assert cal["queries"] == "given queries" and cal["n_queries"] == 100
+    # measured on exactly these queries: an independent check on them reproduces the number
+    assert abs(independent_recall(index, Q) - cal["recall"]) <= 0.02
+    with pytest.raises(InvalidInputError, match="ann"):
+        build_index(model, corpus.X[:100], kind="exact", calibration_queries=Q)
+
+
+def test_recalibration_for_a_retrained_model_keeps_the_postings(index, model, corpus, tmp_path):
+    model2 = OASIS(n_triplets=3000, random_state=5).fit(corpus.X[:1000], corpus.y[:1000]).model_
+    assert model2.checksum() != model.checksum()
+    idx = build_index(model, corpus.X[:1200], kind="ann", heavy_min_nnz=20, calibration_size=100)
+    postings = idx.postings_
+    record = idx.calibrate(model=model2)
+    assert idx.postings_ is postings and idx.postings_model_ == model.checksum()
+    assert record["model_checksum"] == model2.checksum() and record["postings_model_checksum"] == model.checksum()
+    Q = corpus.X[1200:1260]
+    ids, scores = idx.query(Q, 10)
+    rows = np.array(ids)
+    exact = model2.score_pairs(Q[np.repeat(np.arange(Q.shape[0]), 10)], corpus.X[rows.ravel()]).reshape(-1, 10)
+    np.testing.assert_allclose(scores, exact, atol=1e-10)  # scores are the new model's
+    assert independent_recall(idx, Q) >= 0.9
+    idx.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["state"]["postings_model"] == model.checksum()
+    assert manifest["state"]["calibration"]["model_checksum"] == model2.checksum()
+    loaded = load_index(tmp_path / "idx", mmap=True)
+    assert loaded.calibration_ == json.loads(json.dumps(record))
+    np.testing.assert_array_equal(loaded.query(Q, 10)[1], scores)
+    with pytest.raises(InvalidInputError, match="earlier model"):
+        idx.add(corpus.X[1400:1401])
+
+
+@pytest.mark.parametrize("L", [5000, 40])
+def test_added_documents_give_the_postings_of_a_fresh_build(model, corpus, L):
+    params = {"heavy_min_nnz": 20, "target_recall": None, "postings_per_feature": L, "refit_growth": None}
+    grown = build_index(model, corpus.X[:600], kind="ann", **params).add(corpus.X[600:800])
+    fresh = build_index(model, corpus.X[:800], kind="ann", **params)
+    A, B = grown.postings_, fresh.postings_
+    assert A.shape == B.shape == (3000, 800)
+    if L >= 800:  # every positive Y[x, i] kept: the expanded corpus itself
+        Xp = prepare_rows(model, corpus.X[:800], "x")
+        Y = (Xp @ model.M.T).toarray()
+        np.testing.assert_allclose(B.T.toarray(), np.where(Y > 0, Y, 0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(A.toarray(), B.toarray(), rtol=1e-5, atol=1e-7)
+    for P in (A, B):  # impact-ordered, at most L per feature
+        assert np.diff(P.indptr).max() <= L
+        for i in np.flatnonzero(np.diff(P.indptr) > 1)[:100]:
+            assert np.all(np.diff(P.data[P.indptr[i]:P.indptr[i + 1]]) <= 0)
+
+
+def run_cli(args, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_target_recall_calibration_queries_and_overrides(model, corpus, tmp_path, monkeypatch, capsys):
+    from sklearn.datasets import dump_svmlight_file
+
+    model_path = tmp_path / "m.npz"
+    model.save(model_path)
+    dump_svmlight_file(corpus.X[:1200], corpus.y[:1200], str(tmp_path / "c.svm"), zero_based=True)
+    dump_svmlight_file(corpus.X[1200:1300], corpus.y[1200:1300], str(tmp_path / "q.svm"), zero_based=True)
+    common = ["--model", model_path, "--zero-based", "true"]
+    code, out, err = run_cli(["index", "build", *common, "--data", tmp_path / "c.svm", "--kind", "ann",
+                              "--out", tmp_path / "idx", "--target-recall", "0.9", "--calibration-queries",
+                              tmp_path / "q.svm", "--param", "heavy_min_nnz=20", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    cal = json.loads(out)["calibration"]
+    assert cal["target_recall"] == 0.9 and cal["n_queries"] == 100 and cal["met"]
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["state"]["calibration"]["setting"] == cal["setting"]
+    code, out, err = run_cli(["query", "--index", tmp_path / "idx", "--queries", tmp_path / "q.svm", "--json",
+                              "--zero-based", "true", "--param", "sparse_pool=7"], monkeypatch, capsys)
+    assert code == 0, err
+    line = json.loads(out.splitlines()[0])
+    assert line["search"]["setting"]["sparse_pool"] == 7 and line["search"]["overridden"] == ["sparse_pool"]
+    assert line["search"]["calibrated_recall"] == pytest.approx(cal["recall"])
+    code, out, err = run_cli(["index", "calibrate", "--index", tmp_path / "idx", "--target-recall", "0.99",
+                              "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    again = json.loads(out)["calibration"]
+    assert again["target_recall"] == 0.99 and again["queries"].startswith("corpus sample")
+    assert load_index(tmp_path / "idx").calibration_["target_recall"] == 0.99
+    for args, fragment in ((["index", "build", *common, "--data", tmp_path / "c.svm", "--kind", "ann", "--out",
+                             tmp_path / "x", "--target-recall", "1.5"], "target_recall"),
+                           (["index", "build", *common, "--data", tmp_path / "c.svm", "--kind", "exact", "--out",
+                             tmp_path / "y", "--target-recall", "0.9"], "--kind ann")):
+        code, out, err = run_cli(args, monkeypatch, capsys)
+        assert code == 2 and err.startswith("error: ") and fragment in err and "Traceback" not in err
