@@ -42,7 +42,7 @@ from sparsesim.models import BilinearSimilarity
 
 from . import _kernels as K
 from .base import Index, prepare_rows, threaded
-from .calibration import calibrate, check_target_recall
+from .calibration import calibrate, check_record, check_target_recall
 from .exact import _csr_from
 
 __all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
@@ -699,7 +699,8 @@ class AnnIndex(Index):
         self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
         self.postings_length_ = int(state["postings_length"])
         self.postings_model_ = state.get("postings_model")
-        self.calibration_ = state.get("calibration")
+        cal = state.get("calibration")
+        self.calibration_ = None if cal is None else check_record(cal, "index manifest (state.calibration)")
         self.heavy_rows_ = arrays["heavy.rows"]
         self.Z_ = arrays["heavy.Z"]
         n, h = self.X_.shape[0], self.heavy_rows_.shape[0]

@@ -34,14 +34,43 @@ import warnings
 
 import numpy as np
 
-from sparsesim.exceptions import InvalidInputError
+from sparsesim.exceptions import FileFormatError, InvalidInputError
+from sparsesim.validation import check_meta
 
 from .base import prepare_rows
 from .exact import ExactIndex
 
-__all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall"]
+__all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
+           "CALIBRATION_SCHEMA"]
 
 _Z_ONE_SIDED_95 = 1.645
+
+# the record as stored in an index manifest (state.calibration); files are untrusted
+CALIBRATION_SCHEMA = {
+    "target_recall": ("float", 0.0, 1.0),
+    "top_k": ("int", 1, 2**40),
+    "met": ("bool",),
+    "setting": ("dict",),
+    "recall": ("float", 0.0, 1.0),
+    "recall_lower_bound": ("float", -1.0, 1.0),
+    "qps_one_thread": ("float?", 0.0, None),
+    "n_queries": ("int", 1, 2**40),
+    "queries": ("str",),
+    "model_checksum": ("str",),
+    "postings_model_checksum": ("str?",),
+}
+_SETTING_KEYS = ("n_postings", "sparse_pool", "dense_pool", "nprobe")
+
+
+def check_record(record, what: str) -> dict:
+    """A calibration record read from a file, validated (FileFormatError on anything else)."""
+    check_meta(record, CALIBRATION_SCHEMA, what)
+    setting = record["setting"]
+    for key, value in setting.items():
+        if key not in _SETTING_KEYS or isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**40:
+            raise FileFormatError(f"{what}: calibrated setting {key!r}={value!r} is not a known search option "
+                                  f"with a non-negative integer value")
+    return record
 
 
 def check_target_recall(target) -> float | None:

@@ -9,7 +9,8 @@ An index directory holds::
       model.npz            the BilinearSimilarity the index was built with (its own checked format)
       ids.npy              user ids (int64 or unicode), one per document
       corpus.*.npy         the stored corpus X (CSR indptr / indices / data)
-      postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered X^T)
+      postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered, pruned
+                           Y^T with float32 values)
       heavy.*.npy          ANN: precomputed rows of M for re-ranking
       projection.*.npy     ANN: query map V, document map B = M^T V, singular values
       faiss.index          ANN: the FAISS index (``faiss.write_index``)
@@ -88,6 +89,10 @@ STATE_SCHEMA = {
     "build_seconds": ("float?", 0.0, None),
     "n_heavy_rows": ("int?", 0, MAX_FEATURES),
     "n_fit_documents": ("int?", 0, MAX_DOCUMENTS),
+    "postings": ("choice?", ("expanded",)),
+    "postings_length": ("int?", 1, MAX_DOCUMENTS),
+    "postings_model": ("str?",),
+    "calibration": ("dict?",),  # checked by AnnIndex against calibration.CALIBRATION_SCHEMA
 }
 
 
@@ -489,7 +494,8 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) 
             if f"postings.{part}" not in arrays:
                 raise InvalidInputError(f"missing postings.{part}.npy")
         check_csr_arrays(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"], (d, n),
-                         name="postings", data_dtypes=(_F64,), sorted_indices=(kind == "exact"))
+                         name="postings", data_dtypes=(_F64,) if kind == "exact" else (_F32,),
+                         sorted_indices=(kind == "exact"))
         if arrays["postings.indptr"].dtype != _I64 or arrays["postings.indices"].dtype != _I32:
             raise InvalidInputError("postings index arrays must be int64/int32")
     if kind == "exact" and strategy is None:
