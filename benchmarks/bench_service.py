@@ -65,6 +65,10 @@ def main() -> None:
     ap.add_argument("--triplets", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--algorithm", default="oasis")
+    ap.add_argument("--param", action="append", default=[], help="learner parameter KEY=VALUE (JSON value)")
+    ap.add_argument("--kind", default="exact", choices=["exact", "ann"])
+    ap.add_argument("--reuse", action="store_true", help="reuse the model and index of an earlier run in --workdir")
     args = ap.parse_args()
 
     import httpx
@@ -84,17 +88,28 @@ def main() -> None:
     order = rng.permutation(len(corpus["texts"]))
     docs, held = order[: args.documents], order[args.documents:]
     jsonl = work / "news.jsonl"
-    with open(jsonl, "w") as handle:
+    with open(jsonl if not (args.reuse and jsonl.is_file()) else os.devnull, "w") as handle:
         for i in docs:
             handle.write(json.dumps({"id": str(corpus["ids"][i]), "text": corpus["texts"][i],
                                      "label": str(corpus["groups"][i])}) + "\n")
     queries = [" ".join(corpus["texts"][i].split()[:30]) for i in rng.choice(held, args.requests + 100)]
-    model, index = work / "model.npz", work / "index"
-    summary = train_model("oasis", str(jsonl), model, n_triplets=args.triplets, seed=args.seed,
+    tag = f"{args.algorithm}-{args.kind}-" + "-".join(p.replace("=", "") for p in args.param)
+    model, index = work / f"model-{tag}.npz", work / f"index-{tag}"
+    params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
+    reuse = args.reuse and model.is_file() and index.is_dir()
+    summary = None if reuse else train_model(args.algorithm, str(jsonl), model, n_triplets=args.triplets, seed=args.seed, params=params,
                           data_options={"id_column": "id", "tfidf": {"min_df": 3, "sublinear_tf": True}})
-    build = build_index_from_files(model, str(jsonl), kind="exact", out=index)
-    print(f"setup: {args.documents} documents, {summary['n_triplets']} triplets, nnz(M)={summary['nnz']}, "
-          f"index built in {build['build_seconds']:.1f} s; {time.perf_counter() - t0:.0f} s in all", flush=True)
+    if not reuse:
+        if index.exists():
+            import shutil
+
+            shutil.rmtree(index)
+        build = build_index_from_files(model, str(jsonl), kind=args.kind, out=index)
+        print(f"setup: {args.documents} documents, {args.algorithm} {params}, {summary['n_triplets']} triplets, "
+              f"nnz(M)={summary['nnz']}, {args.kind} index built in {build['build_seconds']:.1f} s; "
+              f"{time.perf_counter() - t0:.0f} s in all", flush=True)
+    else:
+        print(f"setup: reusing {model.name} and {index.name}", flush=True)
 
     port = free_port()
     max_body = 1 << 20
@@ -115,6 +130,11 @@ def main() -> None:
         with httpx.Client(base_url=base, timeout=30) as client:
             for q in queries[:20]:  # warm-up
                 client.post("/query", json={"texts": [q], "top_k": 10}).raise_for_status()
+            t1 = time.perf_counter()
+            for _ in range(args.requests):
+                client.get("/health").raise_for_status()
+            print(f"floor: {args.requests} sequential GET /health: {args.requests / (time.perf_counter() - t1):.0f} "
+                  "requests/s (HTTP round trip alone on this machine)", flush=True)
             lat = []
             t1 = time.perf_counter()
             for q in queries[: args.requests]:

@@ -154,7 +154,8 @@ ID_COLUMN_HELP = "CSV/JSONL: column holding the document id (default: the row nu
 # --- datasets ---------------------------------------------------------------------------------
 @datasets_app.command("list")
 def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")):
-    """List registered data sets and whether their files are present."""
+    """List registered data sets, whether their files are present, and where `fetch` gets them
+    (upstream: downloaded and checksummed; mirror only: needs `--from DIR`)."""
     from sparsesim.data import list_datasets
 
     rows = list_datasets()
@@ -163,7 +164,7 @@ def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-r
         return
     for row in rows:
         mark = "present" if row.get("available") else "missing"
-        typer.echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['description']}")
+        typer.echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['fetch']:<13}{row['description']}")
 
 
 @datasets_app.command("info")
@@ -187,10 +188,24 @@ def datasets_fetch(
     mirror: Optional[Path] = typer.Option(None, "--from", help="Copy from an offline mirror directory (e.g. ../shared/data)."),
     force: bool = typer.Option(False, "--force", help="Replace files that are present but differ."),
 ):
-    """Download a data set from its public upstream (or copy it from --from DIR), verifying sha256."""
-    from sparsesim.data import fetch_dataset
+    """Put a data set's files in the data directory, verifying sha256: downloaded from its public
+    upstream where one exists (news20, news20-tasks, pendigits, satimage), otherwise copied from a
+    mirror folder given with --from DIR (`sparsesim datasets list` shows which is which)."""
+    from sparsesim.data import dataset_info, fetch_dataset
 
-    paths = fetch_dataset(name, mirror=mirror, force=force)
+    info = dataset_info(name)
+    if mirror is None and info["fetch"] == "mirror only" and not info["available"]:
+        raise InvalidInputError(f"data set {name!r} has no public upstream; copy it from a mirror folder with "
+                                f"`sparsesim datasets fetch {name} --from DIR` (e.g. the shared data folder)")
+    bar, _ = _progress(None, f"fetching {name}", sys.stderr.isatty())
+    callback = None
+    if bar is not None and hasattr(bar, "add_task"):
+        task = bar.task_ids[0]
+
+        def callback(relpath, done, total):
+            bar.update(task, description=f"fetching {relpath}", completed=done, total=total)
+    with bar:
+        paths = fetch_dataset(name, mirror=mirror, force=force, progress=callback)
     for path in paths:
         typer.echo(str(path))
 
@@ -418,6 +433,9 @@ def experiment(
     query_ratio: Optional[float] = typer.Option(None, "--query-ratio", help="Target query ratio (active-learning protocols)."),
     n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Parallel runs (joblib)."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Directory for plots and raw results."),
+    learning_curve: Optional[str] = typer.Option(None, "--learning-curve", help="Comma-separated triplet budgets, "
+                                                 "e.g. 1000,3000,10000: run at each and write learning_curve.png/.json "
+                                                 "(MAP vs triplets) to --out-dir."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds."""
@@ -441,7 +459,46 @@ def experiment(
     bar, advance = _progress(total, f"{protocol} on {dataset}", config.progress and protocol == "sors")
     if advance is not None:
         config.options["progress_callback"] = advance
-    with bar:
+    from contextlib import nullcontext
+
+    from sparsesim.parallel import report_progress
+
+    runs_bar = nullcontext()
+    if advance is None and config.progress:
+        # protocols that run many trainings (cikm15, ijcai17, romco, oht): one bar over all their runs
+        bar, _ = _progress(0, f"{protocol} on {dataset}: runs", True)
+        task = bar.task_ids[0]
+        runs_bar = report_progress(lambda new, done: bar.update(task, total=(bar.tasks[0].total or 0) + new,
+                                                                 advance=done))
+    if learning_curve is not None:
+        from sparsesim.experiments.learning_curve import learning_curve as run_curve, write_learning_curve
+
+        if out_dir is None:
+            raise InvalidInputError("--learning-curve writes its plot to --out-dir DIR; give one")
+        try:
+            budgets = [int(b) for b in learning_curve.split(",") if b.strip()]
+        except ValueError:
+            raise InvalidInputError(f"--learning-curve expects comma-separated integers, got {learning_curve!r}") from None
+        if advance is not None:
+            bar.update(bar.task_ids[0], total=total * len(set(budgets)))
+            done_before = [0]
+
+            def advance_all(done, _adv=advance):
+                _adv(done_before[0] + done)
+            config.options["progress_callback"] = advance_all
+        with bar, runs_bar:
+            curve = run_curve(module, config, budgets) if advance is None else _curve_with_offsets(
+                run_curve, module, config, budgets, done_before, total)
+        files = write_learning_curve(curve, out_dir)
+        if json_out:
+            _emit({"learning_curve": {k: curve[k] for k in ("dataset", "budgets", "curves")}, "files": files})
+        else:
+            for name, c in curve["curves"].items():
+                pts = ", ".join(f"{b}: {100 * m:.2f}" for b, m in zip(curve["budgets"], c["map"]))
+                typer.echo(f"{name:<16} MAP % by triplets  {pts}")
+            typer.echo(f"wrote {files['png']} and {files['json']}")
+        return
+    with bar, runs_bar:
         report = module.run(config)
     if json_out:
         _emit(report)
@@ -472,6 +529,24 @@ def serve(
     limits = ServiceLimits(max_body_bytes=max_body_bytes, max_queries=max_queries, max_top_k=max_top_k,
                            max_concurrency=max_concurrency)
     run_server(index, host=host, port=port, limits=limits)
+
+
+def _curve_with_offsets(run_curve, module, config, budgets, done_before, per_budget):
+    """Run the curve budget by budget so one progress bar spans all of them."""
+    curve = None
+    for b in sorted(set(budgets)):
+        part = run_curve(module, config, [b])
+        done_before[0] += per_budget
+        if curve is None:
+            curve = part
+        else:
+            curve["budgets"] += part["budgets"]
+            curve["runs"] += part["runs"]
+            for name, c in part["curves"].items():
+                dst = curve["curves"].setdefault(name, {"map": [], "std": []})
+                dst["map"] += c["map"]
+                dst["std"] += c["std"]
+    return curve
 
 
 @app.command("algorithms")

@@ -8,9 +8,30 @@ Results come back in the order of the jobs, so a run with ``n_jobs=4`` returns e
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Sequence
 
 from joblib import Parallel, delayed
+
+# the caller's progress reporter (see report_progress); joblib workers never see it, only the
+# process collecting the results reports
+_REPORTER: contextvars.ContextVar = contextvars.ContextVar("sparsesim_progress_reporter", default=None)
+
+
+@contextmanager
+def report_progress(reporter: Callable[[int, int], None]):
+    """Within the block, every :func:`run_parallel` call reports to ``reporter(new_jobs, finished)``.
+
+    ``reporter(n, 0)`` announces ``n`` more jobs when a call starts and ``reporter(0, 1)`` follows
+    each finished job, so a command can show one progress bar over all the runs of a protocol
+    (the CLI's ``experiment`` does) without the protocol knowing about it.
+    """
+    token = _REPORTER.set(reporter)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
 
 
 def run_parallel(
@@ -43,6 +64,15 @@ def run_parallel(
         ``[func(job) for job in jobs]`` in order.
     """
     jobs = list(jobs)
+    reporter = _REPORTER.get()
+    if reporter is not None:
+        reporter(len(jobs), 0)
+        explicit = progress
+
+        def progress(done, _explicit=explicit):
+            reporter(0, 1)
+            if _explicit is not None:
+                _explicit(done)
 
     def call(job):
         return func(**job) if isinstance(job, dict) else func(*job)

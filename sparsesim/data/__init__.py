@@ -193,6 +193,7 @@ def dataset_info(name: str) -> dict:
         "files": files,
         "embedded": embedded,
         "available": embedded or all(f["present"] for f in files),
+        "fetch": "embedded" if embedded else ("upstream" if files and all(f["url"] for f in files) else "mirror only"),
         "extra": {k: v for k, v in spec.extra.items() if isinstance(v, (str, int, float, bool, tuple, list))},
     }
 
@@ -202,7 +203,8 @@ def list_datasets() -> list[dict]:
     out = []
     for name in all_datasets():
         info = dataset_info(name)
-        out.append({k: info[k] for k in ("name", "kind", "description", "representation", "source", "available")})
+        out.append({k: info[k] for k in ("name", "kind", "description", "representation", "source", "available",
+                                         "fetch")})
     return out
 
 
