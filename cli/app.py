@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -611,6 +612,11 @@ def _os_error_text(exc: OSError) -> str:
     return f"{reason}{where}{hint}"
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """The project's own warnings (e.g. classes left out) as one ``warning: ...`` line on stderr."""
+    typer.echo(f"warning: {_one_line(message)}", err=True)
+
+
 def main() -> None:
     """Console entry point: user errors become one ``error:`` line on stderr and exit status 2.
 
@@ -619,6 +625,7 @@ def main() -> None:
     traceback instead.
     """
     _DEBUG["on"] = "--debug" in sys.argv[1:]
+    warnings.showwarning = _one_line_warning
     try:
         try:
             app(standalone_mode=True)

@@ -70,3 +70,11 @@ class ConcurrentWriteError(SparsesimError, OSError):
 class UnsafeTargetError(InvalidInputError):
     """An output path that must not be written: a device, a symlink, a directory of another
     kind, or one of the command's own inputs."""
+
+
+class SmallClassWarning(UserWarning):
+    """Documents left out because their class is too small to form a positive pair."""
+
+
+class MemoryBudgetError(SparsesimError, MemoryError):
+    """A run that would cross its memory budget (``max_memory``); stopped before allocating."""

@@ -26,7 +26,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .exceptions import InvalidInputError
+import warnings
+
+from .exceptions import InvalidInputError, SmallClassWarning
 
 DEFAULT_CHUNK = 65536
 
@@ -37,7 +39,33 @@ __all__ = [
     "iter_sors_triplets",
     "omtrsl_triplets",
     "iter_omtrsl_triplets",
+    "usable_rows",
 ]
+
+
+def usable_rows(y, min_per_class: int = 2, warn: bool = True) -> np.ndarray | None:
+    """Rows whose class has at least ``min_per_class`` documents (a positive needs another one).
+
+    Returns ``None`` when every row is usable; otherwise the sorted usable row indices, after one
+    :class:`~sparsesim.exceptions.SmallClassWarning` (when ``warn``) saying what was left out.
+    Raises :class:`InvalidInputError` when fewer than two classes remain.
+    """
+    y = np.asarray(y)
+    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    small = counts < min_per_class
+    if not small.any():
+        return None
+    keep = ~small[codes.reshape(-1)]
+    if int((~small).sum()) < 2:
+        raise InvalidInputError(
+            f"only {int((~small).sum())} class(es) have at least {min_per_class} documents; "
+            "at least two are needed to draw triplets")
+    if warn:
+        shown = ", ".join(map(str, classes[small][:5])) + (" ..." if small.sum() > 5 else "")
+        warnings.warn(SmallClassWarning(
+            f"left out {int((~keep).sum())} of {y.size} documents: {int(small.sum())} class(es) with fewer "
+            f"than {min_per_class} documents cannot form a positive pair ({shown})"), stacklevel=3)
+    return np.flatnonzero(keep)
 
 
 def _rng(seed) -> np.random.Generator:

@@ -148,7 +148,7 @@ def test_fit_is_deterministic_and_learns():
     np.testing.assert_array_equal(a.model_.W.toarray(), b.model_.W.toarray())
     c = OASIS(n_triplets=500, random_state=5).fit(X, y)
     assert not np.array_equal(a.model_.W.toarray(), c.model_.W.toarray())
-    assert a.get_params()["C"] == 1.0 and a.n_triplets_seen_ == 500
+    assert a.get_params()["C"] == "auto" and a.resolved_params_["C"] > 0 and a.n_triplets_seen_ == 500
 
 
 @pytest.mark.parametrize("cls", [OASIS, SORS, AdaSORS])

@@ -14,10 +14,14 @@ triplets from class labels with the SORS protocol. The update rules live in
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..defaults import AUTO, check_auto_positive, resolve_bilinear, triplet_statistics
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
-from ..triplets import iter_sors_triplets
+from ..triplets import iter_sors_triplets, usable_rows
+from ..validation import check_csr, check_labels
 from .base import TripletLearner
 
 _REGULARIZERS = ("l1", "offdiag")
@@ -27,23 +31,91 @@ class _BaseBilinear(TripletLearner):
     """Single-task bilinear learners on a sparse engine: engine life cycle, SORS protocol, model export."""
 
     _algorithm = ""
-    _state_attrs = TripletLearner._state_attrs + ("engine_",)
+    _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_")
+
+    # (kind for :func:`sparsesim.defaults.resolve_bilinear`, names of the parameters it resolves)
+    _auto_kind: str | None = None
+    _auto_names: tuple = ()
 
     def _make_engine(self, d: int) -> BilinearEngine:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _auto_pending(self) -> bool:
+        return self._auto_kind is not None and any(
+            isinstance(getattr(self, n), str) and getattr(self, n) == AUTO for n in self._auto_names)
 
     def _init_state(self, d: int):
         """Create the engine for ``d`` features and zero the counters.
 
         The one place the fitted state is set up; subclasses that keep more state extend it
         (call ``super()._init_state(d)``) and list the new attributes in ``_state_attrs``.
+        With ``"auto"`` parameters the engine is created by the first update, which resolves
+        them from its triplets (:meth:`_resolve_auto`).
         """
+        for name in self._auto_names:
+            check_auto_positive(name, getattr(self, name), allow_zero=name == "lam")
+        if self._auto_pending():
+            super()._init_state(d)
+            return
+        self.resolved_params_ = {n: float(getattr(self, n)) for n in self._auto_names}
+        self.data_statistics_ = {}
         engine = self._make_engine(d)  # checks the parameters before any state is set
         super()._init_state(d)
         self.engine_ = engine
 
+    def _resolve_auto(self, X, triplets):
+        """Resolve the ``"auto"`` step/regulariser parameters from the first triplets seen and
+        create the engine.
+
+        Sets ``resolved_params_`` (every parameter of ``_auto_names``, as a number) and
+        ``data_statistics_`` (what the rule read, see :func:`sparsesim.defaults.triplet_statistics`);
+        explicit values pass through unchanged. Without triplets (a fit of zero triplets) the
+        rule reads unit statistics; the model is then M_1 whatever the values.
+        """
+        params = {name: getattr(self, name) for name in self._auto_names}
+        if triplets is not None and len(triplets):
+            stats = triplet_statistics(X, triplets)
+        else:
+            stats = {"s": 1.0, "g": 1.0, "n_sample": 0}
+        self.data_statistics_ = stats
+        resolved = resolve_bilinear(self._auto_kind, params, stats, getattr(self, "n_triplets", 100_000))
+        self.resolved_params_ = {k: float(v) for k, v in resolved.items()}
+        self.engine_ = self._make_engine(self.n_features_in_)
+
+    def _param(self, name: str) -> float:
+        """The value in use for ``name``: the resolved one once training has started."""
+        resolved = getattr(self, "resolved_params_", {})
+        return resolved[name] if name in resolved else getattr(self, name)
+
     def _update(self, X, triplets, signs):
+        if "engine_" not in self.__dict__:
+            if triplets.shape[0] == 0:
+                return np.zeros(0), None
+            self._resolve_auto(X, triplets)
         return self.engine_.partial_fit(X, triplets, signs), None
+
+    def fit(self, X, y, progress=None):
+        """Learn from ``n_triplets`` triplets drawn from labels ``y`` by the SORS protocol.
+
+        Parameters
+        ----------
+        X : sparse matrix or array, shape (n_documents, n_features)
+        y : array, shape (n_documents,)
+            Class labels. Documents of classes with a single document cannot form a positive
+            pair: they are left out, with one :class:`~sparsesim.exceptions.SmallClassWarning`.
+        progress : callable, optional
+            Called with the number of triplets processed so far after each chunk.
+
+        Returns
+        -------
+        self
+        """
+        X = check_csr(X)
+        y = check_labels(y, X.shape[0], min_per_class=1)
+        rows = usable_rows(y, warn=True)
+        if rows is not None:
+            X, y = X[rows], y[rows]
+        return self._fit_stream(X, self._triplet_stream(y), progress)
 
     def _triplet_stream(self, y):
         """The SORS protocol: ``n_triplets`` (anchor, same-class, other-class) triplets from ``y``."""
@@ -54,6 +126,7 @@ class _BaseBilinear(TripletLearner):
         return {
             "algorithm": self._algorithm,
             "params": {k: v for k, v in self.get_params().items()},
+            "resolved_params": dict(getattr(self, "resolved_params_", {})),
             "n_triplets_seen": int(self.n_triplets_seen_),
             "n_updates": int(self.n_updates_),
             "train_seconds": float(self.train_seconds_),
@@ -64,6 +137,8 @@ class _BaseBilinear(TripletLearner):
         """The learned :class:`~sparsesim.models.BilinearSimilarity` (all lazy shrinkage applied)."""
         self._check_fitted()
         if getattr(self, "_model_cache", None) is None:
+            if "engine_" not in self.__dict__:  # fitted on zero triplets
+                self._resolve_auto(None, None)
             identity = bool(self.identity)
             W = self.engine_.export_W(identity)
             self._model_cache = BilinearSimilarity(W, identity=identity, metadata=self._metadata())
@@ -86,10 +161,11 @@ class OASIS(_BaseBilinear):
 
     Parameters
     ----------
-    C : float, default 1.0
-        Aggressiveness (cap on the step).
+    C : float or "auto", default "auto"
+        Aggressiveness (cap on the step). ``"auto"``: ``1 / (mean ||x||^2 * mean ||x+ - x-||^2)``
+        over the first triplets (see :mod:`sparsesim.defaults`); about 0.5 on L2-normalised text.
     n_triplets : int, default 100000
-        Triplets drawn by :meth:`fit`.
+        Triplets drawn by :meth:`fit` (and the budget the ``"auto"`` rules assume).
     identity : bool, default True
         Start from M_1 = I (else 0).
     random_state : int, optional
@@ -121,8 +197,10 @@ class OASIS(_BaseBilinear):
     """
 
     _algorithm = "oasis"
+    _auto_kind = "oasis"
+    _auto_names = ("C",)
 
-    def __init__(self, C=1.0, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
+    def __init__(self, C=AUTO, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
                  compact=False):
         self.C = C
         self.n_triplets = n_triplets
@@ -132,9 +210,7 @@ class OASIS(_BaseBilinear):
         self.compact = compact
 
     def _make_engine(self, d):
-        if not self.C > 0:
-            raise InvalidInputError(f"C must be positive, got {self.C}")
-        return BilinearEngine(d, OASIS_MODE, C=self.C, identity=self.identity,
+        return BilinearEngine(d, OASIS_MODE, C=self._param("C"), identity=self.identity,
                               initial_capacity=self.initial_capacity, compact=self.compact)
 
 
@@ -149,18 +225,22 @@ class SORS(_BaseBilinear):
     Parameters
     ----------
     regularizer : {"l1", "offdiag"}
-    lam : float, default 1e-4
-        L1 weight lambda.
-    eta : float, default 0.1
+    lam : float or "auto", default "auto"
+        L1 weight lambda. ``"auto"``: ``3 * mean|x_i| * mean|z_j| / n_triplets`` (an entry must
+        be written about three times in the run to survive; see :mod:`sparsesim.defaults`).
+    eta : float or "auto", default "auto"
         Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
+        ``"auto"``: ``2 / (mean ||x||^2 * mean ||x+ - x-||^2)``.
     schedule : {"constant", "invsqrt"}
     n_triplets, random_state, initial_capacity, compact
         As in :class:`OASIS`.
     """
 
     identity = True  # M_1 = I (Algorithm 1, line 2)
+    _auto_kind = "sors"
+    _auto_names = ("eta", "lam")
 
-    def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, schedule="constant", n_triplets=100_000,
+    def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
                  random_state=None, initial_capacity=65536, compact=False):
         self.regularizer = regularizer
         self.lam = lam
@@ -174,8 +254,8 @@ class SORS(_BaseBilinear):
     def _check_common(self):
         if self.regularizer not in _REGULARIZERS:
             raise InvalidInputError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
-        if not self.lam >= 0 or not self.eta > 0:
-            raise InvalidInputError(f"need lam >= 0 and eta > 0, got lam={self.lam}, eta={self.eta}")
+        check_auto_positive("lam", self.lam, allow_zero=True)
+        check_auto_positive("eta", self.eta)
         if self.schedule not in ("constant", "invsqrt"):
             raise InvalidInputError(f"schedule must be 'constant' or 'invsqrt', got {self.schedule!r}")
 
@@ -185,8 +265,8 @@ class SORS(_BaseBilinear):
 
     def _make_engine(self, d):
         self._check_common()
-        return BilinearEngine(d, SORS_MODE, lam=self.lam, prox_diag=self.regularizer == "l1",
-                              schedule=StepSchedule(self.eta, self.schedule),
+        return BilinearEngine(d, SORS_MODE, lam=self._param("lam"), prox_diag=self.regularizer == "l1",
+                              schedule=StepSchedule(self._param("eta"), self.schedule),
                               initial_capacity=self.initial_capacity, compact=self.compact)
 
 
@@ -200,10 +280,12 @@ class AdaSORS(SORS):
     Parameters
     ----------
     regularizer : {"l1", "offdiag"}
-    lam : float, default 1e-4
-    eta : float, default 0.1
-    delta : float, default 1e-2
-        Smoothing that keeps Sigma invertible.
+    lam : float or "auto", default "auto"
+        As in :class:`SORS`.
+    eta : float or "auto", default "auto"
+        ``"auto"``: ``10 * delta / (mean ||x||^2 * mean ||x+ - x-||^2)``.
+    delta : float or "auto", default "auto"
+        Smoothing that keeps Sigma invertible. ``"auto"``: ``10 * mean|x_i| * mean|z_j|``.
     schedule : {"constant", "invsqrt"}
     n_triplets, random_state, initial_capacity, compact
         As in :class:`OASIS`.
@@ -214,7 +296,10 @@ class AdaSORS(SORS):
     follows the set of entries ever touched while the model keeps only nonzeros.
     """
 
-    def __init__(self, regularizer="l1", lam=1e-4, eta=0.1, delta=1e-2, schedule="constant",
+    _auto_kind = "adasors"
+    _auto_names = ("eta", "lam", "delta")
+
+    def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
                  n_triplets=100_000, random_state=None, initial_capacity=65536, compact=False):
         super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
                          n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity,
@@ -223,9 +308,8 @@ class AdaSORS(SORS):
 
     def _make_engine(self, d):
         self._check_common()
-        if not self.delta > 0:
-            raise InvalidInputError(f"delta must be positive, got {self.delta}")
-        return BilinearEngine(d, ADASORS, lam=self.lam, delta=self.delta,
+        check_auto_positive("delta", self.delta)
+        return BilinearEngine(d, ADASORS, lam=self._param("lam"), delta=self._param("delta"),
                               prox_diag=self.regularizer == "l1",
-                              schedule=StepSchedule(self.eta, self.schedule),
+                              schedule=StepSchedule(self._param("eta"), self.schedule),
                               initial_capacity=self.initial_capacity, compact=self.compact)
