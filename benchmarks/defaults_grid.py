@@ -45,6 +45,7 @@ def resolved_defaults(dataset, algorithm, seed, n_triplets):
         X, y = X[rows], y[rows]
     first = next(iter_sors_triplets(y, n_triplets, seed=seed, chunk_size=4096))
     est = CLASSES[algorithm](n_triplets=n_triplets, random_state=seed)
+    est._init_state(X.shape[1])
     est._resolve_auto(X, first)
     return est.resolved_params_, est.data_statistics_
 

@@ -250,6 +250,59 @@ def train(
                    f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
                    f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
                    f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%; saved {out}")
+        if summary.get("resolved_params"):
+            typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
+
+
+@app.command()
+def tune(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered similarity learner (see `sparsesim algorithms`)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz), trained with the chosen parameters."),
+    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Triplet budget of one full run (and of the final model)."),
+    grid: Optional[List[str]] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... (repeatable); default: the algorithm's grid around its data-adaptive values."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE fixed for every trial (repeatable)."),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Trials run at once (joblib; with SPARSESIM_SCHEDULER set, a Dask cluster)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split, the validation part and the triplet streams."),
+    train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training (the rest is the test split, never seen)."),
+    validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials."),
+    json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
+):
+    """Choose parameters by successive halving on a validation part of the training split
+    (survivors continue training), then train the final model on the whole training split."""
+    from contextlib import nullcontext
+
+    from sparsesim.tuning import parse_grid
+    from sparsesim.workflows import tune_model
+
+    params = parse_params(param)
+    if set(params) - {"*"}:
+        raise InvalidInputError("tune takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    bar, advance = nullcontext(), None
+    if _show_progress(json_out):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task(f"tuning {algorithm} (trial rungs)", total=None)
+
+        def advance(done, total):
+            bar.update(task, completed=done, total=total)
+    with bar:
+        summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
+                             params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
+                             validation_fraction=validation_fraction, progress=advance)
+    if json_out:
+        _emit(summary)
+        return
+    tuning = summary["tuning"]
+    typer.echo(f"{len(tuning['trials'])} trials, {len(tuning['rungs'])} rungs "
+               f"({', '.join(str(r['budget']) for r in tuning['rungs'])} triplets) in {tuning['search_seconds']:.0f} s; "
+               f"best validation MAP {100 * summary['best_validation_map']:.2f}% with "
+               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["best_params"].items()))
+    typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
+               f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
 
 
 @app.command()

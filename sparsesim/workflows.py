@@ -107,6 +107,10 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
                           n_train=int(train.size))
     _record_data(model, data, data_options)
     model.save(out)
+    return _fit_summary(algorithm, dataset, out, train, est, model)
+
+
+def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
     seen = int(getattr(est, "n_triplets_seen_", 0))
     seconds = float(getattr(est, "train_seconds_", 0.0))
     return {
@@ -114,7 +118,56 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
         "n_triplets": seen, "n_updates": int(getattr(est, "n_updates_", 0)), "train_seconds": seconds,
         "updates_per_second": seen / seconds if seen and seconds > 0 else None,
         "nnz": model.nnz(), "sparsity": model.sparsity(),
+        "resolved_params": dict(getattr(est, "resolved_params_", {})),
     }
+
+
+def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
+               grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
+               validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
+               data_options: dict | None = None) -> dict:
+    """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
+
+    The per-class ``train_fraction`` split is the one ``train`` and ``evaluate`` use (same seed),
+    so ``evaluate`` scores the saved model on a test split the search never saw. The search is
+    :func:`sparsesim.tuning.tune_similarity` (successive halving; survivors continue training);
+    the final model is trained on the whole training split with the chosen parameters.
+
+    Returns
+    -------
+    dict
+        ``train``'s summary plus ``best_params``, ``best_validation_map`` and ``tuning`` (every
+        trial, the rungs, timings).
+    """
+    from .tuning import tune_similarity
+
+    spec = get_algorithm(algorithm)
+    if spec.kind not in ("similarity", "baseline"):
+        raise InvalidInputError(f"`tune` searches single-task similarities; {algorithm!r} is a {spec.kind} "
+                                "algorithm (use `sparsesim experiment --tune`)")
+    if n_triplets <= 0:
+        raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise InvalidInputError(f"cannot write {out}: directory {out.parent} does not exist")
+    data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
+    train, _ = stratified_split(data.y, train_fraction, seed=seed)
+    result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
+                             seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
+                             scheduler=scheduler, progress=progress)
+    est = result.estimator
+    model = est.model_
+    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
+                          n_train=int(train.size),
+                          tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
+                                  "n_trials": len(result.trials), "rungs": result.rungs})
+    _record_data(model, data, data_options)
+    model.save(out)
+    summary = _fit_summary(algorithm, dataset, out, train, est, model)
+    summary.update(best_params=result.best_params, best_validation_map=result.best_score,
+                   tuning=result.to_dict())
+    return summary
 
 
 def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, split: str = "auto",
