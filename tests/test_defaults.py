@@ -1,0 +1,107 @@
+"""Data-adaptive defaults: "auto" parameters resolved from the first triplets; explicit values win."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim import defaults
+from sparsesim.exceptions import InvalidInputError, SmallClassWarning
+from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
+from sparsesim.models import BilinearSimilarity
+from sparsesim.triplets import iter_sors_triplets
+
+
+def labelled_problem(n=90, d=40, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1, 2], n // 3)
+    centers = rng.normal(size=(3, d)) * (rng.random((3, d)) < 0.3)
+    dense = np.maximum(centers[y] + 0.5 * rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.3), 0)
+    return sp.csr_matrix(scale * dense), y
+
+
+def first_chunk(y, n_triplets, seed):
+    return next(iter_sors_triplets(y, n_triplets, seed=seed, chunk_size=4096))
+
+
+@pytest.mark.parametrize("cls,kind", [(OASIS, "oasis"), (SORS, "sors"), (AdaSORS, "adasors")])
+def test_auto_values_follow_the_stated_rule(cls, kind):
+    X, y = labelled_problem()
+    est = cls(n_triplets=600, random_state=3).fit(X, y)
+    stats = defaults.triplet_statistics(X, first_chunk(y, 600, 3))
+    s, g = stats["sq_x"] * stats["sq_z"], stats["abs_x"] * stats["abs_z"]
+    got = est.resolved_params_
+    if kind == "oasis":
+        assert got["C"] == pytest.approx(defaults.OASIS_C_FACTOR / s)
+    else:
+        assert got["lam"] == pytest.approx(defaults.L1_SURVIVAL * g / 600)
+    if kind == "sors":
+        assert got["eta"] == pytest.approx(defaults.SORS_ETA_FACTOR / s)
+    if kind == "adasors":
+        assert got["delta"] == pytest.approx(defaults.ADA_DELTA_FACTOR * g)
+        assert got["eta"] == pytest.approx(defaults.ADA_ETA_FACTOR * got["delta"] / s)
+    assert est.data_statistics_["n_sample"] > 0
+
+
+def test_auto_values_scale_with_the_data():
+    X, y = labelled_problem()
+    small = SORS(n_triplets=300, random_state=0).fit(X, y).resolved_params_
+    big = SORS(n_triplets=300, random_state=0).fit(10.0 * X, y).resolved_params_
+    # eta ~ 1 / (|x|^2 |z|^2) scales by 10^-4, lam ~ |x_i||z_j| by 10^2
+    assert big["eta"] == pytest.approx(small["eta"] * 1e-4)
+    assert big["lam"] == pytest.approx(small["lam"] * 1e2)
+
+
+def test_explicit_values_win_and_are_recorded(tmp_path):
+    X, y = labelled_problem()
+    est = AdaSORS(eta=0.3, lam=1e-5, delta="auto", n_triplets=300, random_state=0).fit(X, y)
+    assert est.resolved_params_["eta"] == 0.3 and est.resolved_params_["lam"] == 1e-5
+    assert est.resolved_params_["delta"] > 0 and est.get_params()["delta"] == "auto"
+    explicit = SORS(eta=0.3, lam=1e-5, n_triplets=300, random_state=0).fit(X, y)
+    assert explicit.resolved_params_ == {"eta": 0.3, "lam": 1e-5} and explicit.data_statistics_ == {}
+    path = tmp_path / "m.npz"
+    est.model_.save(path)
+    meta = BilinearSimilarity.load(path).metadata
+    assert meta["resolved_params"] == pytest.approx(est.resolved_params_)
+    assert meta["params"]["delta"] == "auto"
+
+
+def test_auto_equals_the_same_numbers_given_explicitly():
+    X, y = labelled_problem()
+    auto = SORS(n_triplets=400, random_state=1).fit(X, y)
+    fixed = SORS(n_triplets=400, random_state=1, **auto.resolved_params_).fit(X, y)
+    np.testing.assert_array_equal(auto.model_.W.toarray(), fixed.model_.W.toarray())
+
+
+@pytest.mark.parametrize("value", ["fast", -1.0, float("nan"), True])
+def test_bad_values_refused(value):
+    X, y = labelled_problem()
+    with pytest.raises(InvalidInputError, match="eta must be positive"):
+        SORS(eta=value, n_triplets=10).fit(X, y)
+
+
+def test_zero_triplets_still_gives_a_model():
+    X, y = labelled_problem()
+    est = SORS(n_triplets=0).fit(X, y)
+    assert est.model_.W.nnz == 0
+    assert set(est.resolved_params_) == {"eta", "lam"}
+
+
+def test_singleton_classes_are_left_out_with_one_warning():
+    X, y = labelled_problem()
+    y = y.copy()
+    y[0], y[1] = 7, 8  # two classes of one document each
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    small = [w for w in caught if issubclass(w.category, SmallClassWarning)]
+    assert len(small) == 1 and "left out 2 of 90 documents" in str(small[0].message)
+    assert est.n_triplets_seen_ == 200
+
+
+def test_too_few_usable_classes_is_an_error():
+    X, y = labelled_problem(n=6)
+    y = np.array([0, 0, 1, 2, 3, 4])
+    with pytest.raises(InvalidInputError, match="at least two are needed"):
+        OASIS(n_triplets=10).fit(X, y)

@@ -1,0 +1,111 @@
+"""Model selection: successive halving where survivors continue training; the CLI `tune`."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.cli.app import main
+from sparsesim.evaluation import evaluate_retrieval
+from sparsesim.exceptions import InvalidInputError, SparsesimError
+from sparsesim.learners.bilinear import SORS
+from sparsesim.triplets import sors_triplets, stratified_split
+from sparsesim.tuning import default_grid, parse_grid, successive_halving_rungs, tune_similarity
+
+
+def labelled_problem(n=150, d=40, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1, 2], n // 3)
+    centers = rng.normal(size=(3, d)) * (rng.random((3, d)) < 0.3)
+    dense = np.maximum(centers[y] + 1.5 * rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.3), 0)
+    return sp.csr_matrix(dense), y
+
+
+def test_rungs_grow_the_budget_and_shrink_the_field():
+    assert successive_halving_rungs(9, 9000, 3, min_budget=100) == [(1000, 9), (3000, 3), (9000, 1)]
+    assert successive_halving_rungs(9, 900, 3, min_budget=500) == [(900, 9)]
+    assert successive_halving_rungs(1, 5000) == [(5000, 1)]
+    assert successive_halving_rungs(6, 6000, 2, min_budget=100)[-1] == (6000, 1)
+
+
+def test_parse_grid():
+    assert parse_grid(["eta=0.5,1,2", "schedule=constant,invsqrt"]) == {
+        "eta": [0.5, 1, 2], "schedule": ["constant", "invsqrt"]}
+    with pytest.raises(InvalidInputError, match="KEY=V1"):
+        parse_grid(["eta"])
+
+
+def test_survivors_continue_rather_than_restart():
+    X, y = labelled_problem()
+    grid = {"eta": [0.05, 0.5, 5.0], "lam": [1e-4]}
+    res = tune_similarity("sors-l1", X, y, 1500, grid=grid, seed=4, min_budget=100, final=False)
+    assert [r["budget"] for r in res.rungs] == [500, 1500]
+    assert len(res.trials) == 3 and sum(t["eliminated_at"] is None for t in res.trials) == 1
+    winner = next(t for t in res.trials if t["eliminated_at"] is None)
+    assert [r["budget"] for r in winner["rungs"]] == [500, 1500]
+    # the same learner trained in one go on the first 1500 triplets of the same stream scores the same
+    fit_rows, val_rows = stratified_split(y, 0.8, seed=4)
+    triplets = sors_triplets(y[fit_rows], 1500, seed=4)
+    one_go = SORS(n_triplets=1500, random_state=4, **winner["params"]).partial_fit_triplets(X[fit_rows], triplets)
+    score = evaluate_retrieval(one_go.model_.scorer(X[val_rows]), y[val_rows])["map"]
+    assert winner["rungs"][-1]["map"] == pytest.approx(score, abs=1e-12)
+    assert res.best_params == pytest.approx(winner["params"])
+
+
+def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner():
+    X, y = labelled_problem()
+    res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
+    auto = res.info["auto_values"]
+    assert res.info["grid"] == default_grid("sors-l1", auto)
+    assert len(res.trials) == 9 and auto["eta"] in res.info["grid"]["eta"]
+    est = res.estimator
+    assert est.n_triplets_seen_ == 900 and est.resolved_params_ == pytest.approx(res.best_params)
+    assert all(len(t["rungs"]) >= 1 for t in res.trials)
+
+
+def test_parallel_trials_match_sequential():
+    X, y = labelled_problem(n=90)
+    grid = {"C": [0.01, 0.1, 1.0]}
+    one = tune_similarity("oasis", X, y, 600, grid=grid, seed=1, min_budget=100, final=False)
+    two = tune_similarity("oasis", X, y, 600, grid=grid, seed=1, min_budget=100, final=False, n_jobs=2)
+    assert [t["rungs"][-1]["map"] for t in one.trials] == [t["rungs"][-1]["map"] for t in two.trials]
+
+
+def test_bad_grid_and_kind_refused():
+    X, y = labelled_problem(n=60)
+    with pytest.raises(SparsesimError, match="gamma"):
+        tune_similarity("sors-l1", X, y, 300, grid={"gamma": [1.0]})
+    with pytest.raises(InvalidInputError, match="must be positive"):
+        tune_similarity("sors-l1", X, y, 300, grid={"eta": [-1.0]})
+    with pytest.raises(InvalidInputError, match="multitask"):
+        tune_similarity("omtrsl", X, y, 300)
+
+
+def run_cli(args, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_tune_saves_a_model_and_reports_every_trial(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "m.npz"
+    code, stdout, err = run_cli(["tune", "--algorithm", "sors-l1", "--dataset", "news20-sample", "--triplets", "600",
+                                 "--grid", "eta=0.5,2", "--grid", "lam=1e-6", "--out", out, "--json"],
+                                monkeypatch, capsys)
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert len(summary["tuning"]["trials"]) == 2 and summary["n_triplets"] == 600
+    assert summary["best_params"]["eta"] in (0.5, 2)
+    code, stdout, err = run_cli(["evaluate", "-m", out, "-d", "news20-sample", "--json"], monkeypatch, capsys)
+    assert code == 0 and json.loads(stdout)["split"] == "test"
+    code, stdout, err = run_cli(["tune", "-a", "sors-l1", "-d", "news20-sample", "-n", "300", "--grid", "bogus=1",
+                                 "-o", tmp_path / "x.npz"], monkeypatch, capsys)
+    assert code == 2 and err.startswith("error: ") and "Traceback" not in err
+    assert not (tmp_path / "x.npz").exists()
