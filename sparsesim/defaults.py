@@ -6,9 +6,10 @@ The rule below scales every step size and regulariser by what the learner sees i
 triplets, so the same defaults work for L2-normalised text (``||x||^2 = 1``) and raw dense
 features (``||x||^2`` in the hundreds):
 
-* ``s = mean ||x||^2 * mean ||x+ - x-||^2`` (the squared Frobenius norm of a typical update
+* ``s = mean ||x||^2 * mean ||x - x'||^2`` (the squared Frobenius norm of a typical update
   direction ``x z^T``) and ``g = mean |x_i| * mean |z_j|`` (the size of a typical written entry
-  per unit step), both averaged over the first ``SAMPLE_TRIPLETS`` triplets;
+  per unit step), over the rows of the corpus the learner first sees and ``SAMPLE_PAIRS``
+  random pairs of them (:func:`data_statistics`);
 * OASIS: ``C = OASIS_C_FACTOR / s`` (the PA step ``l / s`` is capped at that many "full" steps);
 * SORS: ``eta = SORS_ETA_FACTOR / s`` (one update moves its own margin by ``SORS_ETA_FACTOR``);
 * L1 weight (SORS and AdaSORS): ``lam = L1_SURVIVAL * g / T`` with ``T`` the triplet budget
@@ -33,7 +34,7 @@ import scipy.sparse as sp
 from .exceptions import InvalidInputError
 
 AUTO = "auto"
-SAMPLE_TRIPLETS = 2000
+SAMPLE_PAIRS = 2000
 
 OASIS_C_FACTOR = 1.0
 SORS_ETA_FACTOR = 2.0
@@ -41,7 +42,7 @@ L1_SURVIVAL = 3.0
 ADA_DELTA_FACTOR = 10.0
 ADA_ETA_FACTOR = 10.0
 
-__all__ = ["AUTO", "triplet_statistics", "resolve_bilinear", "check_auto_positive", "is_auto"]
+__all__ = ["AUTO", "data_statistics", "resolve_bilinear", "check_auto_positive", "is_auto"]
 
 
 def is_auto(value) -> bool:
@@ -62,28 +63,34 @@ def check_auto_positive(name: str, value, allow_zero: bool = False):
     return float(value)
 
 
-def triplet_statistics(X: sp.csr_matrix, triplets: np.ndarray, max_triplets: int = SAMPLE_TRIPLETS) -> dict:
-    """Norm statistics of the first ``max_triplets`` triplets (rows of CSR ``X``).
+def data_statistics(X: sp.csr_matrix, n_pairs: int = SAMPLE_PAIRS, seed: int = 0) -> dict:
+    """Norm statistics of the rows of CSR ``X`` that the default rule reads.
+
+    Depends on ``X`` only (a fixed-seed sample of row pairs), so learning in chunks resolves the
+    same values as one call over the same rows.
 
     Returns
     -------
     dict
-        ``sq_x`` (mean ||x||^2 of anchors), ``sq_z`` (mean ||x+ - x-||^2), ``abs_x`` and
-        ``abs_z`` (mean absolute nonzero value of anchors and of differences), ``s = sq_x * sq_z``,
-        ``g = abs_x * abs_z`` and ``n_sample`` (triplets used).
+        ``sq_x`` (mean ||x||^2 over the rows), ``sq_z`` (mean ||x - x'||^2 over ``n_pairs``
+        random pairs of distinct rows), ``abs_x`` and ``abs_z`` (mean absolute nonzero value of
+        the rows and of the differences), ``s = sq_x * sq_z``, ``g = abs_x * abs_z`` and
+        ``n_pairs``.
     """
-    t = np.asarray(triplets)[:max_triplets]
-    if t.shape[0] == 0:
-        raise InvalidInputError("cannot resolve 'auto' parameters from zero triplets")
-    A = X[t[:, 0]]
-    Z = (X[t[:, 1]] - X[t[:, 2]]).tocsr()
+    n = X.shape[0]
+    if n < 2:
+        raise InvalidInputError("cannot resolve 'auto' parameters from fewer than two documents")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n, size=n_pairs)
+    b = (a + rng.integers(1, n, size=n_pairs)) % n  # a different row
+    Z = (X[a] - X[b]).tocsr()
     Z.eliminate_zeros()
-    sq_x = float(A.multiply(A).sum() / t.shape[0])
-    sq_z = float(Z.multiply(Z).sum() / t.shape[0])
-    abs_x = float(np.abs(A.data).mean()) if A.nnz else 0.0
+    sq_x = float(X.multiply(X).sum() / n)
+    sq_z = float(Z.multiply(Z).sum() / n_pairs)
+    abs_x = float(np.abs(X.data).mean()) if X.nnz else 0.0
     abs_z = float(np.abs(Z.data).mean()) if Z.nnz else 0.0
     return {"sq_x": sq_x, "sq_z": sq_z, "abs_x": abs_x, "abs_z": abs_z, "s": sq_x * sq_z,
-            "g": abs_x * abs_z, "n_sample": int(t.shape[0])}
+            "g": abs_x * abs_z, "n_pairs": int(n_pairs)}
 
 
 def _safe(value: float, fallback: float) -> float:
@@ -100,7 +107,7 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
         The learner's step/regulariser parameters (``C``; ``eta``, ``lam``; ``delta``), each a
         number (kept) or ``"auto"`` (resolved).
     stats : dict
-        :func:`triplet_statistics` of the first triplets.
+        :func:`data_statistics` of the corpus.
     n_triplets : int
         The triplet budget ``T`` the L1 rule spreads its shrinkage over.
 

@@ -10,7 +10,6 @@ from sparsesim import defaults
 from sparsesim.exceptions import InvalidInputError, SmallClassWarning
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
 from sparsesim.models import BilinearSimilarity
-from sparsesim.triplets import iter_sors_triplets
 
 
 def labelled_problem(n=90, d=40, scale=1.0, seed=0):
@@ -21,15 +20,11 @@ def labelled_problem(n=90, d=40, scale=1.0, seed=0):
     return sp.csr_matrix(scale * dense), y
 
 
-def first_chunk(y, n_triplets, seed):
-    return next(iter_sors_triplets(y, n_triplets, seed=seed, chunk_size=4096))
-
-
 @pytest.mark.parametrize("cls,kind", [(OASIS, "oasis"), (SORS, "sors"), (AdaSORS, "adasors")])
 def test_auto_values_follow_the_stated_rule(cls, kind):
     X, y = labelled_problem()
     est = cls(n_triplets=600, random_state=3).fit(X, y)
-    stats = defaults.triplet_statistics(X, first_chunk(y, 600, 3))
+    stats = defaults.data_statistics(X)
     s, g = stats["sq_x"] * stats["sq_z"], stats["abs_x"] * stats["abs_z"]
     got = est.resolved_params_
     if kind == "oasis":
@@ -41,7 +36,7 @@ def test_auto_values_follow_the_stated_rule(cls, kind):
     if kind == "adasors":
         assert got["delta"] == pytest.approx(defaults.ADA_DELTA_FACTOR * g)
         assert got["eta"] == pytest.approx(defaults.ADA_ETA_FACTOR * got["delta"] / s)
-    assert est.data_statistics_["n_sample"] > 0
+    assert est.data_statistics_ == stats
 
 
 def test_auto_values_scale_with_the_data():
@@ -65,6 +60,17 @@ def test_explicit_values_win_and_are_recorded(tmp_path):
     meta = BilinearSimilarity.load(path).metadata
     assert meta["resolved_params"] == pytest.approx(est.resolved_params_)
     assert meta["params"]["delta"] == "auto"
+
+
+def test_chunked_learning_resolves_the_same_values():
+    X, y = labelled_problem()
+    from sparsesim.triplets import sors_triplets
+
+    T = sors_triplets(y, 300, seed=0)
+    one = SORS(n_triplets=300).partial_fit_triplets(X, T)
+    two = SORS(n_triplets=300).partial_fit_triplets(X, T[:7]).partial_fit_triplets(X, T[7:])
+    assert one.resolved_params_ == two.resolved_params_
+    np.testing.assert_array_equal(one.model_.W.toarray(), two.model_.W.toarray())
 
 
 def test_auto_equals_the_same_numbers_given_explicitly():

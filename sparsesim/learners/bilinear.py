@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..defaults import AUTO, check_auto_positive, resolve_bilinear, triplet_statistics
+from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
@@ -64,19 +64,19 @@ class _BaseBilinear(TripletLearner):
         self.engine_ = engine
 
     def _resolve_auto(self, X, triplets):
-        """Resolve the ``"auto"`` step/regulariser parameters from the first triplets seen and
-        create the engine.
+        """Resolve the ``"auto"`` step/regulariser parameters from the corpus of the first update
+        and create the engine.
 
         Sets ``resolved_params_`` (every parameter of ``_auto_names``, as a number) and
-        ``data_statistics_`` (what the rule read, see :func:`sparsesim.defaults.triplet_statistics`);
+        ``data_statistics_`` (what the rule read, see :func:`sparsesim.defaults.data_statistics`);
         explicit values pass through unchanged. Without triplets (a fit of zero triplets) the
         rule reads unit statistics; the model is then M_1 whatever the values.
         """
         params = {name: getattr(self, name) for name in self._auto_names}
-        if triplets is not None and len(triplets):
-            stats = triplet_statistics(X, triplets)
+        if triplets is not None and len(triplets) and X.shape[0] >= 2:
+            stats = data_statistics(X)
         else:
-            stats = {"s": 1.0, "g": 1.0, "n_sample": 0}
+            stats = {"s": 1.0, "g": 1.0, "n_pairs": 0}
         self.data_statistics_ = stats
         resolved = resolve_bilinear(self._auto_kind, params, stats, getattr(self, "n_triplets", 100_000))
         self.resolved_params_ = {k: float(v) for k, v in resolved.items()}
