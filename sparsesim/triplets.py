@@ -22,11 +22,10 @@ With tasks, a task is drawn uniformly first and the triplet is drawn inside it.
 
 from __future__ import annotations
 
+import warnings
 from typing import Iterator
 
 import numpy as np
-
-import warnings
 
 from .exceptions import InvalidInputError, SmallClassWarning
 

@@ -34,6 +34,7 @@ from sklearn.utils import Tags
 
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError, NotFittedError
+from ..triplets import usable_rows
 from ..validation import check_csr, check_fit_matrix, check_labels, check_triplets
 
 __all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
@@ -178,7 +179,8 @@ class TripletLearner(SparsesimEstimator):
         ----------
         X : sparse matrix or array, shape (n_documents, n_features)
         y : array, shape (n_documents,)
-            Class labels; every class needs at least two documents.
+            Class labels. Documents of classes with a single document cannot form a positive
+            pair: they are left out, with one :class:`~sparsesim.exceptions.SmallClassWarning`.
         progress : callable, optional
             Called with the number of triplets processed so far after each chunk.
 
@@ -187,7 +189,10 @@ class TripletLearner(SparsesimEstimator):
         self
         """
         X = check_fit_matrix(X)
-        y = check_labels(y, X.shape[0], min_per_class=2)
+        y = check_labels(y, X.shape[0], min_per_class=1)
+        rows = usable_rows(y, warn=True)  # a class of one document cannot give a positive
+        if rows is not None:
+            X, y = X[rows], y[rows]
         return self._fit_stream(X, self._triplet_stream(y), progress)
 
     def _start(self, d: int) -> None:

@@ -20,8 +20,7 @@ from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilin
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
-from ..triplets import iter_sors_triplets, usable_rows
-from ..validation import check_csr, check_labels
+from ..triplets import iter_sors_triplets
 from .base import TripletLearner
 
 _REGULARIZERS = ("l1", "offdiag")
@@ -93,29 +92,6 @@ class _BaseBilinear(TripletLearner):
                 return np.zeros(0), None
             self._resolve_auto(X, triplets)
         return self.engine_.partial_fit(X, triplets, signs), None
-
-    def fit(self, X, y, progress=None):
-        """Learn from ``n_triplets`` triplets drawn from labels ``y`` by the SORS protocol.
-
-        Parameters
-        ----------
-        X : sparse matrix or array, shape (n_documents, n_features)
-        y : array, shape (n_documents,)
-            Class labels. Documents of classes with a single document cannot form a positive
-            pair: they are left out, with one :class:`~sparsesim.exceptions.SmallClassWarning`.
-        progress : callable, optional
-            Called with the number of triplets processed so far after each chunk.
-
-        Returns
-        -------
-        self
-        """
-        X = check_csr(X)
-        y = check_labels(y, X.shape[0], min_per_class=1)
-        rows = usable_rows(y, warn=True)
-        if rows is not None:
-            X, y = X[rows], y[rows]
-        return self._fit_stream(X, self._triplet_stream(y), progress)
 
     def _triplet_stream(self, y):
         """The SORS protocol: ``n_triplets`` (anchor, same-class, other-class) triplets from ``y``."""
