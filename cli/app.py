@@ -29,11 +29,40 @@ index_app = typer.Typer(no_args_is_help=True, help="Build retrieval indexes from
 app.add_typer(index_app, name="index")
 
 
+_LOADING = None  # the "loading" spinner shown on a terminal until a command's own output starts
+
+
+def _start_loading() -> None:
+    """On a terminal, show a spinner on stderr at once, while heavy modules load (first output < 1 s)."""
+    global _LOADING
+    if _LOADING is not None or not sys.stderr.isatty() or os.environ.get("SPARSESIM_NO_SPINNER"):
+        return
+    from rich.console import Console
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    _LOADING = Live(Spinner("dots", text="sparsesim: loading..."), console=Console(stderr=True), transient=True,
+                    redirect_stdout=False, redirect_stderr=False, refresh_per_second=8)
+    _LOADING.start()
+
+
+def _stop_loading() -> None:
+    global _LOADING
+    if _LOADING is not None:
+        live, _LOADING = _LOADING, None
+        live.stop()
+
+
+def _echo(*args, **kwargs) -> None:
+    _stop_loading()
+    typer.echo(*args, **kwargs)
+
+
 def _version_callback(value: bool) -> None:
     if value:
         from sparsesim import __version__
 
-        typer.echo(f"sparsesim {__version__}")
+        _echo(f"sparsesim {__version__}")
         raise typer.Exit()
 
 
@@ -49,11 +78,13 @@ def _root(
 ) -> None:
     """Online similarity learning on sparse data, served as top-k retrieval."""
     _DEBUG["on"] = debug
+    _start_loading()
 
 
 # --- helpers ----------------------------------------------------------------------------------
 def _emit(obj) -> None:
     """One line of strict JSON (NaN/Infinity written as null) on stdout."""
+    _stop_loading()
     sys.stdout.write(dumps_strict(obj) + "\n")
 
 
@@ -101,6 +132,7 @@ def _progress(total: int, description: str, enabled: bool):
     """A rich progress bar on stderr; returns (context manager, advance-to callback)."""
     from contextlib import nullcontext
 
+    _stop_loading()
     if not enabled:
         return nullcontext(), None
     from rich.console import Console
@@ -165,7 +197,7 @@ def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-r
         return
     for row in rows:
         mark = "present" if row.get("available") else "missing"
-        typer.echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['fetch']:<13}{row['description']}")
+        _echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['fetch']:<13}{row['description']}")
 
 
 @datasets_app.command("info")
@@ -178,9 +210,9 @@ def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
         _emit(info)
         return
     for key in ("name", "kind", "description", "representation", "source", "data_home"):
-        typer.echo(f"{key:>15}: {info.get(key)}")
+        _echo(f"{key:>15}: {info.get(key)}")
     for f in info.get("files", []):
-        typer.echo(f"{'file':>15}: {f['relpath']} ({'present' if f['present'] else 'missing'}) sha256={f['sha256']}")
+        _echo(f"{'file':>15}: {f['relpath']} ({'present' if f['present'] else 'missing'}) sha256={f['sha256']}")
 
 
 @datasets_app.command("fetch")
@@ -208,7 +240,7 @@ def datasets_fetch(
     with bar:
         paths = fetch_dataset(name, mirror=mirror, force=force, progress=callback)
     for path in paths:
-        typer.echo(str(path))
+        _echo(str(path))
 
 
 # --- train / evaluate / query ------------------------------------------------------------------
@@ -246,7 +278,7 @@ def train(
     if json_out:
         _emit(summary)
     else:
-        typer.echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
+        _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
                    f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
                    f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
                    f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%; saved {out}")
@@ -327,7 +359,7 @@ def evaluate(
     if json_out:
         _emit(result)
     else:
-        typer.echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
+        _echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
                    f"MAP {100 * result['map']:.2f}%  AP@{k} {100 * result[f'ap@{k}']:.2f}%  "
                    f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  sparsity {100 * result['sparsity']:.3f}%")
 
@@ -377,10 +409,10 @@ def query(
                 line["search"] = answer["search"]
             _emit(line)
         else:
-            typer.echo(f"query {answer['query']}:")
+            _echo(f"query {answer['query']}:")
             for rank, (doc, score) in enumerate(answer["results"], start=1):
                 label = answer.get("labels", {}).get(doc, "")
-                typer.echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
+                _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
 
 
 # --- index ---------------------------------------------------------------------------------------
@@ -415,9 +447,9 @@ def index_build(
     if json_out:
         _emit(summary)
     else:
-        typer.echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
+        _echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
         if "calibration" in summary:
-            typer.echo(_calibration_line(summary["calibration"]))
+            _echo(_calibration_line(summary["calibration"]))
 
 
 def _calibration_line(cal: dict) -> str:
@@ -448,7 +480,7 @@ def index_calibrate(
     if json_out:
         _emit(summary)
     else:
-        typer.echo(_calibration_line(summary["calibration"]))
+        _echo(_calibration_line(summary["calibration"]))
 
 
 @index_app.command("add")
@@ -470,7 +502,7 @@ def index_add(
         _emit(summary)
     else:
         fit = f"; learned from {summary['n_fit_documents']}" if "n_fit_documents" in summary else ""
-        typer.echo(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
+        _echo(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
                    f"({summary['seconds']:.1f} s)")
 
 
@@ -549,15 +581,15 @@ def experiment(
         else:
             for name, c in curve["curves"].items():
                 pts = ", ".join(f"{b}: {100 * m:.2f}" for b, m in zip(curve["budgets"], c["map"]))
-                typer.echo(f"{name:<16} MAP % by triplets  {pts}")
-            typer.echo(f"wrote {files['png']} and {files['json']}")
+                _echo(f"{name:<16} MAP % by triplets  {pts}")
+            _echo(f"wrote {files['png']} and {files['json']}")
         return
     with bar, runs_bar:
         report = module.run(config)
     if json_out:
         _emit(report)
     else:
-        typer.echo(module.format_table(report))
+        _echo(module.format_table(report))
 
 
 @app.command()
@@ -613,7 +645,7 @@ def algorithms_cmd(json_out: bool = typer.Option(False, "--json")):
         _emit({"algorithms": rows})
         return
     for row in rows:
-        typer.echo(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
+        _echo(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
 
 
 @app.command()
@@ -631,19 +663,19 @@ def demo(
     if json_out:
         _emit(report)
         return
-    typer.echo(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
+    _echo(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
                f"TF-IDF features, {report['n_classes']} groups; {report['n_train']} train / {report['n_test']} test")
-    typer.echo(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
-    typer.echo(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
+    _echo(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
+    _echo(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
     for name, row in report["scores"].items():
-        typer.echo(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
+        _echo(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
     q = report["query"]
-    typer.echo(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
+    _echo(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
     for name in ("oasis", "dot"):
-        typer.echo(f"  {name}:")
+        _echo(f"  {name}:")
         for hit in report["neighbours"][name]:
             mark = "+" if hit["group"] == q["group"] else " "
-            typer.echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
+            _echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
 
 
 def _debugging() -> bool:
@@ -681,7 +713,10 @@ def main() -> None:
     warnings.showwarning = _one_line_warning
     try:
         try:
-            app(standalone_mode=True)
+            try:
+                app(standalone_mode=True)
+            finally:
+                _stop_loading()
             sys.stdout.flush()
         except SystemExit as exc:
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
@@ -697,31 +732,31 @@ def main() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(0)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        _echo("interrupted", err=True)
         raise SystemExit(130)
     except SparsesimError as exc:
         if _debugging():
             raise
-        typer.echo(f"error: {_one_line(exc)}", err=True)
+        _echo(f"error: {_one_line(exc)}", err=True)
         raise SystemExit(2)
     except OSError as exc:
         if _debugging():
             raise
-        typer.echo(f"error: {_one_line(_os_error_text(exc))}", err=True)
+        _echo(f"error: {_one_line(_os_error_text(exc))}", err=True)
         raise SystemExit(2)
     except MemoryError:
         if _debugging():
             raise
-        typer.echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
+        _echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
         raise SystemExit(2)
     except (OverflowError, RecursionError) as exc:
         if _debugging():
             raise
-        typer.echo(f"error: a value in the input is too large or too deeply nested ({_one_line(exc)})", err=True)
+        _echo(f"error: a value in the input is too large or too deeply nested ({_one_line(exc)})", err=True)
         raise SystemExit(2)
     except Exception as exc:
         if _debugging():
             raise
-        typer.echo(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (run with --debug or "
+        _echo(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (run with --debug or "
                    "SPARSESIM_DEBUG=1 for the traceback, and please report it)", err=True)
         raise SystemExit(1)
