@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sparsesim.engine.second_order as new  # noqa: E402
-from sparsesim.data import load_dataset  # noqa: E402
-from sparsesim.triplets import sors_triplets, stratified_split  # noqa: E402
+import sparsesim.engine.second_order as new
+from sparsesim.data import load_dataset
+from sparsesim.triplets import sors_triplets, stratified_split
 
 REPS = 6
 

@@ -22,7 +22,6 @@ The 10^5 and 10^6 corpora are synthetic (``sparsesim.data.synthetic.rcv1_like``:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
@@ -32,26 +31,9 @@ import time
 
 import numpy as np
 
+from sparsesim import indexes as ix
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import sparsesim  # noqa: E402
-
-
-def _checkout_indexes():
-    """Import ``sparsesim.indexes`` from this checkout (an editable install may map it elsewhere)."""
-    pkg = ROOT / "indexes"
-    mod = sys.modules.get("sparsesim.indexes")
-    if mod is not None and pathlib.Path(mod.__file__).resolve().parent == pkg:
-        return mod
-    spec = importlib.util.spec_from_file_location("sparsesim.indexes", pkg / "__init__.py",
-                                                  submodule_search_locations=[str(pkg)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sparsesim.indexes"] = mod
-    spec.loader.exec_module(mod)
-    sparsesim.indexes = mod
-    return mod
 
 
 def reset_peak():
@@ -130,7 +112,6 @@ def timed_query(index, Q, k, n_jobs, **options):
 
 
 def run_scale(scale: str, n_queries: int, n_jobs: int, n_triplets: int, seed: int) -> dict:
-    ix = _checkout_indexes()
     from sparsesim.learners.bilinear import OASIS
 
     k = 10

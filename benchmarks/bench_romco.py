@@ -13,11 +13,9 @@ step and a thin SVD of the d x m matrix U_hat (LAPACK gesdd), then U = P diag(si
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's sparsesim first
 
 import numpy as np
 from threadpoolctl import threadpool_limits

@@ -17,18 +17,16 @@ Prints a table and writes ``benchmarks/out/bench_second_order.png``.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparsesim.data import load_dataset  # noqa: E402
-from sparsesim.evaluation import evaluate_retrieval  # noqa: E402
-from sparsesim.registry import make_estimator  # noqa: E402
-from sparsesim.triplets import sors_triplets, stratified_split  # noqa: E402
+from sparsesim.data import load_dataset
+from sparsesim.evaluation import evaluate_retrieval
+from sparsesim.registry import make_estimator
+from sparsesim.triplets import sors_triplets, stratified_split
 
 LEARNERS = [
     ("oasis", {"C": 1.0, "identity": False}),

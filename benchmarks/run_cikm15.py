@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparsesim.experiments import ExperimentConfig, run_experiment  # noqa: E402
-from sparsesim.experiments.cikm15 import format_table  # noqa: E402
-from sparsesim.persistence import atomic_write  # noqa: E402
+from sparsesim.experiments import ExperimentConfig, run_experiment
+from sparsesim.experiments.cikm15 import format_table
+from sparsesim.persistence import atomic_write
 
 
 def main(argv=None):

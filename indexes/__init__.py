@@ -15,17 +15,48 @@ Public entry points (what the CLI calls)
 
 from __future__ import annotations
 
-from sparsesim.exceptions import InvalidInputError, UnknownNameError
+from sparsesim.exceptions import FileFormatError, InvalidInputError, UnknownNameError
 
 from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
-from .storage import load_index, read_manifest, save_index
+from .storage import read_index, read_manifest, save_index
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
            "read_manifest"]
 
+# the one map from an index kind (CLI ``--kind``, manifest ``kind``) to its class
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
+
+
+def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1) -> Index:
+    """Read an index directory written by :meth:`Index.save`.
+
+    Parameters
+    ----------
+    directory : path-like
+    model : BilinearSimilarity, optional
+        The model the index must belong to (checked against the manifest's checksum); default:
+        the copy stored in the index.
+    mmap : bool, default False
+        Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
+        an index answers queries but refuses :meth:`Index.add`.
+    verify : bool, default True
+        Check every file's sha256 (sizes are always checked).
+    n_jobs : int, default 1
+        Threads of the loaded index.
+
+    Raises
+    ------
+    FileFormatError
+        Not an index directory, unknown kind, newer format, missing, truncated or corrupt file.
+    ModelMismatchError
+        ``model`` is not the model the index was built with.
+    """
+    stored = read_index(directory, model=model, mmap=mmap, verify=verify)
+    if stored.kind not in INDEX_KINDS:
+        raise FileFormatError(f"{stored.directory}: unknown index kind {stored.kind!r}")
+    return INDEX_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
 
 
 def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibration_queries=None,

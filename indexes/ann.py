@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
+from sparsesim.persistence import csr_from_arrays
 
 from . import _kernels as K
 from .base import Index, prepare_rows, threaded
@@ -696,7 +697,7 @@ class AnnIndex(Index):
         if state.get("postings") != "expanded":
             raise FileFormatError("this ann index was written by an earlier sparsesim (raw-corpus postings); "
                                   "rebuild it with `sparsesim index build`")
-        self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
+        self.postings_ = csr_from_arrays(arrays, "postings", (self.n_features, self.X_.shape[0]))
         self.postings_length_ = int(state["postings_length"])
         self.postings_model_ = state.get("postings_model")
         cal = state.get("calibration")

@@ -8,10 +8,13 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from sparsesim.exceptions import InvalidInputError
+from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.parallel import run_parallel
+from sparsesim.persistence import csr_from_arrays
 from sparsesim.validation import check_csr
+
+from .storage import StoredIndex, save_index
 
 __all__ = ["Index", "prepare_rows", "normalize_ids"]
 
@@ -250,9 +253,34 @@ class Index:
 
     def save(self, directory, overwrite: bool = False):
         """Write the index directory atomically (see :mod:`sparsesim.indexes.storage`)."""
-        from .storage import save_index
-
         return save_index(self, directory, overwrite=overwrite)
+
+    @classmethod
+    def from_stored(cls, stored: StoredIndex, mmap: bool = False, n_jobs: int | None = 1) -> "Index":
+        """The index of a verified index directory (:func:`sparsesim.indexes.storage.read_index`)."""
+        manifest = stored.manifest
+        try:
+            index = cls(stored.model, n_jobs=n_jobs, **manifest["params"])
+        except TypeError as exc:
+            raise FileFormatError(f"{stored.directory}: manifest parameters do not fit a {stored.kind} index "
+                                  f"({exc})") from None
+        arrays = stored.arrays
+        n, d = int(manifest["n_documents"]), int(manifest["n_features"])
+        index.X_ = csr_from_arrays(arrays, "corpus", (n, d))
+        ids = arrays["ids"]
+        if ids.shape != (n,) or ids.dtype.kind not in "iU":
+            raise FileFormatError(f"{stored.directory}: ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) "
+                                  "int or str")
+        index.ids_ = ids
+        snippets = arrays.get("snippets")
+        index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \
+            else None
+        try:
+            index._restore(arrays, stored.extra_files, manifest, mmap)
+        except KeyError as exc:
+            raise FileFormatError(f"{stored.directory}: missing file for {exc}") from None
+        index.read_only_ = bool(mmap)
+        return index
 
     # -- helpers for subclasses -----------------------------------------------------------
     def _set_corpus(self, Xp, ids):

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsesim.exceptions import InvalidInputError
+from sparsesim.persistence import csr_arrays, csr_from_arrays
 
 from . import _kernels as K
 from .base import Index, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
@@ -187,31 +188,14 @@ class ExactIndex(Index):
     def _arrays(self) -> dict:
         arrays = super()._arrays()
         if self.strategy_ == "corpus":
-            P = self.postings_
-            arrays.update({"postings.indptr": np.asarray(P.indptr, np.int64),
-                           "postings.indices": np.asarray(P.indices, np.int32),
-                           "postings.data": np.asarray(P.data, np.float64)})
+            arrays.update(csr_arrays(self.postings_, "postings"))
         return arrays
 
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
         self.strategy_ = meta["state"]["strategy_"]
         if self.strategy_ == "corpus":
-            self.postings_ = _csr_from(arrays, "postings", (self.n_features, self.X_.shape[0]))
+            self.postings_ = csr_from_arrays(arrays, "postings", (self.n_features, self.X_.shape[0]))
         self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
 
     def _state(self) -> dict:
         return {"strategy_": self.strategy_, "build_seconds": self.build_seconds_}
-
-
-def _csr_from(arrays, prefix, shape):
-    """A CSR matrix over stored (possibly memory-mapped) arrays, without copying them."""
-    M = sp.csr_matrix(shape)
-    M.indptr = arrays[f"{prefix}.indptr"]
-    M.indices = arrays[f"{prefix}.indices"]
-    M.data = arrays[f"{prefix}.data"]
-    M._shape = tuple(shape)
-    if M.indptr.shape[0] != shape[0] + 1 or M.indptr[-1] != M.indices.shape[0] or M.indices.shape != M.data.shape:
-        from sparsesim.exceptions import FileFormatError
-
-        raise FileFormatError(f"inconsistent {prefix} arrays (indptr/indices/data do not match)")
-    return M

@@ -16,16 +16,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from sparsesim.data.readers import iter_text_corpus, tfidf  # noqa: E402
-from sparsesim.persistence import atomic_write  # noqa: E402
+from sparsesim.data.readers import iter_text_corpus, tfidf
+from sparsesim.persistence import atomic_write
 
 GROUPS = (
     "comp.graphics",

@@ -78,3 +78,7 @@ class SmallClassWarning(UserWarning):
 
 class MemoryBudgetError(SparsesimError, MemoryError):
     """A run that would cross its memory budget (``max_memory``); stopped before allocating."""
+
+
+class DivergenceError(InvalidInputError):
+    """A learner's weights or interaction matrix overflowed (its parameters are too aggressive)."""

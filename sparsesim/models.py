@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError
-from .persistence import load_bundle, save_bundle
+from .persistence import arrays_checksum, load_bundle, save_bundle
 from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
 from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
 
@@ -217,8 +217,6 @@ class BilinearSimilarity:
 
     # -- persistence ----------------------------------------------------------------------
     def checksum(self) -> str:
-        from .persistence import arrays_checksum
-
         return arrays_checksum(self._arrays())
 
     def _arrays(self) -> dict:

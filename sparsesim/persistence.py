@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from .exceptions import ConcurrentWriteError, FileFormatError, UnsafeTargetError
 from .validation import bounded
@@ -564,3 +565,38 @@ def load_bundle(path: str | os.PathLike, kind: str) -> tuple[dict[str, np.ndarra
     if not isinstance(checksum, str) or checksum != expected:
         raise FileFormatError(f"{path}: checksum mismatch (file corrupt or modified)")
     return arrays, meta
+
+
+def csr_arrays(M, prefix: str, sep: str = ".") -> dict:
+    """The arrays that store CSR matrix ``M``: ``{prefix}{sep}indptr`` (int64), ``indices`` (int32), ``data``."""
+    return {f"{prefix}{sep}indptr": np.asarray(M.indptr, np.int64),
+            f"{prefix}{sep}indices": np.asarray(M.indices, np.int32),
+            f"{prefix}{sep}data": np.asarray(M.data, np.float64)}
+
+
+def csr_from_arrays(arrays, prefix: str, shape, sep: str = ".", full_check: bool = False):
+    """The CSR matrix stored by :func:`csr_arrays`, over the stored (possibly memory-mapped) arrays
+    without copying them.
+
+    Raises
+    ------
+    FileFormatError
+        Missing arrays, or indptr / indices / data that do not form a ``shape`` matrix.
+    """
+    try:
+        indptr, indices, data = (arrays[f"{prefix}{sep}{part}"] for part in ("indptr", "indices", "data"))
+    except KeyError as exc:
+        raise FileFormatError(f"missing {prefix} array {exc}") from None
+    shape = tuple(int(v) for v in shape)
+    if (indptr.ndim != 1 or indptr.shape[0] != shape[0] + 1 or indices.ndim != 1 or indices.shape != data.shape
+            or (indptr.shape[0] and indptr[-1] != indices.shape[0])):
+        raise FileFormatError(f"inconsistent {prefix} arrays (indptr/indices/data do not match a {shape} matrix)")
+    M = sp.csr_matrix(shape)
+    M.indptr, M.indices, M.data = indptr, indices, data
+    M._shape = shape
+    if full_check:
+        try:
+            M.check_format(full_check=True)
+        except ValueError as exc:
+            raise FileFormatError(f"inconsistent {prefix} arrays ({exc})") from None
+    return M

@@ -6,17 +6,21 @@ Each is usable from Python directly and returns plain data (dicts/lists) that th
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from .data import LabelledData, load_dataset
+from .data.readers import _read_text_file, detect_format, open_maybe_compressed, table_format
 from .evaluation import evaluate_retrieval
 from .exceptions import InvalidInputError
+from .indexes import build_index, load_index
+from .indexes.storage import check_index_target
 from .models import BilinearSimilarity
 from .persistence import check_output_file, target_lock
-from .registry import get_algorithm
+from .registry import get_algorithm, make_estimator
 from .triplets import stratified_split
 
 
@@ -221,8 +225,6 @@ def read_query_texts(path, text_column: str = "text", id_column: str | None = "i
         The query ids (the JSONL id, else the text itself).
     texts : list of str
     """
-    from .data.readers import _read_text_file, table_format
-
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"{path}: no such file")
@@ -259,16 +261,12 @@ def _text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
 
 def _queries_are_text(model: BilinearSimilarity, queries_path) -> bool:
     """A query file holds text when the model has a text featuriser and the file is not a vector format."""
-    from .data.readers import detect_format
-
     return model.featurizer is not None and detect_format(queries_path) in ("svmlight", "jsonl") \
         and not _is_svmlight(queries_path)
 
 
 def _is_svmlight(path) -> bool:
     """Whether the first non-empty line of ``path`` looks like ``label idx:value ...``."""
-    from .data.readers import detect_format, open_maybe_compressed
-
     if detect_format(path) != "svmlight":
         return False
     try:
@@ -354,12 +352,6 @@ def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=Non
     A text corpus is featurised with the model's text featuriser; the start of each document's
     text is kept in the index for display.
     """
-    import time
-
-    from .indexes import build_index
-
-    from .indexes.storage import check_index_target
-
     check_index_target(out)  # refuse an unusable or existing target before the work
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
@@ -404,11 +396,6 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
     structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``).
     """
-    import time
-
-    from .indexes import load_index
-    from .indexes.storage import check_index_target
-
     check_index_target(index_dir, overwrite=True)
     # the lock spans read, add and write: concurrent adds are serialised, none is lost
     with target_lock(index_dir):
@@ -449,8 +436,6 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     optional ``"id"``) when the model was trained on text, else as vectors read the way the
     model's training file was (same feature-index base).
     """
-    from .indexes import load_index  # noqa: WPS433 (optional heavy import)
-
     if (queries_path is None) == (texts is None):
         raise InvalidInputError("give --queries FILE or --text TEXT (one of them)")
     model = BilinearSimilarity.load(model_path) if model_path is not None else None
@@ -470,13 +455,10 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
 
 def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
     """Train OASIS on the embedded 20 Newsgroups sample and compare it with the dot product."""
-    from .learners.baselines import DotProduct
-    from .learners.bilinear import OASIS
-
     data = load_dataset("news20-sample")
     train, test = stratified_split(data.y, 0.7, seed=seed)
-    oasis = OASIS(n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train])
-    models = {"oasis": oasis.model_, "dot": DotProduct().fit(data.X[train]).model_}
+    oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train])
+    models = {"oasis": oasis.model_, "dot": make_estimator("dot").fit(data.X[train]).model_}
     Xt = data.X[test]
     report = {
         "n_documents": data.n_documents, "n_features": data.n_features,

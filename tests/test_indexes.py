@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import sparsesim
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnknownNameError
+from sparsesim.indexes import AnnIndex, ExactIndex, build_index, load_index
+from sparsesim.indexes.ann import impact_postings
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
-
-
-def _checkout_indexes():
-    """Import ``sparsesim.indexes`` from this checkout (an editable install may map it elsewhere)."""
-    pkg = pathlib.Path(__file__).resolve().parents[1] / "indexes"
-    mod = sys.modules.get("sparsesim.indexes")
-    if mod is not None and pathlib.Path(mod.__file__).resolve().parent == pkg:
-        return mod
-    spec = importlib.util.spec_from_file_location("sparsesim.indexes", pkg / "__init__.py",
-                                                  submodule_search_locations=[str(pkg)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sparsesim.indexes"] = mod
-    spec.loader.exec_module(mod)
-    sparsesim.indexes = mod
-    return mod
-
-
-ix = _checkout_indexes()
-from sparsesim.indexes import AnnIndex, ExactIndex, build_index, load_index  # noqa: E402
-from sparsesim.indexes.ann import impact_postings  # noqa: E402
 
 
 @pytest.fixture(scope="module")

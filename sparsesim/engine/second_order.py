@@ -47,6 +47,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..exceptions import InvalidInputError
 from .bilinear import merge_difference, oasis_tau
 from .hashstore import HashStore, find, find_or_insert
 
@@ -437,8 +438,6 @@ def _run_with_oracle(step, n, signs, oracle, triplets, external_update=None, pro
 
 def ask_oracle(oracle, triplet) -> float:
     """Call ``oracle(triplet)`` and check it answered +1 or -1."""
-    from ..exceptions import InvalidInputError
-
     answer = oracle(np.array(triplet, dtype=np.int64))
     try:
         value = float(answer)

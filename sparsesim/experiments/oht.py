@@ -28,8 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.catalog import get_dataset_spec, load_registered
+from ..data.multiview import make_transfer_tasks
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
+from ..registry import get_algorithm
 from . import ExperimentConfig
 
 DEFAULT_OPTIONS = {
@@ -62,8 +65,6 @@ def _options(config: ExperimentConfig) -> dict:
 
 
 def _make_estimators(config: ExperimentConfig):
-    from ..registry import get_algorithm
-
     if not config.algorithms:
         raise InvalidInputError("protocol 'oht' needs at least one algorithm (the first is the baseline)")
     estimators = []
@@ -79,9 +80,6 @@ def _make_estimators(config: ExperimentConfig):
 
 def load_tasks(config: ExperimentConfig, seed: int, opts: dict | None = None):
     """The data set's transfer tasks for split ``seed`` (and the multi-view data)."""
-    from ..data.catalog import get_dataset_spec, load_registered
-    from ..data.multiview import make_transfer_tasks
-
     opts = _options(config) if opts is None else opts
     spec = get_dataset_spec(config.dataset)
     if spec.kind != "multiview":
@@ -102,9 +100,6 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
               k_values, k_permutations: int, want_curve: bool) -> dict:
     """All algorithms on all permutations of one task (runs inside a worker)."""
     import faiss
-
-    from ..learners.kernel_pa import kernel_pa_margins
-    from ..learners.transfer import combine_stream, default_discount, mistakes_of
 
     faiss.omp_set_num_threads(1)
     n = task.target_y.shape[0]
@@ -139,7 +134,7 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
         key = (gkey, est.variant, est.C, p)
         if key not in margins:
             t0 = time.perf_counter()
-            margins[key] = kernel_pa_margins(grams[gkey], y, orders[p], est.variant, est.C)
+            margins[key] = est.target_margins(grams[gkey], y, orders[p])
             margin_time[key] = time.perf_counter() - t0
         return key
 
@@ -147,9 +142,7 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
         mkey = margins_of(est, gkey, p)
         t0 = time.perf_counter()
         yo = y[orders[p]]
-        alpha = default_discount(n) if est.alpha is None else est.alpha
-        scores = combine_stream(h[orders[p]], margins[mkey], yo, est.combiner, est.eta, alpha, est.theta0)
-        mist = mistakes_of(scores, yo)
+        mist = est.stream_mistakes(h[orders[p]], margins[mkey], yo)
         return mist, time.perf_counter() - t0 + margin_time[mkey]
 
     out = {"task": task.name, "number": task_number, "sizes": task.sizes(), "algorithms": {}}

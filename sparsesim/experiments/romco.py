@@ -50,8 +50,7 @@ import numpy as np
 
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
-from ..exceptions import InvalidInputError, UnknownNameError
-from ..learners.mtl_baselines import DivergenceError
+from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig

@@ -65,9 +65,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     train_seconds = float(getattr(est, "train_seconds_", wall))
     seen = int(getattr(est, "n_triplets_seen_", 0))
     n_updates = int(getattr(est, "n_updates_", 0))
-    engine = getattr(est, "engine_", None)
-    store_mb = engine.store.nbytes / 2**20 if engine is not None else 0.0
-    del est, engine  # free the training store before evaluating (it can be the largest object)
+    store_mb = getattr(est, "store_nbytes_", 0) / 2**20
+    del est  # free the training store before evaluating (it can be the largest object)
     scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
     return {
         "algorithm": algorithm,

@@ -98,6 +98,13 @@ class _BaseBilinear(TripletLearner):
         for chunk in iter_sors_triplets(y, self.n_triplets, seed=self.random_state, chunk_size=self._fit_chunk):
             yield {"triplets": chunk}
 
+    @property
+    def store_nbytes_(self) -> int:
+        """Bytes the engine's hash storage of W (and its per-entry state) holds now."""
+        self._check_fitted()
+        store = getattr(self.engine_, "store", None)
+        return int(store.nbytes) if store is not None else 0
+
     def _metadata(self) -> dict:
         return {
             "algorithm": self._algorithm,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exceptions import InvalidInputError
+from ..exceptions import DivergenceError, InvalidInputError
 from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary
 from .mtl_online import OnlineMultiTaskClassifier, Round
 
@@ -53,10 +53,6 @@ __all__ = [
 ]
 
 VN_LOG_CAP = 50.0
-
-
-class DivergenceError(InvalidInputError):
-    """The weights or the interaction matrix overflowed (parameters too aggressive)."""
 
 
 # --------------------------------------------------------------------------- pure update rules

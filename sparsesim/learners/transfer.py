@@ -387,6 +387,21 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
             return gaussian_kernel(X, X, self.sigma)
         return X @ X.T
 
+    def target_margins(self, K: np.ndarray, y: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Margins of the target PA learner over documents ``order`` (``K`` = :meth:`gram`), before each update.
+
+        They do not depend on the combiner, so a protocol computes them once per order and
+        shares them between OHT1, OHT2 and the target-only baseline.
+        """
+        return kernel_pa_margins(K, y, order, self.variant, self.C)
+
+    def stream_mistakes(self, h: np.ndarray, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Mistakes (0/1 per round) of one online pass, from source scores ``h``, target ``margins``
+        (:meth:`target_margins`) and labels ``y``, all in stream order."""
+        alpha = default_discount(len(y)) if self.alpha is None else self.alpha
+        scores = combine_stream(h, margins, y, self.combiner, self.eta, alpha, self.theta0)
+        return mistakes_of(scores, y)
+
     # -- estimator API --------------------------------------------------------------------------
     def fit_source(self, X_source, y_source, pair_target, pair_source):
         """Fit the source hypothesis (:class:`KNNSourceHypothesis`) on labelled source documents and pairs."""
