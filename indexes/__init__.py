@@ -16,11 +16,12 @@ Public entry points (what the CLI calls)
 from __future__ import annotations
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError, UnknownNameError
+from sparsesim.validation import bounded
 
 from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
-from .storage import read_index, read_manifest, save_index
+from .storage import check_faiss, read_index, read_manifest, save_index
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
            "read_manifest"]
@@ -56,7 +57,14 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
     if stored.kind not in INDEX_KINDS:
         raise FileFormatError(f"{stored.directory}: unknown index kind {stored.kind!r}")
-    return INDEX_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
+    index = INDEX_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
+    if getattr(index, "faiss_", None) is not None:
+        try:
+            check_faiss(index.faiss_, index.n_documents, index.dim)
+        except InvalidInputError as exc:
+            raise FileFormatError(f"{stored.extra_files.get('faiss.index', stored.directory)}: "
+                                  f"{bounded(exc, 300)}") from None
+    return index
 
 
 def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibration_queries=None,

@@ -12,7 +12,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.parallel import run_parallel
 from sparsesim.persistence import csr_from_arrays
-from sparsesim.validation import check_csr
+from sparsesim.validation import bounded, check_csr
 
 from .storage import StoredIndex, save_index
 
@@ -261,24 +261,20 @@ class Index:
         manifest = stored.manifest
         try:
             index = cls(stored.model, n_jobs=n_jobs, **manifest["params"])
-        except TypeError as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise FileFormatError(f"{stored.directory}: manifest parameters do not fit a {stored.kind} index "
-                                  f"({exc})") from None
+                                  f"({bounded(exc, 200)})") from None
         arrays = stored.arrays
-        n, d = int(manifest["n_documents"]), int(manifest["n_features"])
+        n, d = manifest["n_documents"], manifest["n_features"]
         index.X_ = csr_from_arrays(arrays, "corpus", (n, d))
-        ids = arrays["ids"]
-        if ids.shape != (n,) or ids.dtype.kind not in "iU":
-            raise FileFormatError(f"{stored.directory}: ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) "
-                                  "int or str")
-        index.ids_ = ids
+        index.ids_ = arrays["ids"]
         snippets = arrays.get("snippets")
         index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \
             else None
         try:
             index._restore(arrays, stored.extra_files, manifest, mmap)
         except KeyError as exc:
-            raise FileFormatError(f"{stored.directory}: missing file for {exc}") from None
+            raise FileFormatError(f"{stored.directory}: missing file for {bounded(exc, 80)}") from None
         index.read_only_ = bool(mmap)
         return index
 

@@ -44,6 +44,7 @@ import os
 import re
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, loads_s
                                    sweep_stale_temps, target_lock, file_mode)
 from sparsesim.validation import (MAX_FEATURES, bounded, check_csr_arrays, check_finite_array, check_meta)
 
-__all__ = ["save_index", "load_index", "read_manifest", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["save_index", "read_index", "StoredIndex", "read_manifest", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sparsesim-index"
 FORMAT_VERSION = 2
@@ -375,9 +376,42 @@ def _check_model(model: BilinearSimilarity, facts: dict, directory: Path):
                                  f"not with this model ({checksum[:12]})")
 
 
-def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = False, verify: bool = True,
-               n_jobs: int | None = 1):
-    """Read an index directory written by :meth:`Index.save`, refusing anything inconsistent.
+@dataclass
+class StoredIndex:
+    """What an index directory holds, read and verified by :func:`read_index`.
+
+    Attributes
+    ----------
+    manifest : dict
+        The schema-checked manifest.
+    model : BilinearSimilarity
+        The caller's model (checked against the manifest) or the stored copy.
+    arrays : dict of str to ndarray
+        Every ``NAME.npy`` file by ``NAME`` (memory-mapped read-only when asked), structurally
+        checked (:func:`check_index_arrays`).
+    extra_files : dict of str to Path
+        The other files (e.g. ``faiss.index``), for the index class to read.
+    directory : Path
+    """
+
+    manifest: dict
+    model: BilinearSimilarity
+    arrays: dict
+    extra_files: dict
+    directory: Path
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+
+def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = False,
+               verify: bool = True) -> StoredIndex:
+    """Read and verify an index directory written by :func:`save_index`, refusing anything inconsistent.
+
+    Knows no index class: :func:`sparsesim.indexes.load_index` turns the result into the index
+    of its kind. Each file is checked once; with ``model`` given, the stored copy of the model is
+    neither read nor hashed.
 
     Parameters
     ----------
@@ -386,13 +420,10 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         The model the index must belong to (checked against the manifest's checksum); default:
         the copy stored in the index.
     mmap : bool, default False
-        Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
-        an index answers queries but refuses :meth:`Index.add`.
+        Memory-map the arrays read-only.
     verify : bool, default True
         Check every file's sha256 (sizes, the manifest's schema and checksum, dtypes and the
         structural checks of all arrays always run).
-    n_jobs : int, default 1
-        Threads of the loaded index.
 
     Raises
     ------
@@ -401,15 +432,13 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     ModelMismatchError
         ``model`` is not the model the index was built with.
     """
-    from .ann import AnnIndex
-    from .exact import ExactIndex
-
     directory = Path(directory).expanduser()
     manifest = read_manifest(directory)
-    classes = {"exact": ExactIndex, "ann": AnnIndex}
-    kind = manifest["kind"]
     data = _data_path(directory, manifest)
-    _verify_files(data, manifest, verify)
+    files = dict(manifest["files"])
+    if model is not None:
+        files.pop(MODEL_FILE, None)  # the caller's model replaces the stored copy
+    _verify_files(data, {**manifest, "files": files}, verify)
     stored = manifest["model"]
     if model is None:
         if MODEL_FILE not in manifest["files"]:
@@ -431,33 +460,11 @@ def load_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
             arrays[fname[:-4]] = read_npy(path, mmap=mmap)
         else:
             extra[fname] = path
-    n, d = manifest["n_documents"], manifest["n_features"]
     try:
-        check_index_arrays(kind, arrays, n, d, manifest)
+        check_index_arrays(manifest["kind"], arrays, manifest["n_documents"], manifest["n_features"], manifest)
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
-    try:
-        index = classes[kind](model, n_jobs=n_jobs, **manifest["params"])
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise FileFormatError(f"{directory}: manifest parameters do not fit a {kind} index "
-                              f"({bounded(exc, 200)})") from None
-    from .exact import _csr_from
-
-    index.X_ = _csr_from(arrays, "corpus", (n, d))
-    index.ids_ = arrays["ids"]
-    snippets = arrays.get("snippets")
-    index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" else None
-    try:
-        index._restore(arrays, extra, manifest, mmap)
-    except KeyError as exc:
-        raise FileFormatError(f"{directory}: missing file for {bounded(exc, 80)}") from None
-    if kind == "ann" and getattr(index, "faiss_", None) is not None:
-        try:
-            check_faiss(index.faiss_, n, index.dim)
-        except InvalidInputError as exc:
-            raise FileFormatError(f"{extra.get('faiss.index', directory)}: {bounded(exc, 300)}") from None
-    index.read_only_ = bool(mmap)
-    return index
+    return StoredIndex(manifest, model, arrays, extra, directory)
 
 
 _I64, _I32, _F64, _F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))

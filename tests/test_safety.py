@@ -23,9 +23,8 @@ from sparsesim.persistence import (atomic_write, bundle_checksum, check_output_f
                                    read_npz, sweep_stale_temps, target_lock)
 from sparsesim.validation import (check_bool, check_csr, check_float, check_int, check_labels, check_random_state)
 
-from test_indexes import ix  # noqa: F401  (imports sparsesim.indexes from this checkout)
-from sparsesim.indexes import build_index, load_index  # noqa: E402
-from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
+from sparsesim.indexes import build_index, load_index
+from sparsesim.indexes.storage import manifest_checksum
 
 
 def _hostile_csr(n=4, d=6, indices=None, indptr=None, data=None):
