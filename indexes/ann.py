@@ -44,7 +44,6 @@ from sparsesim.persistence import csr_from_arrays
 from . import _kernels as K
 from .base import Index, prepare_rows, threaded
 from .calibration import calibrate, check_record, check_target_recall
-from .exact import _csr_from
 
 __all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
 

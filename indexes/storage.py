@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsesim import __version__
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnsafeTargetError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, loads_strict, make_temp_dir, read_npy,
@@ -216,8 +217,6 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
     ConcurrentWriteError
         Another process held the target's lock for longer than the lock timeout.
     """
-    from sparsesim import __version__ as version
-
     directory = Path(directory).expanduser()
     if index.X_ is None:
         raise InvalidInputError("the index is empty; build it before saving")
@@ -230,7 +229,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
-            "sparsesim_version": version,
+            "sparsesim_version": __version__,
             "kind": index.kind,
             "n_documents": int(index.n_documents),
             "n_features": int(index.n_features),
