@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import MissingDependencyError, SparsesimError
+from .topk import top_k_rows
 
 __all__ = ["ServiceLimits", "QueryService", "create_app", "serve"]
 
@@ -197,8 +198,6 @@ class QueryService:
         ids, scores = self.index.query(Q, top_k)
         out = {"results": [self._hits(row_ids, row_scores, None, snippets) for row_ids, row_scores in zip(ids, scores)]}
         if compare:
-            from .indexes.base import top_k_rows
-
             norms = np.sqrt(np.asarray(Q.multiply(Q).sum(axis=1)).ravel())
             Qn = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Q
             dense = np.asarray((Qn @ self._cosine_T).todense())

@@ -21,6 +21,7 @@ from .indexes.storage import check_index_target
 from .models import BilinearSimilarity
 from .persistence import check_output_file, target_lock
 from .registry import get_algorithm, make_estimator
+from .topk import top_k_rows
 from .triplets import stratified_split
 
 
@@ -202,19 +203,6 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
             "algorithm": meta.get("algorithm")}
 
 
-def select_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise indices and values of the k largest scores, best first (ties: lower index first)."""
-    n = scores.shape[1]
-    if k >= n:
-        part = np.broadcast_to(np.arange(n), scores.shape)
-    else:
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -vals), axis=1)
-    idx = np.take_along_axis(part, order, axis=1)
-    return idx, np.take_along_axis(scores, idx, axis=1)
-
-
 def read_query_texts(path, text_column: str = "text", id_column: str | None = "id") -> tuple[list, list[str]]:
     """Query texts from ``path``: ``.jsonl`` (one object per line, text in ``text_column``, id in
     ``id_column`` when present) or any other text file (one query per non-empty line).
@@ -322,7 +310,7 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
         scores = model.score_matrix(Q[lo:lo + block_size], data.X)
         if self_rows is not None:
             scores[np.arange(scores.shape[0]), self_rows[lo:lo + block_size]] = -np.inf
-        idx, vals = select_top_k(scores, k)
+        idx, vals = top_k_rows(scores, k)
         for r in range(idx.shape[0]):
             answers.append(_answer(qnames[lo + r], idx[r], vals[r], data))
     return answers
@@ -479,6 +467,6 @@ def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
     for name, m in models.items():
         scores = m.score_matrix(data.X[[q]], Xt)
         scores[0, 0] = -np.inf  # the query itself (test[0])
-        idx, vals = select_top_k(scores, top_k)
+        idx, vals = top_k_rows(scores, top_k)
         report["neighbours"][name] = [dict(describe(int(test[j])), score=float(v)) for j, v in zip(idx[0], vals[0])]
     return report

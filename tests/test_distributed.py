@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from sparsesim.distributed import SCHEDULER_ENV, dask_jobs, resolve_scheduler
 from sparsesim.exceptions import ClusterError, InvalidInputError
-from sparsesim.indexes.base import top_k_rows
+from sparsesim.topk import top_k_rows
 from sparsesim.parallel import run_parallel
 
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
