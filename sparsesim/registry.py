@@ -97,7 +97,7 @@ register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "sim
 register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
                        "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))
 
-# === BEGIN online heterogeneous transfer (OHT, issue 7) ============================
+# --- online heterogeneous transfer (OHT) ---------------------------------------------------
 # Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
 # parameter) PA / PA-I / PA-II target learner; paper settings sigma = 8, C = 5, K = 100.
 for _v, _label in (("pa", "PA"), ("pa1", "PA-I"), ("pa2", "PA-II")):
@@ -111,8 +111,7 @@ for _v, _label in (("pa", "PA"), ("pa1", "PA-I"), ("pa2", "PA-II")):
                            f"OHT2: mistake-discounted (alpha) source hypothesis and {_label} target learner",
                            {"combiner": "discount", "variant": _v}))
 del _v, _label
-# === END online heterogeneous transfer ===================================================
-# --- BEGIN active and second-order similarity learners (CIKM 2015; AROMA) -----------------
+# --- active and second-order similarity learners (CIKM 2015; AROMA) -----------------------
 register(AlgorithmSpec("paas", "sparsesim.learners.active:PAAS", "similarity",
                        "PAAS: passive-aggressive active similarity, queries w.p. delta/(delta+|p|) (Hao et al. 2015)"))
 register(AlgorithmSpec("pars", "sparsesim.learners.active:PARS", "similarity",
@@ -138,8 +137,7 @@ register(AlgorithmSpec("aroma", "sparsesim.learners.second_order:AROMA", "simila
                        {"covariance": "full"}))
 register(AlgorithmSpec("aroma-d", "sparsesim.learners.second_order:AROMA", "similarity",
                        "AROMA-d: AROW for bilinear similarity, diagonal covariance (any d)", {"covariance": "diag"}))
-# --- END active and second-order similarity learners ----------------------------------------
-# --- BEGIN multi-task relative similarity (IJCAI 2017 OMTRSL; sparsesim/learners/multitask.py) ---
+# --- multi-task relative similarity (IJCAI 2017 OMTRSL) ----------------------------------
 register(AlgorithmSpec("omtrsl", "sparsesim.learners.multitask:OMTRSL", "multitask-similarity",
                        "OMTRSL: online multi-task relative similarity, tasks coupled by A^-1(b) (Hao et al. 2017)"))
 register(AlgorithmSpec("omtrsl-active", "sparsesim.learners.multitask:OMTRSLActive", "multitask-similarity",
@@ -150,9 +148,8 @@ register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multita
                        "OSTRSL: one independent OASIS-style learner per task, trained in parallel"))
 register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
                        "OGRSL: one global OASIS-style similarity for all tasks"))
-# --- END multi-task relative similarity ---
 
-# --- BEGIN romco: online multi-task classification (ROMCO paper and its online baselines) ---
+# --- online multi-task classification (ROMCO and its online baselines) --------------------
 register(AlgorithmSpec("romco-nucl", "sparsesim.learners.romco:ROMCO", "multitask-classifier",
                        "ROMCO-NuCl: W = U + V, nuclear-norm prox on U, group lasso on V (Yang et al., Alg. 1)",
                        {"regularizer": "nuclear"}))
@@ -171,4 +168,3 @@ register(AlgorithmSpec("omtllog", "sparsesim.learners.mtl_baselines:OMTLAdaptive
 register(AlgorithmSpec("omtlvon", "sparsesim.learners.mtl_baselines:OMTLAdaptive", "multitask-classifier",
                        "OMTLVON: multitask Perceptron, interaction matrix learned by von Neumann divergence (Saha et al. 2011)",
                        {"divergence": "vonneumann"}))
-# --- END romco ---
