@@ -129,7 +129,7 @@ def _load_path(path: Path, options: dict) -> LabelledData:
                                     tfidf_options=options.get("tfidf"))
         else:
             data = read_text_table(path, text_column=options.get("text_column") or "text",
-                                   label_column=options.get("label_column", "label") or "label",
+                                   label_column=options.get("label_column"),
                                    id_column=options.get("id_column"), featurizer=featurizer,
                                    tfidf_options=options.get("tfidf"), fmt=fmt)
         if n_features is not None and data.n_features != n_features:

@@ -561,7 +561,7 @@ def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurize
                           {"files": [str(path)], "format": "folder"}, featurizer, tfidf_options)
 
 
-def read_text_table(path: str | os.PathLike, text_column: str = "text", label_column: str | None = "label",
+def read_text_table(path: str | os.PathLike, text_column: str = "text", label_column: str | None = None,
                     id_column: str | None = None, featurizer=None, tfidf_options: dict | None = None,
                     fmt: str | None = None) -> LabelledData:
     """A CSV (header row) or JSONL (one object per line) file with a text and a label column.
@@ -571,9 +571,10 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
     path : path-like
         ``.csv``, ``.tsv``, ``.jsonl`` / ``.ndjson`` (optionally compressed: ``.gz`` etc.).
     text_column, label_column, id_column : str
-        Column (CSV header) or key (JSONL) names. ``label_column=None`` or a missing label
-        column gives every document label 0 (a corpus to search, not to train on); without
-        ``id_column`` the row number is the id.
+        Column (CSV header) or key (JSONL) names. A named column must exist. Without
+        ``label_column`` the ``label`` column is used when present, else every document gets
+        label 0 (a corpus to search, not to train on); without ``id_column`` the row number is
+        the id.
     featurizer : TextFeaturizer, optional
         Use this fitted featuriser (a model's) instead of fitting a new one.
     fmt : {"csv", "tsv", "jsonl"}, optional
@@ -612,11 +613,12 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
         raise InvalidInputError(f"{path}: no column {text_column!r} (columns: {', '.join(sorted(map(str, columns)))}); "
                                 "name the text column with --text-column")
     for name, opt in ((label_column, "--label-column"), (id_column, "--id-column")):
-        if name is not None and name not in columns and not (name == "label" and opt == "--label-column"):
+        if name is not None and name not in columns:
             raise InvalidInputError(f"{path}: no column {name!r} (columns: {', '.join(sorted(map(str, columns)))}); "
                                     f"name it with {opt}")
     texts, labels, ids = [], [], []
-    use_labels = label_column is not None and label_column in columns
+    label_column = label_column or "label"
+    use_labels = label_column in columns
     for i, row in enumerate(rows, start=1):
         text = row.get(text_column)
         if not isinstance(text, str):
