@@ -82,6 +82,13 @@ def _root(
 
 
 # --- helpers ----------------------------------------------------------------------------------
+def scheduler_option():
+    """``--scheduler ADDRESS`` (default ``$SPARSESIM_SCHEDULER``): run on a Dask cluster."""
+    return typer.Option(None, "--scheduler", envvar="SPARSESIM_SCHEDULER", show_envvar=True,
+                        help="Dask scheduler address (tcp://HOST:PORT) to run on; needs sparsesim[dask]. "
+                             "Default: in this process.")
+
+
 def _emit(obj) -> None:
     """One line of strict JSON (NaN/Infinity written as null) on stdout."""
     _stop_loading()
@@ -298,6 +305,7 @@ def tune(
     seed: int = typer.Option(0, "--seed", help="Seed of the split, the validation part and the triplet streams."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training (the rest is the test split, never seen)."),
     validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials."),
+    scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
 ):
     """Choose parameters by successive halving on a validation part of the training split
@@ -324,7 +332,7 @@ def tune(
     with bar:
         summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
-                             validation_fraction=validation_fraction, progress=advance)
+                             validation_fraction=validation_fraction, scheduler=scheduler, progress=advance)
     if json_out:
         _emit(summary)
         return
@@ -382,6 +390,7 @@ def query(
                                               "the calibrated setting (ann: n_postings, sparse_pool, dense_pool, nprobe)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}], "
                                   "search} (search: the index kind, setting used and its calibrated recall)."),
+    scheduler: Optional[str] = scheduler_option(),
 ):
     """Top-k most similar corpus documents for each query document or text."""
     from sparsesim.workflows import query_corpus, query_index
@@ -394,8 +403,10 @@ def query(
         if queries is not None and text:
             raise InvalidInputError("give --queries FILE or --text TEXT, not both")
         answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options,
-                              options=search_options)
+                              options=search_options, scheduler=scheduler)
     else:
+        if scheduler:
+            raise InvalidInputError("--scheduler serves a sharded index: give --index DIR (built with --shards N)")
         if param:
             raise InvalidInputError("--param applies to --index searches")
         if model is None or corpus is None:
@@ -419,7 +430,8 @@ def query(
 @index_app.command("build")
 def index_build(
     model: Path = typer.Option(..., "--model", "-m", help="Model file."),
-    data: str = typer.Option(..., "--data", "-d", help="Corpus: data set name or svmlight path."),
+    data: List[str] = typer.Option(..., "--data", "-d", help="Corpus: data set name or svmlight path; repeat "
+                                   "with several files for one shard per file."),
     kind: str = typer.Option("exact", "--kind", help="exact | ann"),
     out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
@@ -430,6 +442,9 @@ def index_build(
                                                   "search setting is calibrated for (default 0.95)."),
     calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="ann: query file to "
                                                         "calibrate on (default: 300 held-out corpus documents)."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Split the corpus into N shards (row blocks); with "
+                                         "--scheduler each shard is built and kept on a Dask worker."),
+    scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.
@@ -441,13 +456,20 @@ def index_build(
     params = parse_params(param)
     bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
     with bar:
-        summary = build_index_from_files(model, data, kind=kind, out=out, params=params.get("*", {}),
+        summary = build_index_from_files(model, data[0] if len(data) == 1 else data, kind=kind, out=out,
+                                         params=params.get("*", {}),
                                          data_options=_data_options(zero_based, text_column, None, id_column),
-                                         target_recall=target_recall, calibration_queries=calibration_queries)
+                                         target_recall=target_recall, calibration_queries=calibration_queries,
+                                         shards=shards, scheduler=scheduler)
     if json_out:
         _emit(summary)
     else:
-        _echo(f"built {kind} index over {summary['n_documents']} documents in {summary['build_seconds']:.1f} s; saved {out}")
+        where = ""
+        if "shards" in summary:
+            place = f"on {len(set(summary['workers']))} Dask worker(s)" if summary["scheduler"] else "in-process"
+            where = f" as {len(summary['shards'])} shards {summary['shards']} {place}"
+        _echo(f"built {kind} index over {summary['n_documents']} documents{where} in "
+                   f"{summary['build_seconds']:.1f} s; saved {out}")
         if "calibration" in summary:
             _echo(_calibration_line(summary["calibration"]))
 
@@ -489,6 +511,7 @@ def index_add(
     data: str = typer.Option(..., "--data", "-d", help="Documents to add: data set name or svmlight path."),
     refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
     zero_based: str = _zero_based_option(),
+    scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Append documents to a saved index (rewritten atomically); an ann index re-learns its
@@ -497,7 +520,7 @@ def index_add(
 
     bar, _ = _progress(None, "adding to the index", _show_progress(json_out))
     with bar:
-        summary = add_to_index(index, data, refit=refit, data_options=_data_options(zero_based))
+        summary = add_to_index(index, data, refit=refit, data_options=_data_options(zero_based), scheduler=scheduler)
     if json_out:
         _emit(summary)
     else:
@@ -522,6 +545,7 @@ def experiment(
     learning_curve: Optional[str] = typer.Option(None, "--learning-curve", help="Comma-separated triplet budgets, "
                                                  "e.g. 1000,3000,10000: run at each and write learning_curve.png/.json "
                                                  "(MAP vs triplets) to --out-dir."),
+    scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds."""
@@ -584,7 +608,17 @@ def experiment(
                 _echo(f"{name:<16} MAP % by triplets  {pts}")
             _echo(f"wrote {files['png']} and {files['json']}")
         return
-    with bar, runs_bar:
+    from sparsesim.distributed import dask_jobs, resolve_scheduler
+
+    address = resolve_scheduler(scheduler)
+    cluster = nullcontext()
+    if address is not None and protocol == "sors":
+        config.scheduler = address  # the protocol scatters its data set to the workers once itself
+    elif address is not None:
+        cluster = dask_jobs(address, n_jobs=n_jobs)  # runs as Dask tasks through joblib's dask backend
+    with cluster as session, bar, runs_bar:
+        if session is not None:
+            config.n_jobs = session.n_jobs
         report = module.run(config)
     if json_out:
         _emit(report)

@@ -103,18 +103,16 @@ def connect(address: str, timeout: float = 10.0) -> Iterator[Any]:
 
 
 def worker_addresses(client) -> list[str]:
-    """Addresses of the workers currently connected to ``client``'s scheduler, sorted."""
-    info = client.scheduler_info(n_workers=-1) if _accepts_n_workers(client) else client.scheduler_info()
-    return sorted(info.get("workers", {}))
+    """Addresses of the workers currently connected to ``client``'s scheduler, sorted.
 
-
-def _accepts_n_workers(client) -> bool:
-    import inspect
-
+    Asks the scheduler directly: ``Client.scheduler_info()`` returns a cached identity that the
+    client's periodic refresh may overwrite with one listing no workers.
+    """
     try:
-        return "n_workers" in inspect.signature(client.scheduler_info).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
+        info = client.sync(client.scheduler.identity, n_workers=-1)
+    except TypeError:  # pragma: no cover - schedulers whose identity() takes no n_workers
+        info = client.sync(client.scheduler.identity)
+    return sorted(info.get("workers", {}))
 
 
 @dataclass

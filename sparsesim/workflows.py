@@ -5,8 +5,10 @@ Each is usable from Python directly and returns plain data (dicts/lists) that th
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,10 @@ import scipy.sparse as sp
 from .data import LabelledData, load_dataset
 from .data.readers import _read_text_file, detect_format, open_maybe_compressed, table_format
 from .evaluation import evaluate_retrieval
+from .distributed import connect, resolve_scheduler
 from .exceptions import InvalidInputError
 from .indexes import build_index, load_index
+from .indexes.sharded import ShardedIndex, is_sharded, load_sharded
 from .indexes.storage import check_index_target
 from .models import BilinearSimilarity
 from .persistence import check_output_file, target_lock
@@ -333,13 +337,71 @@ def snippets_of(texts) -> np.ndarray:
     return np.array([" ".join(str(t).split())[:SNIPPET_CHARS] for t in texts], dtype=str)
 
 
-def build_index_from_files(model_path, corpus: str, kind: str = "exact", out=None, params: dict | None = None,
-                           data_options: dict | None = None, target_recall=None, calibration_queries=None) -> dict:
+def _load_part(path: str, model_path: str, data_options: dict | None = None):
+    """``(X, ids)`` of one corpus file, read the way the model expects (a worker building its shard)."""
+    model = BilinearSimilarity.load(model_path)
+    data = load_corpus(path, model=model, options=data_options)
+    return data.X, data.ids
+
+
+def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
+                           data_options: dict | None = None, target_recall=None, calibration_queries=None,
+                           shards: int | None = None, scheduler: str | None = None) -> dict:
     """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
 
     A text corpus is featurised with the model's text featuriser; the start of each document's
     text is kept in the index for display.
+
+    ``corpus`` may be a list of files: one shard per file. ``shards`` splits one corpus into
+    that many row blocks. Either builds a :class:`~sparsesim.indexes.sharded.ShardedIndex`; with
+    a Dask ``scheduler`` (default ``$SPARSESIM_SCHEDULER``) its shards are built on the workers,
+    which also write them into ``out`` (a path the workers see).
     """
+    parts = [corpus] if isinstance(corpus, (str, os.PathLike)) else [str(c) for c in corpus]
+    if not parts:
+        raise InvalidInputError("give a corpus to index")
+    scheduler = resolve_scheduler(scheduler)
+    if shards is not None and (isinstance(shards, bool) or int(shards) < 1):
+        raise InvalidInputError(f"--shards must be a positive integer, got {shards!r}")
+    if len(parts) > 1 and shards is not None and int(shards) != len(parts):
+        raise InvalidInputError(f"{len(parts)} corpus files make {len(parts)} shards; drop --shards or give "
+                                f"--shards {len(parts)}")
+    if shards is None and len(parts) == 1 and scheduler is None:
+        return _build_plain_index(model_path, parts[0], kind, out, params, data_options, target_recall,
+                                  calibration_queries)
+    if target_recall is not None or calibration_queries is not None:
+        raise InvalidInputError("--target-recall and --calibration-queries apply to single-process ann indexes, "
+                                "not to sharded ones")
+    n_shards = len(parts) if len(parts) > 1 else int(shards or 1)
+    return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options)
+
+
+def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options) -> dict:
+    check_index_target(out)
+    model = BilinearSimilarity.load(model_path)
+    with (connect(scheduler) if scheduler else nullcontext()) as client:
+        start = time.perf_counter()
+        index = ShardedIndex(model, kind=kind, n_shards=n_shards, client=client, **(params or {}))
+        try:
+            if len(parts) == 1:
+                data = load_corpus(parts[0], model=model, options=data_options)
+                index.fit(data.X, ids=data.ids)
+            else:
+                loader = functools.partial(_load_part, model_path=str(Path(model_path).absolute()),
+                                           data_options=data_options)
+                index.fit_files([str(Path(p).absolute()) for p in parts], loader)
+            seconds = time.perf_counter() - start
+            index.save(out)
+            sizes = list(index.shard_sizes_)
+            workers = index.shard_workers_
+        finally:
+            index.release()
+    return {"index": str(out), "kind": kind, "n_documents": int(sum(sizes)), "build_seconds": seconds,
+            "shards": sizes, "workers": workers, "scheduler": scheduler}
+
+
+def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
+                       calibration_queries) -> dict:
     check_index_target(out)  # refuse an unusable or existing target before the work
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
@@ -378,12 +440,20 @@ def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path
     return {"index": str(index_dir), "calibration": record}
 
 
-def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict | None = None) -> dict:
+def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict | None = None,
+                 scheduler: str | None = None) -> dict:
     """Append the documents of ``corpus`` (their ids when the file has them) to a saved index.
 
     The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
     structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``).
+    A sharded index adds them to its smallest shard (on the cluster at ``scheduler`` if given).
     """
+    scheduler = resolve_scheduler(scheduler)
+    if is_sharded(index_dir):
+        return _add_to_sharded(index_dir, corpus, refit, data_options, scheduler)
+    if scheduler is not None:
+        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
+                                f"(build one with `index build --shards N`), or drop --scheduler")
     check_index_target(index_dir, overwrite=True)
     # the lock spans read, add and write: concurrent adds are serialised, none is lost
     with target_lock(index_dir):
@@ -407,6 +477,25 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     return out
 
 
+def _add_to_sharded(index_dir, corpus, refit, data_options, scheduler) -> dict:
+    if refit:
+        raise InvalidInputError("--refit is for a single ann index; a sharded index adds to its smallest shard")
+    with target_lock(index_dir), (connect(scheduler) if scheduler else nullcontext()) as client:
+        index = load_sharded(index_dir, client=client)
+        try:
+            data = load_corpus(corpus, model=index.model, options=data_options)
+            start = time.perf_counter()
+            before = index.n_documents
+            index.add(data.X, ids=data.ids)
+            seconds = time.perf_counter() - start
+            index.save(index_dir, overwrite=True)
+            out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
+                   "n_documents": int(index.n_documents), "shards": list(index.shard_sizes_), "seconds": seconds}
+        finally:
+            index.release()
+    return out
+
+
 def _read_queries(model, queries_path, data_options=None):
     """(names, matrix) of a query file: text (model trained on text) or vectors."""
     if _queries_are_text(model, queries_path):
@@ -417,16 +506,27 @@ def _read_queries(model, queries_path, data_options=None):
 
 
 def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, texts=None,
-                data_options: dict | None = None, options: dict | None = None) -> list[dict]:
+                data_options: dict | None = None, options: dict | None = None,
+                scheduler: str | None = None) -> list[dict]:
     """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file or texts.
 
     A query file is read as text (one query per line; ``.jsonl``: objects with ``"text"`` and an
     optional ``"id"``) when the model was trained on text, else as vectors read the way the
     model's training file was (same feature-index base).
+
+    A sharded index is loaded onto the Dask cluster at ``scheduler`` (default
+    ``$SPARSESIM_SCHEDULER``; its workers read their shards from ``index_dir``) and queried
+    there, or without a scheduler loaded into this process.
     """
     if (queries_path is None) == (texts is None):
         raise InvalidInputError("give --queries FILE or --text TEXT (one of them)")
+    scheduler = resolve_scheduler(scheduler)
     model = BilinearSimilarity.load(model_path) if model_path is not None else None
+    if is_sharded(index_dir):
+        return _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler)
+    if scheduler is not None:
+        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
+                                f"(build one with `index build --shards N`), or drop --scheduler")
     index = load_index(index_dir, model=model)
     model = index.model
     if texts is not None:
@@ -436,6 +536,25 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     options = dict(options or {})
     ids, scores = index.query(Q, top_k, **options)
     search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
+    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                             for i, s in zip(ids[r], scores[r])], "search": search}
+            for r in range(len(qnames))]
+
+
+def _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler) -> list[dict]:
+    with (connect(scheduler) if scheduler else nullcontext()) as client:
+        index = load_sharded(index_dir, client=client, model=model)
+        try:
+            model = index.model
+            if texts is not None:
+                qnames, Q = list(texts), _text_queries(model, texts)
+            else:
+                qnames, Q = _read_queries(model, queries_path, data_options)
+            ids, scores = index.query(Q, top_k, **dict(options or {}))
+            search = {"kind": index.kind, "shards": len(index.shard_sizes_),
+                      "workers": len(set(index.shard_workers_)) if scheduler else 0}
+        finally:
+            index.release()
     return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
                                              for i, s in zip(ids[r], scores[r])], "search": search}
             for r in range(len(qnames))]

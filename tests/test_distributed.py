@@ -89,3 +89,293 @@ def test_top_k_ties_at_the_kth_place_keep_the_lowest_documents():
             expect = np.lexsort((np.arange(S.shape[1]), -S[r]))[:k]
             np.testing.assert_array_equal(docs[r], expect)
             np.testing.assert_array_equal(vals[r], S[r, expect])
+
+
+# --- sharded index, in-process -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def corpus():
+    """The embedded news20 sample plus 25 duplicated documents (exact score ties) and a model."""
+    from sparsesim.data import load_dataset
+    from sparsesim.learners.bilinear import OASIS
+
+    data = load_dataset("news20-sample")
+    X = sp.vstack([data.X, data.X[:25]], format="csr")
+    model = OASIS(n_triplets=50, random_state=0).fit(data.X, data.y).model_
+    return model, X
+
+
+def _same_answers(a, b, tol=1e-9):
+    (ids_a, s_a), (ids_b, s_b) = a, b
+    assert [list(r) for r in ids_a] == [list(r) for r in ids_b]
+    np.testing.assert_allclose(s_a, s_b, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("strategy", ["corpus", "query"])
+def test_sharded_in_process_equals_one_exact_index_with_ties(corpus, strategy):
+    from sparsesim.indexes import ExactIndex
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    Q = X[::9]
+    ref = ExactIndex(model, strategy=strategy).fit(X)
+    sharded = ShardedIndex(model, kind="exact", n_shards=3, strategy=strategy).fit(X)
+    assert sharded.shard_sizes_ == [141, 142, 142] and not sharded.distributed
+    for k in (1, 10, 200):  # 200 > every shard: shards return all their documents
+        _same_answers(sharded.query(Q, top_k=k), ref.query(Q, top_k=k))
+    # duplicated documents really tie: a query's own copy and its duplicate score the same
+    ids, scores = ref.query(X[:1], top_k=2)
+    assert list(ids[0]) == [0, X.shape[0] - 25] and scores[0, 0] == scores[0, 1]
+
+
+def test_sharded_add_goes_to_the_smallest_shard_and_save_load_round_trip(corpus, tmp_path):
+    from sparsesim.exceptions import FileFormatError
+    from sparsesim.indexes import ExactIndex
+    from sparsesim.indexes.sharded import ShardedIndex, is_sharded, load_sharded
+
+    model, X = corpus
+    n = X.shape[0] - 40
+    names = np.array([f"doc{i}" for i in range(X.shape[0])])
+    ref = ExactIndex(model).fit(X[:n], ids=names[:n])
+    sharded = ShardedIndex(model, kind="exact", n_shards=4).fit(X[:n], ids=names[:n])
+    assert sharded.shard_sizes_ == [96, 96, 96, 97]
+    sharded.add(X[n:n + 30], ids=names[n:n + 30])
+    ref.add(X[n:n + 30], ids=names[n:n + 30])
+    assert sharded.shard_sizes_ == [126, 96, 96, 97]
+    sharded.add(X[n + 30:], ids=names[n + 30:])
+    ref.add(X[n + 30:], ids=names[n + 30:])
+    assert sharded.shard_sizes_ == [126, 106, 96, 97]
+    with pytest.raises(InvalidInputError, match="already in the index"):
+        sharded.add(X[:1], ids=["doc3"])
+    Q = X[::11]
+    _same_answers(sharded.query(Q, top_k=7), ref.query(Q, top_k=7))
+    out = sharded.save(tmp_path / "sharded")
+    assert is_sharded(out) and sorted(p.name for p in out.iterdir())[:3] == ["manifest.json", "model.npz", "shard-000"]
+    assert not (out / "shard-000" / "model.npz").exists()  # the model is stored once
+    with pytest.raises(InvalidInputError, match="already exists"):
+        sharded.save(out)
+    loaded = load_sharded(out)
+    assert loaded.shard_sizes_ == [126, 106, 96, 97]
+    _same_answers(loaded.query(Q, top_k=7), ref.query(Q, top_k=7))
+    # a modified shard file is refused (the top manifest checks the shard manifests and positions)
+    victim = out / "shard-002.positions.npy"
+    victim.write_bytes(victim.read_bytes()[:-8] + np.int64(1).tobytes())
+    with pytest.raises(FileFormatError, match="sha256"):
+        load_sharded(out)
+
+
+def test_sharded_rejects_bad_parameters(corpus):
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    with pytest.raises(InvalidInputError, match="n_shards"):
+        ShardedIndex(model, n_shards=0)
+    with pytest.raises(InvalidInputError, match="strategy"):
+        ShardedIndex(model, strategy="fast")
+    with pytest.raises(InvalidInputError, match="cannot fill"):
+        ShardedIndex(model, n_shards=5).fit(X[:3])
+    with pytest.raises(InvalidInputError, match="larger than the index"):
+        ShardedIndex(model, n_shards=2).fit(X[:10]).query(X[:1], top_k=11)
+
+
+def test_missing_distributed_names_the_extra(monkeypatch):
+    import sys
+
+    from sparsesim.distributed import require_distributed
+    from sparsesim.exceptions import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "sparsesim\[dask\]"'):
+        require_distributed()
+
+
+# --- sharded index on worker processes ---------------------------------------------------------------
+def test_sharded_on_cluster_is_resident_and_exact(corpus, client, tmp_path):
+    from sparsesim.indexes import ExactIndex
+    from sparsesim.indexes.sharded import ShardedIndex, load_sharded
+
+    model, X = corpus
+    Q = X[::9]
+    ref = ExactIndex(model).fit(X)
+    sharded = ShardedIndex(model, kind="exact", n_shards=4, client=client).fit(X)
+    workers = sorted(client.scheduler_info()["workers"])
+    assert sharded.distributed and sorted(set(sharded.shard_workers_)) == workers
+    # each shard is held by exactly the worker it was placed on
+    held = client.who_has(sharded._place.futures)
+    assert [list(held[f.key]) for f in sharded._place.futures] == [[w] for w in sharded.shard_workers_]
+    _same_answers(sharded.query(Q, top_k=10), ref.query(Q, top_k=10))
+    sharded.add(X[:5], ids=np.arange(X.shape[0], X.shape[0] + 5))
+    ref.add(X[:5])
+    assert sharded.shard_sizes_[0] == X.shape[0] // 4 + 5
+    _same_answers(sharded.query(Q, top_k=10), ref.query(Q, top_k=10))
+    out = sharded.save(tmp_path / "on-cluster")  # the workers write their own shards
+    sharded.release()
+    again = load_sharded(out, client=client)
+    assert again.distributed and again.shard_sizes_ == sharded_sizes(out)
+    _same_answers(again.query(Q, top_k=10), ref.query(Q, top_k=10))
+    _same_answers(load_sharded(out).query(Q, top_k=10), ref.query(Q, top_k=10))  # or into this process
+    again.release()
+
+
+def sharded_sizes(directory):
+    import json
+
+    return [s["n_documents"] for s in json.loads((directory / "manifest.json").read_text())["shards"]]
+
+
+def test_sharded_ann_on_cluster_scores_are_exact(corpus, client):
+    from sparsesim.indexes import AnnIndex
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    Q = X[::13]
+    sharded = ShardedIndex(model, kind="ann", n_shards=2, client=client, dim=16, nlist=4).fit(X)
+    ids, scores = sharded.query(Q, top_k=5, nprobe=4)
+    # every returned score is the exact bilinear score of the returned document
+    exact = (Q @ model.M @ X.T).toarray() if sp.issparse(model.M) else None
+    rows = [[int(i) for i in r] for r in ids]
+    if exact is not None:
+        Qn = sp.diags(1 / np.sqrt(Q.multiply(Q).sum(1).A1)) @ Q if model.normalize else Q
+        Xn = sp.diags(1 / np.sqrt(X.multiply(X).sum(1).A1)) @ X if model.normalize else X
+        exact = (Qn @ model.M @ Xn.T).toarray()
+        np.testing.assert_allclose(scores, np.take_along_axis(exact, np.array(rows), axis=1), atol=1e-9)
+    assert AnnIndex  # the shard kind
+    sharded.release()
+
+
+def _die_after(seconds):
+    import os
+    import time
+
+    time.sleep(seconds)
+    os._exit(1)
+
+
+def test_worker_dying_mid_query_is_a_clear_error_not_a_partial_top_k(corpus, client):
+    """Runs last in this module: it kills one worker (the nanny restarts it)."""
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    sharded = ShardedIndex(model, kind="exact", n_shards=4, client=client).fit(X)
+    victim = sharded.shard_workers_[1]
+    # the victim's single thread is busy when the query arrives, then its process dies:
+    # the query's tasks for shards 1 and 3 are queued on a worker that disappears
+    client.submit(_die_after, 1.0, workers=[victim], pure=False)
+    with pytest.raises(ClusterError, match=r"shard 1 was lost .* no partial answer"):
+        sharded.query(X[:50], top_k=5)
+    # and a later query on the same (now incomplete) index fails the same way, at once
+    with pytest.raises(ClusterError, match="was lost"):
+        sharded.query(X[:5], top_k=5)
+
+
+# --- the CLI against a real scheduler and two worker processes -----------------------------------------
+def _run(cmd, env, timeout=300):
+    import subprocess
+
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def dask_processes(tmp_path_factory):
+    """``dask scheduler`` + two ``dask worker`` processes on 127.0.0.1, as a user starts them."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("dask-logs")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], env=env,
+                              stdout=open(logs / "scheduler.log", "w"), stderr=subprocess.STDOUT)]
+    for i in range(2):
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                       "--nworkers", "1", "--memory-limit", "1GiB", "--host", "127.0.0.1",
+                                       "--no-dashboard", "--name", f"w{i}"], env=env,
+                                      stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT))
+    try:
+        with distributed.Client(address, timeout="30s", set_as_default=False) as probe:
+            probe.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def news20_slice(tmp_path_factory):
+    """900 news20 documents as the corpus, 40 others as queries, and a model (svmlight + npz files)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from sparsesim.data import load_dataset
+    from sparsesim.exceptions import DataNotFoundError
+    from sparsesim.learners.bilinear import OASIS
+
+    try:
+        data = load_dataset("news20")
+    except DataNotFoundError as exc:
+        pytest.skip(f"news20 not available in SPARSESIM_DATA: {exc}")
+    rows = np.random.default_rng(0).permutation(data.n_documents)
+    base = tmp_path_factory.mktemp("news20-slice")
+    dump_svmlight_file(data.X[rows[:900]], data.y[rows[:900]], str(base / "corpus.svm"), zero_based=False)
+    dump_svmlight_file(data.X[rows[900:940]], data.y[rows[900:940]], str(base / "queries.svm"), zero_based=False)
+    model = OASIS(n_triplets=200, random_state=0).fit(data.X[rows[:900]], data.y[rows[:900]]).model_
+    model.save(base / "model.npz")
+    return base
+
+
+def test_cli_sharded_build_and_query_on_dask_processes_equal_one_exact_index(dask_processes, news20_slice,
+                                                                            tmp_path):
+    import json
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != SCHEDULER_ENV}
+    cli = [sys.executable, "-m", "sparsesim.cli"]
+    b = news20_slice
+    single = _run([*cli, "index", "build", "--model", b / "model.npz", "--data", b / "corpus.svm", "--kind", "exact",
+                   "--out", tmp_path / "single"], env)
+    assert single.returncode == 0, single.stderr
+    built = _run([*cli, "index", "build", "--model", b / "model.npz", "--data", b / "corpus.svm", "--kind", "exact",
+                  "--shards", "4", "--scheduler", dask_processes, "--out", tmp_path / "sharded", "--json"], env)
+    assert built.returncode == 0, built.stderr
+    summary = json.loads(built.stdout)
+    assert summary["shards"] == [225] * 4 and len(set(summary["workers"])) == 2
+    ref = _run([*cli, "query", "--index", tmp_path / "single", "--queries", b / "queries.svm", "--top-k", "10",
+                "--json"], env)
+    # the scheduler from the environment variable, as the docs show
+    got = _run([*cli, "query", "--index", tmp_path / "sharded", "--queries", b / "queries.svm", "--top-k", "10",
+                "--json"], {**env, SCHEDULER_ENV: dask_processes})
+    assert ref.returncode == got.returncode == 0, (ref.stderr, got.stderr)
+    a = [json.loads(line) for line in ref.stdout.splitlines()]
+    g = [json.loads(line) for line in got.stdout.splitlines()]
+    assert len(a) == len(g) == 40
+    assert [[r["id"] for r in x["results"]] for x in a] == [[r["id"] for r in x["results"]] for x in g]
+    np.testing.assert_allclose([[r["score"] for r in x["results"]] for x in g],
+                               [[r["score"] for r in x["results"]] for x in a], rtol=0, atol=1e-9)
+
+
+def test_cli_scheduler_errors_are_one_line(news20_slice, tmp_path):
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != SCHEDULER_ENV}
+    cli = [sys.executable, "-m", "sparsesim.cli"]
+    b = news20_slice
+    res = _run([*cli, "index", "build", "--model", b / "model.npz", "--data", b / "corpus.svm", "--shards", "2",
+                "--scheduler", "tcp://127.0.0.1:1", "--out", tmp_path / "x"], env)
+    assert res.returncode == 2 and res.stderr.startswith("error: cannot reach the Dask scheduler")
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+    res = _run([*cli, "index", "build", "--model", b / "model.npz", "--data", b / "corpus.svm", "--shards", "0",
+                "--out", tmp_path / "y"], env)
+    assert res.returncode == 2 and "--shards" in res.stderr and len(res.stderr.strip().splitlines()) == 1

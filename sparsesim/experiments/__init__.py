@@ -48,6 +48,9 @@ class ExperimentConfig:
         Protocol-specific options (e.g. ``query_ratio``, ``folds``, ``sweep``).
     progress : bool
         Show progress bars on stderr.
+    scheduler : str, optional
+        Dask scheduler address: protocols that support it run their trials as Dask tasks with
+        the data set scattered to the workers once (see :func:`sparsesim.distributed.dask_jobs`).
     """
 
     dataset: str
@@ -59,6 +62,7 @@ class ExperimentConfig:
     out_dir: Path | None = None
     options: dict = field(default_factory=dict)
     progress: bool = False
+    scheduler: str | None = None
 
     def params_for(self, algorithm: str) -> dict:
         """Constructor overrides for ``algorithm`` (``"*"`` entries first, then its own)."""

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import load_dataset
+from ..data import LabelledData, load_dataset
+from ..distributed import dask_jobs
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
@@ -49,8 +50,12 @@ def _peak_rss_mb() -> float:
 
 def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
             train_fraction: float = 0.7, k: int = 10) -> dict:
-    """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row."""
-    data = _dataset(dataset)
+    """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row.
+
+    ``dataset`` is a name (loaded once per process) or the loaded :class:`LabelledData` (what a
+    Dask run passes, scattered to the workers once).
+    """
+    data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
     spec = get_algorithm(algorithm)
     kwargs = dict(params)
@@ -103,7 +108,7 @@ def run(config: ExperimentConfig) -> dict:
         spec = get_algorithm(name)
         if spec.kind not in ("similarity", "baseline"):
             raise InvalidInputError(f"algorithm {name!r} ({spec.kind}) does not fit the 'sors' protocol")
-    _dataset(config.dataset)  # fail fast (and clearly) before starting workers
+    data = _dataset(config.dataset)  # fail fast (and clearly) before starting workers
     n_triplets = config.triplets or DEFAULT_TRIPLETS
     train_fraction = float(config.options.get("train_fraction", 0.7))
     k = int(config.options.get("k", 10))
@@ -114,9 +119,13 @@ def run(config: ExperimentConfig) -> dict:
         for point in (points if kind == "similarity" else [{}]):
             params = {**config.params_for(name), **point}
             for seed in config.seeds:
-                jobs.append((config.dataset, name, seed, n_triplets, params, train_fraction, k))
+                jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k])
     progress = config.options.get("progress_callback")
-    results = run_parallel(run_one, jobs, n_jobs=config.n_jobs, progress=progress)
+    with dask_jobs(config.scheduler, scatter=[data], n_jobs=config.n_jobs) as session:
+        if session.distributed:  # the loaded data set travels once, as one scattered object
+            for job in jobs:
+                job[0] = data
+        results = run_parallel(run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "results": results}
     if config.out_dir is not None:

@@ -1,0 +1,782 @@
+"""A retrieval index split into shards, in one process or resident on the workers of a Dask cluster.
+
+The corpus is partitioned (row blocks of one matrix, or one shard per file); every shard is an
+ordinary :class:`~sparsesim.indexes.ExactIndex` or :class:`~sparsesim.indexes.AnnIndex` over
+its documents. With a ``distributed.Client`` each shard is built *on* a worker and stays there
+(a future pinned to that worker, held in its memory); a query batch is validated and
+normalised once here, scattered once to the workers that hold shards, searched by every shard
+where it lives, and the per-shard top-k lists are merged here.
+
+Exactness. Every document keeps its *position*: its place in the order the documents were
+added (row number of the concatenated corpus, then the adds). A shard returns, per query, its
+k best (position, score) pairs ordered by (-score, position) with ties at the k-th place broken
+by the lower position (see :func:`~sparsesim.indexes.base.top_k_rows`); the merge orders the
+union the same way. For the exact kind the merged ids and scores are therefore those of one
+:class:`ExactIndex` over the whole corpus, ties included.
+
+Faults. A shard lives on exactly one worker (no replicas). If that worker leaves the cluster,
+or the shard's data is lost, while a call is running, the call cancels its tasks and raises
+:class:`~sparsesim.exceptions.ClusterError` naming the shard and the worker; it never returns a
+top-k merged from the surviving shards. Load the index again to place the shards on the
+workers that remain.
+
+Storage. :meth:`ShardedIndex.save` writes a directory::
+
+    manifest.json             format "sparsesim-sharded-index", kind, shard list, model checksum,
+                              size and sha256 of every file below
+    model.npz                 the model, stored once
+    shard-000/ ...            one index directory per shard (its own manifest and checksums; no
+                              model copy: it is loaded with the model above)
+    shard-000.positions.npy   the positions of the shard's documents (int64)
+
+into a temporary directory next to the target and renames it into place (atomic). On a cluster
+the workers write their own shards, so the directory must be on a file system every worker and
+the client see under the same path (on one machine, any local path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from sparsesim.distributed import require_distributed, worker_addresses
+from sparsesim.exceptions import ClusterError, FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.models import BilinearSimilarity
+from sparsesim.persistence import file_sha256
+
+from .ann import AnnIndex
+from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
+from .exact import ExactIndex
+from .storage import load_index, save_index
+
+__all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "SHARDED_FORMAT"]
+
+SHARDED_FORMAT = "sparsesim-sharded-index"
+SHARDED_VERSION = 1
+_MANIFEST = "manifest.json"
+_MODEL = "model.npz"
+_KINDS = INDEX_KINDS
+
+
+# --- one shard (lives in this process or on a worker) -----------------------------------------------
+class Shard:
+    """An index over some documents plus the global position of each of its rows.
+
+    Parameters
+    ----------
+    index : Index
+        The shard's own index (ids are the user ids of its documents).
+    positions : ndarray of int64
+        Position of every row in the whole sharded corpus (increasing).
+    """
+
+    def __init__(self, index, positions):
+        self.index = index
+        self.positions = np.asarray(positions, dtype=np.int64)
+        if self.positions.shape != (index.n_documents,):
+            raise InvalidInputError(f"a shard of {index.n_documents} documents needs as many positions, "
+                                    f"got {self.positions.shape}")
+
+    @property
+    def n_documents(self) -> int:
+        return self.index.n_documents
+
+    def search(self, Qp, k: int, n_jobs: int = 1, options: dict | None = None):
+        """Per query the ``min(k, n)`` best (positions, scores, ids); ``Qp`` already prepared.
+
+        ``options`` are the index kind's search options (e.g. ``{"nprobe": 64}`` for ann).
+        """
+        k = min(k, self.n_documents)
+        rows, scores = self.index._query_rows(Qp, k, n_jobs, **(options or {}))
+        return self.positions[rows], scores, self.index.ids_[rows]
+
+    def clashes(self, ids) -> np.ndarray:
+        """The ``ids`` that are already ids of this shard."""
+        ids = np.asarray(ids)
+        if ids.size == 0 or (ids.dtype.kind == "i") != (self.index.ids_.dtype.kind == "i"):
+            return ids[:0]
+        return np.intersect1d(self.index.ids_, ids)
+
+    def add(self, Xp, ids, positions):
+        self.index.add(Xp, ids=ids)
+        self.positions = np.concatenate([self.positions, np.asarray(positions, dtype=np.int64)])
+        return self.n_documents
+
+    def shift(self, offset: int):
+        self.positions = self.positions + int(offset)
+        return self.n_documents
+
+    def facts(self) -> dict:
+        return {"n_documents": self.n_documents, "id_kind": "int" if self.index.ids_.dtype.kind == "i" else "str"}
+
+    def ids(self) -> np.ndarray:
+        return self.index.ids_
+
+    def save(self, directory, name: str) -> dict:
+        """Write ``directory/name/`` (the index) and ``directory/name.positions.npy``; their facts."""
+        directory = Path(directory)
+        save_index(self.index, directory / name)
+        _drop_model_copy(directory / name)  # the model is stored once, beside the shards
+        pos_file = directory / f"{name}.positions.npy"
+        with open(pos_file, "wb") as handle:
+            np.save(handle, self.positions, allow_pickle=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        out = {}
+        for fname in (f"{name}/{_MANIFEST}", f"{name}.positions.npy"):
+            path = directory / fname
+            out[fname] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+        return out
+
+
+def _drop_model_copy(shard_dir: Path):
+    """Remove ``model.npz`` from a freshly written shard directory and from its manifest.
+
+    A shard is loaded with the model stored once at the top of the sharded index (whose
+    manifest records the shard manifest's sha256 and the model's checksum).
+    """
+    manifest_path = shard_dir / _MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("files", {}).pop(_MODEL, None) is None:
+        return
+    (shard_dir / _MODEL).unlink()
+    with open(manifest_path, "w") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _build_shard(model, X, ids, start, kind, params, n_jobs):
+    index = _KINDS[kind](model, n_jobs=n_jobs, **params).fit(X, ids=ids)
+    return Shard(index, np.arange(start, start + index.n_documents, dtype=np.int64))
+
+
+def _build_shard_from_file(model, path, loader, kind, params, n_jobs):
+    X, ids = loader(path)
+    return _build_shard(model, X, ids, 0, kind, params, n_jobs)
+
+
+def _load_shard(shard_dir, positions_file, model, mmap, verify, n_jobs):
+    index = load_index(shard_dir, model=model, mmap=mmap, verify=verify, n_jobs=n_jobs)
+    try:
+        positions = np.load(positions_file, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise FileFormatError(f"{positions_file}: not a readable array ({exc})") from None
+    if positions.dtype.kind != "i" or positions.shape != (index.n_documents,):
+        raise FileFormatError(f"{positions_file}: {positions.shape} {positions.dtype}, expected "
+                              f"({index.n_documents},) integers")
+    return Shard(index, positions)
+
+
+def _call(shard, method, *args, **kwargs):
+    return getattr(shard, method)(*args, **kwargs)
+
+
+def _merge(parts, k: int):
+    """Merge per-shard (positions, scores, ids) lists into the k best per query: (ids, scores)."""
+    pos = np.hstack([p for p, _, _ in parts])
+    val = np.hstack([v for _, v, _ in parts])
+    ids = np.hstack([i for _, _, i in parts])
+    order = np.lexsort((pos, -val), axis=1)[:, :k]
+    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(val, order, axis=1)
+
+
+def _model_facts(model: BilinearSimilarity) -> dict:
+    return {"checksum": model.checksum(), "n_features": model.n_features, "identity": model.identity,
+            "normalize": model.normalize}
+
+
+# --- where the shards live ---------------------------------------------------------------------------
+class _InProcess:
+    """Shards held in this process; the same calls as on a cluster."""
+
+    def __init__(self):
+        self.shards = []
+        self.workers = []
+
+    def describe(self) -> str:
+        return "in-process"
+
+    def place(self, builders):
+        self.shards = [func(*args) for func, args in builders]
+        self.workers = ["local"] * len(self.shards)
+
+    def run(self, method, args_per_shard, shared=None):
+        out = []
+        for shard, args in zip(self.shards, args_per_shard):
+            extra = () if shared is None else (shared,)
+            out.append(getattr(shard, method)(*extra, *args))
+        return out
+
+    def release(self):
+        self.shards = []
+
+
+class _OnCluster:
+    """Shards resident on Dask workers: one future per shard, pinned to its worker."""
+
+    poll_seconds = 0.2
+
+    def __init__(self, client):
+        require_distributed()
+        self.client = client
+        self.futures = []
+        self.workers = []
+
+    def describe(self) -> str:
+        return f"on {len(set(self.workers))} Dask worker(s)"
+
+    def _submit(self, func, *args, worker):
+        return self.client.submit(func, *args, workers=[worker], allow_other_workers=False, pure=False)
+
+    def place(self, builders, model=None):
+        workers = worker_addresses(self.client)
+        if not workers:
+            raise ClusterError("the Dask scheduler has no workers; start some with `dask worker ADDRESS`")
+        self.workers = [workers[i % len(workers)] for i in range(len(builders))]
+        shared = {}
+        if model is not None:
+            [shared["model"]] = self.client.scatter([model], workers=sorted(set(self.workers)), broadcast=True,
+                                                     hash=False)
+        futures = []
+        for (func, args), worker in zip(builders, self.workers):
+            args = tuple(shared["model"] if a is model and model is not None else a for a in args)
+            big = [i for i, a in enumerate(args) if _is_big(a)]
+            args = list(args)
+            for i in big:  # send a block straight to its worker, not through the task graph
+                [args[i]] = self.client.scatter([args[i]], workers=[worker], hash=False)
+            futures.append(self._submit(func, *args, worker=worker))
+        self.futures = futures
+        self._wait(futures, "building the shards")
+
+    def run(self, method, args_per_shard, shared=None):
+        what = f"running {method!r} on the shards"
+        self._raise_if_lost([], what)
+        extra = ()
+        tasks = []
+        try:
+            if shared is not None:  # one copy per worker holding shards, not one per task
+                [ref] = self.client.scatter([shared], workers=sorted(set(self.workers)), broadcast=True,
+                                            hash=False)
+                extra = (ref,)
+            tasks = [self._submit(_call, fut, method, *extra, *args, worker=worker)
+                     for fut, worker, args in zip(self.futures, self.workers, args_per_shard)]
+        except Exception as exc:  # a worker vanished between the check and the scatter
+            self._raise_if_lost(tasks, what)
+            raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: {exc}") from None
+        return self._wait(tasks, what)
+
+    def _raise_if_lost(self, tasks, what: str):
+        lost = self._lost_shards()
+        if lost:
+            if tasks:
+                self.client.cancel(tasks)
+            shard, worker, reason = lost[0]
+            raise ClusterError(f"shard {shard} was lost while {what}: its worker {worker} {reason}; no partial "
+                               f"answer is returned. Load the index again to place the shards on the "
+                               f"workers that remain")
+
+    def _wait(self, tasks, what: str):
+        # poll the futures (no client-global state) and, every poll_seconds, whether a shard was lost
+        next_check = time.monotonic() + self.poll_seconds
+        while not all(t.done() for t in tasks):
+            time.sleep(0.002)
+            if time.monotonic() >= next_check:
+                self._raise_if_lost(tasks, what)
+                next_check = time.monotonic() + self.poll_seconds
+        self._raise_if_lost(tasks, what)
+        errors = [t for t in tasks if t.status == "error"]
+        if errors:
+            exc = errors[0].exception()
+            self.client.cancel(tasks)
+            if isinstance(exc, (InvalidInputError, FileFormatError, ModelMismatchError, ClusterError)):
+                raise exc
+            raise ClusterError(f"a worker failed while {what}: {type(exc).__name__}: {exc}")
+        cancelled = [t for t in tasks if t.status != "finished"]
+        if cancelled:
+            raise ClusterError(f"{len(cancelled)} task(s) did not finish while {what} (status "
+                               f"{cancelled[0].status}); no partial answer is returned")
+        try:
+            return self.client.gather(tasks)
+        except Exception as exc:  # e.g. the data of a finished task lost before it arrived here
+            self._raise_if_lost(tasks, what)
+            raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+    def _lost_shards(self):
+        alive = set(worker_addresses(self.client))
+        gone = [(i, worker, "left the cluster" if worker not in alive else f"shard {fut.status}")
+                for i, (fut, worker) in enumerate(zip(self.futures, self.workers))
+                if worker not in alive or fut.status in ("lost", "cancelled")]
+        if not gone:
+            finished = [(i, fut) for i, fut in enumerate(self.futures) if fut.status == "finished"]
+            try:
+                holders = self.client.who_has([fut for _, fut in finished])
+            except Exception:  # the scheduler already forgot a shard  # noqa: BLE001
+                holders = None
+            gone = [(i, self.workers[i], "dropped the shard's data") for i, fut in finished
+                    if holders is None or not holders.get(fut.key)]
+        return gone
+
+    def release(self):
+        if self.futures:
+            self.client.cancel(self.futures)
+        self.futures = []
+
+
+def _is_big(value) -> bool:
+    import scipy.sparse as sp
+
+    return sp.issparse(value) or (isinstance(value, np.ndarray) and value.nbytes > 1 << 16)
+
+
+# --- the sharded index ---------------------------------------------------------------------------------
+class ShardedIndex:
+    """An exact or ANN index split into shards, in-process or resident on a Dask cluster.
+
+    Parameters
+    ----------
+    model : BilinearSimilarity
+        The similarity every shard indexes under.
+    kind : {"exact", "ann"}, default "exact"
+        Index kind of every shard.
+    n_shards : int, default 2
+        Shards for :meth:`fit` (row blocks); :meth:`fit_files` makes one shard per file.
+    client : distributed.Client, optional
+        Build and keep the shards on this cluster's workers (round robin over the workers,
+        sorted by address). ``None``: all shards in this process.
+    n_jobs : int, default 1
+        Threads per shard search.
+    **params
+        Parameters of every shard's index (see :class:`ExactIndex`, :class:`AnnIndex`).
+
+    Attributes
+    ----------
+    shard_sizes_ : list of int
+        Documents per shard.
+    shard_workers_ : list of str
+        Worker address of every shard (``"local"`` in-process).
+    build_seconds_ : float
+
+    Examples
+    --------
+    >>> from sparsesim.indexes import ShardedIndex
+    >>> index = ShardedIndex(model, kind="exact", n_shards=4).fit(X)       # doctest: +SKIP
+    >>> ids, scores = index.query(Q, top_k=10)                             # doctest: +SKIP
+    """
+
+    def __init__(self, model, kind: str = "exact", n_shards: int = 2, client=None, n_jobs: int = 1, **params):
+        if not isinstance(model, BilinearSimilarity):
+            raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        if kind not in _KINDS:
+            raise InvalidInputError(f"unknown index kind {kind!r} for a sharded index; known: {', '.join(_KINDS)}")
+        if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
+            raise InvalidInputError(f"n_shards must be a positive integer, got {n_shards!r}")
+        _KINDS[kind](model, **params)  # refuse bad parameters here, before anything is shipped
+        self.model = model
+        self.kind = kind
+        self.n_shards = int(n_shards)
+        self.params = dict(params)
+        self.n_jobs = n_jobs
+        self._place = _InProcess() if client is None else _OnCluster(client)
+        self.shard_sizes_ = []
+        self.id_kind_ = None
+        self.build_seconds_ = 0.0
+
+    # -- facts -----------------------------------------------------------------------------------
+    @property
+    def n_documents(self) -> int:
+        return int(sum(self.shard_sizes_))
+
+    @property
+    def n_features(self) -> int:
+        return self.model.n_features
+
+    @property
+    def shard_workers_(self) -> list:
+        return list(self._place.workers)
+
+    @property
+    def distributed(self) -> bool:
+        return isinstance(self._place, _OnCluster)
+
+    def __repr__(self):
+        return (f"ShardedIndex(kind={self.kind!r}, n_documents={self.n_documents}, shards={self.shard_sizes_}, "
+                f"{self._place.describe()})")
+
+    # -- build -----------------------------------------------------------------------------------
+    def fit(self, X, ids=None):
+        """Index corpus ``X`` as ``n_shards`` contiguous row blocks of (near) equal size.
+
+        Parameters
+        ----------
+        X : sparse matrix, shape (n_documents, n_features)
+        ids : sequence of int or str, optional
+            One unique id per document (default: row numbers).
+
+        Returns
+        -------
+        self
+        """
+        start = time.perf_counter()
+        Xp = prepare_rows(self.model, X, "corpus")
+        n = Xp.shape[0]
+        if n < self.n_shards:
+            raise InvalidInputError(f"{n} documents cannot fill {self.n_shards} shards; use fewer shards")
+        all_ids = normalize_ids(ids, n)
+        bounds = np.linspace(0, n, self.n_shards + 1).astype(np.int64)
+        builders = [(_build_shard, (self.model, Xp[lo:hi], all_ids[lo:hi], int(lo), self.kind, self.params,
+                                    resolve_jobs(self.n_jobs)))
+                    for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self._do_place(builders)
+        self.shard_sizes_ = [int(hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.id_kind_ = "int" if all_ids.dtype.kind == "i" else "str"
+        self.build_seconds_ = time.perf_counter() - start
+        return self
+
+    def fit_files(self, paths, loader):
+        """Index one shard per file; on a cluster each worker reads its own files.
+
+        Parameters
+        ----------
+        paths : sequence of path-like
+            Corpus parts in order (positions follow this order). Every worker must see them.
+        loader : callable
+            ``loader(path) -> (X, ids)`` (ids may be ``None``: row numbers of the whole corpus);
+            a picklable, module-level function (or ``functools.partial`` of one).
+
+        Returns
+        -------
+        self
+        """
+        start = time.perf_counter()
+        paths = [str(p) for p in paths]
+        if not paths:
+            raise InvalidInputError("fit_files needs at least one file")
+        self.n_shards = len(paths)
+        builders = [(_build_shard_from_file, (self.model, path, loader, self.kind, self.params,
+                                              resolve_jobs(self.n_jobs))) for path in paths]
+        self._do_place(builders)
+        facts = self._place.run("facts", [()] * self.n_shards)
+        sizes = [f["n_documents"] for f in facts]
+        kinds = {f["id_kind"] for f in facts}
+        if len(kinds) > 1:
+            self._place.release()
+            raise InvalidInputError("the files mix integer and string document ids; give every file the same kind")
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self._place.run("shift", [(int(o),) for o in offsets])
+        self.shard_sizes_ = [int(s) for s in sizes]
+        self.id_kind_ = kinds.pop()
+        self._check_unique_ids()
+        self.build_seconds_ = time.perf_counter() - start
+        return self
+
+    def _check_unique_ids(self):
+        all_ids = np.concatenate(self._place.run("ids", [()] * self.n_shards))
+        if np.unique(all_ids).shape[0] != all_ids.shape[0]:
+            self._place.release()
+            raise InvalidInputError("document ids are not unique across the files (e.g. row-number ids of "
+                                    "several files); give every document its own id")
+
+    def _do_place(self, builders):
+        if isinstance(self._place, _OnCluster):
+            self._place.place(builders, model=self.model)
+        else:
+            self._place.place(builders)
+
+    # -- search ----------------------------------------------------------------------------------
+    def query(self, Q, top_k: int = 10, **options):
+        """The ``top_k`` most similar documents of every query row, merged over all shards.
+
+        Parameters
+        ----------
+        Q : sparse matrix or array, shape (n_queries, n_features)
+        top_k : int, default 10
+        **options
+            Search options of the shards' index kind (e.g. ``nprobe`` for ann).
+
+        Returns
+        -------
+        ids : list of ndarray
+            Per query, the ids of its ``top_k`` documents, best first.
+        scores : ndarray, shape (n_queries, top_k)
+
+        Raises
+        ------
+        ClusterError
+            A shard's worker left the cluster (or lost the shard) during the call.
+        """
+        self._check_built()
+        Qp = prepare_rows(self.model, Q, "queries")
+        k = check_top_k(top_k, self.n_documents)
+        if Qp.shape[0] == 0:
+            return [], np.empty((0, k))
+        jobs = resolve_jobs(self.n_jobs)
+        parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
+        ids, scores = _merge(parts, k)
+        return list(ids), scores
+
+    def query_records(self, Q, top_k: int = 10, query_ids=None, **options) -> list[dict]:
+        """Query results as JSON-ready dicts (see :meth:`Index.query_records`)."""
+        ids, scores = self.query(Q, top_k=top_k, **options)
+        if query_ids is None:
+            query_ids = range(len(ids))
+        elif len(query_ids) != len(ids):
+            raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {len(ids)} queries")
+        plain = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+        return [{"query": plain(q), "results": [{"id": plain(i), "score": float(s)} for i, s in zip(row, vals)]}
+                for q, row, vals in zip(query_ids, ids, scores)]
+
+    # -- grow --------------------------------------------------------------------------------------
+    def add(self, X_new, ids=None):
+        """Add documents to the smallest shard (the first of several equally small ones).
+
+        Parameters
+        ----------
+        X_new : sparse matrix, shape (n_new, n_features)
+        ids : sequence of int or str, optional
+            One unique id per new document (default: continue the row numbering; integer-id
+            indexes only).
+
+        Returns
+        -------
+        self
+        """
+        self._check_built()
+        Xp = prepare_rows(self.model, X_new, "documents")
+        m = Xp.shape[0]
+        if m == 0:
+            return self
+        n = self.n_documents
+        if ids is None:
+            if self.id_kind_ != "int":
+                raise InvalidInputError("the index has string ids; pass ids for the new documents")
+            new_ids = np.arange(n, n + m, dtype=np.int64)
+        else:
+            new_ids = normalize_ids(ids, m)
+            if (new_ids.dtype.kind == "i") != (self.id_kind_ == "int"):
+                kind = "integer" if self.id_kind_ == "int" else "string"
+                raise InvalidInputError(f"the index has {kind} ids; the new ids must be {kind}s too")
+        clash = np.concatenate(self._place.run("clashes", [(new_ids,) for _ in self.shard_sizes_]))
+        if clash.size:
+            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0].item()!r}")
+        target = int(np.argmin(self.shard_sizes_))
+        args = [() for _ in self.shard_sizes_]
+        args[target] = (Xp, new_ids, np.arange(n, n + m, dtype=np.int64))
+        self._run_on(target, "add", args[target])
+        self.shard_sizes_[target] += m
+        return self
+
+    def _run_on(self, shard: int, method: str, args):
+        if isinstance(self._place, _InProcess):
+            return getattr(self._place.shards[shard], method)(*args)
+        place = self._place
+        task = place._submit(_call, place.futures[shard], method, *args, worker=place.workers[shard])
+        return place._wait([task], f"the call {method!r}")[0]
+
+    # -- storage -----------------------------------------------------------------------------------
+    def save(self, directory, overwrite: bool = False) -> Path:
+        """Write the sharded index directory atomically (see the module docstring)."""
+        self._check_built()
+        directory = Path(directory).expanduser().absolute()
+        if directory.exists() and not overwrite:
+            raise InvalidInputError(f"{directory} already exists; choose another directory or pass overwrite=True")
+        parent = directory.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=parent))
+        trash = None
+        try:
+            names = [f"shard-{i:03d}" for i in range(len(self.shard_sizes_))]
+            facts = self._place.run("save", [(str(tmp), name) for name in names])
+            self.model.save(tmp / _MODEL)
+            files = {_MODEL: {"bytes": (tmp / _MODEL).stat().st_size, "sha256": file_sha256(tmp / _MODEL)}}
+            for f in facts:
+                files.update(f)
+            from sparsesim import __version__ as version
+
+            manifest = {
+                "format": SHARDED_FORMAT, "format_version": SHARDED_VERSION, "sparsesim_version": version,
+                "kind": self.kind, "n_documents": self.n_documents, "n_features": self.n_features,
+                "id_dtype": self.id_kind_, "model": _model_facts(self.model), "params": self.params,
+                "shards": [{"dir": name, "n_documents": int(size), "positions": f"{name}.positions.npy"}
+                           for name, size in zip(names, self.shard_sizes_)],
+                "files": files,
+            }
+            with open(tmp / _MANIFEST, "w") as handle:
+                json.dump(manifest, handle, indent=2, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _fsync_dir(tmp)
+            if directory.exists():
+                trash = parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
+                os.rename(directory, trash)
+            os.rename(tmp, directory)
+            _fsync_dir(parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if trash is not None and trash.exists() and not directory.exists():
+                os.rename(trash, directory)
+            raise
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+        return directory
+
+    def release(self):
+        """Drop the shards (frees the workers' memory on a cluster)."""
+        self._place.release()
+        self.shard_sizes_ = []
+
+    def _check_built(self):
+        if not self.shard_sizes_:
+            raise InvalidInputError("the sharded index is empty; fit or load it first")
+
+
+def _fsync_dir(path: Path):
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def is_sharded(directory) -> bool:
+    """Whether ``directory`` holds a sharded index (its manifest says so)."""
+    path = Path(directory).expanduser() / _MANIFEST
+    try:
+        return json.loads(path.read_text()).get("format") == SHARDED_FORMAT
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return False
+
+
+def _read_sharded_manifest(directory: Path) -> dict:
+    path = directory / _MANIFEST
+    if not path.is_file():
+        raise FileFormatError(f"{directory}: not a sharded index directory (no {_MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FileFormatError(f"{path}: corrupt manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != SHARDED_FORMAT:
+        raise FileFormatError(f"{path}: not a sharded index manifest")
+    if int(manifest.get("format_version", -1)) > SHARDED_VERSION:
+        raise FileFormatError(f"{path}: sharded index format {manifest['format_version']} is newer than this "
+                              f"sparsesim ({SHARDED_VERSION}); upgrade sparsesim")
+    for key in ("kind", "n_documents", "n_features", "model", "params", "shards", "files", "id_dtype"):
+        if key not in manifest:
+            raise FileFormatError(f"{path}: manifest lacks {key!r}")
+    if manifest["kind"] not in _KINDS or not isinstance(manifest["shards"], list) or not manifest["shards"]:
+        raise FileFormatError(f"{path}: invalid kind or shard list")
+    for fname, facts in manifest["files"].items():
+        parts = Path(fname).parts
+        if Path(fname).is_absolute() or ".." in parts or any(p.startswith(".") for p in parts):
+            raise FileFormatError(f"{path}: invalid file name {fname!r}")
+    for shard in manifest["shards"]:
+        for key in ("dir", "positions"):
+            name = shard.get(key) if isinstance(shard, dict) else None
+            if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith(".") or not name:
+                raise FileFormatError(f"{path}: invalid shard entry {shard!r}")
+    return manifest
+
+
+def _free_memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        return None
+    return None  # pragma: no cover
+
+
+def load_sharded(directory, client=None, model: BilinearSimilarity | None = None, mmap: bool = False,
+                 verify: bool = True, n_jobs: int = 1) -> ShardedIndex:
+    """Read a sharded index directory onto a Dask cluster, or into this process.
+
+    Parameters
+    ----------
+    directory : path-like
+    client : distributed.Client, optional
+        Load every shard on a worker (round robin; the workers read their shard directories
+        themselves, so they must see ``directory`` under the same path). ``None``: load all
+        shards here, refused when the files are larger than the memory available (use
+        ``mmap=True`` or a cluster).
+    model : BilinearSimilarity, optional
+        The model the index must belong to (default: the stored copy).
+    mmap : bool, default False
+        Memory-map the shards' arrays (read-only: :meth:`ShardedIndex.add` is refused).
+    verify : bool, default True
+        Check every file's sha256.
+    n_jobs : int, default 1
+        Threads per shard search.
+
+    Raises
+    ------
+    FileFormatError
+        Not a sharded index, newer format, missing, truncated or corrupt file.
+    ModelMismatchError
+        ``model`` is not the model the index was built with.
+    ClusterError
+        A worker was lost while loading.
+    """
+    directory = Path(directory).expanduser().absolute()
+    if not directory.is_dir():
+        raise FileFormatError(f"{directory}: no such index directory")
+    manifest = _read_sharded_manifest(directory)
+    total = 0
+    for fname, facts in manifest["files"].items():
+        path = directory / fname
+        if not path.is_file():
+            raise FileFormatError(f"{path}: missing (the sharded index directory is incomplete)")
+        if path.stat().st_size != int(facts["bytes"]):
+            raise FileFormatError(f"{path}: {path.stat().st_size} bytes, expected {facts['bytes']} "
+                                  f"(file truncated or modified)")
+        if verify and file_sha256(path) != facts["sha256"]:
+            raise FileFormatError(f"{path}: sha256 mismatch (file corrupt or modified)")
+    for shard in manifest["shards"]:
+        for fname in (f"{shard['dir']}/{_MANIFEST}", shard["positions"]):
+            if fname not in manifest["files"]:
+                raise FileFormatError(f"{directory / _MANIFEST}: no checksum for {fname}")
+        total += sum(p.stat().st_size for p in (directory / shard["dir"]).iterdir() if p.is_file())
+    stored = manifest["model"]
+    if model is None:
+        if _MODEL not in manifest["files"]:
+            raise FileFormatError(f"{directory}: no stored model; pass the model")
+        model = BilinearSimilarity.load(directory / _MODEL)
+        if model.checksum() != stored.get("checksum"):
+            raise FileFormatError(f"{directory}: the stored model does not match the manifest")
+    elif not isinstance(model, BilinearSimilarity):
+        raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+    elif model.checksum() != stored.get("checksum"):
+        raise ModelMismatchError(f"{directory}: the index was built with model {str(stored.get('checksum'))[:12]}, "
+                                 f"not with this model ({model.checksum()[:12]})")
+    if client is None and not mmap:
+        free = _free_memory_bytes()
+        if free is not None and total > free:
+            raise InvalidInputError(f"{directory}: the shards take {total / 2**30:.1f} GiB, more than the "
+                                    f"{free / 2**30:.1f} GiB available here; load it onto a Dask cluster "
+                                    f"(--scheduler) or memory-mapped")
+    index = ShardedIndex(model, kind=manifest["kind"], n_shards=len(manifest["shards"]), client=client,
+                         n_jobs=n_jobs, **manifest["params"])
+    builders = [(_load_shard, (str(directory / s["dir"]), str(directory / s["positions"]), model, mmap,
+                               verify, resolve_jobs(n_jobs))) for s in manifest["shards"]]
+    index._do_place(builders)
+    index.shard_sizes_ = [int(s["n_documents"]) for s in manifest["shards"]]
+    index.id_kind_ = manifest["id_dtype"]
+    facts = index._place.run("facts", [()] * len(builders))
+    if [f["n_documents"] for f in facts] != index.shard_sizes_:
+        index.release()
+        raise FileFormatError(f"{directory}: shard sizes differ from the manifest")
+    return index
