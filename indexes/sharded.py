@@ -54,7 +54,7 @@ from sparsesim.persistence import file_sha256
 from .ann import AnnIndex
 from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
 from .exact import ExactIndex
-from .storage import load_index, save_index
+from .storage import load_index, manifest_checksum, save_index
 
 __all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "SHARDED_FORMAT"]
 
@@ -146,9 +146,11 @@ def _drop_model_copy(shard_dir: Path):
     manifest = json.loads(manifest_path.read_text())
     if manifest.get("files", {}).pop(_MODEL, None) is None:
         return
-    (shard_dir / _MODEL).unlink()
+    (shard_dir / str(manifest.get("data_dir") or "") / _MODEL).unlink()
+    if "manifest_checksum" in manifest:
+        manifest["manifest_checksum"] = manifest_checksum(manifest)
     with open(manifest_path, "w") as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=True)
+        json.dump(manifest, handle, indent=2, sort_keys=True, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -749,7 +751,7 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
         for fname in (f"{shard['dir']}/{_MANIFEST}", shard["positions"]):
             if fname not in manifest["files"]:
                 raise FileFormatError(f"{directory / _MANIFEST}: no checksum for {fname}")
-        total += sum(p.stat().st_size for p in (directory / shard["dir"]).iterdir() if p.is_file())
+        total += sum(p.stat().st_size for p in (directory / shard["dir"]).rglob("*") if p.is_file())
     stored = manifest["model"]
     if model is None:
         if _MODEL not in manifest["files"]:
