@@ -45,16 +45,17 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
+from sparsesim import __version__
 from sparsesim.distributed import require_distributed, worker_addresses
 from sparsesim.exceptions import ClusterError, FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import file_sha256
 
-from .ann import AnnIndex
+from . import INDEX_KINDS, load_index
 from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
-from .exact import ExactIndex
-from .storage import load_index, manifest_checksum, save_index
+from .storage import manifest_checksum, save_index
 
 __all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "SHARDED_FORMAT"]
 
@@ -334,8 +335,6 @@ class _OnCluster:
 
 
 def _is_big(value) -> bool:
-    import scipy.sparse as sp
-
     return sp.issparse(value) or (isinstance(value, np.ndarray) and value.nbytes > 1 << 16)
 
 
@@ -601,10 +600,8 @@ class ShardedIndex:
             files = {_MODEL: {"bytes": (tmp / _MODEL).stat().st_size, "sha256": file_sha256(tmp / _MODEL)}}
             for f in facts:
                 files.update(f)
-            from sparsesim import __version__ as version
-
             manifest = {
-                "format": SHARDED_FORMAT, "format_version": SHARDED_VERSION, "sparsesim_version": version,
+                "format": SHARDED_FORMAT, "format_version": SHARDED_VERSION, "sparsesim_version": __version__,
                 "kind": self.kind, "n_documents": self.n_documents, "n_features": self.n_features,
                 "id_dtype": self.id_kind_, "model": _model_facts(self.model), "params": self.params,
                 "shards": [{"dir": name, "n_documents": int(size), "positions": f"{name}.positions.npy"}
