@@ -532,15 +532,17 @@ def index_add(
 # --- experiment ---------------------------------------------------------------------------------
 @app.command()
 def experiment(
-    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
-    algorithms: str = typer.Option(..., "--algorithms", "-a", help="Comma-separated algorithm names."),
-    protocol: str = typer.Option("sors", "--protocol", help="Paper protocol: sors, cikm15, ijcai17, romco, oht."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    algorithms: Optional[str] = typer.Option(None, "--algorithms", "-a", help="Comma-separated algorithm names."),
+    protocol: Optional[str] = typer.Option(None, "--protocol", help="Paper protocol: sors (default), cikm15, ijcai17, romco, oht."),
     triplets: Optional[int] = typer.Option(None, "--triplets", "-n", help="Triplets (rounds) per run; default: the protocol's."),
-    seeds: str = typer.Option("0", "--seeds", help="Comma-separated seeds, one repeat each."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds, one repeat each (default 0)."),
+    config_file: Optional[str] = typer.Option(None, "--config", "-c", help="Experiment file (TOML/JSON) or the name of a "
+                                              "shipped one (sparsesim/experiments/configs); flags given here win."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE or ALGORITHM.KEY=VALUE (repeatable)."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Protocol option KEY=VALUE (JSON values), e.g. grid={\"lam\":[1e-5,1e-4]}."),
     query_ratio: Optional[float] = typer.Option(None, "--query-ratio", help="Target query ratio (active-learning protocols)."),
-    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Parallel runs (joblib)."),
+    n_jobs: Optional[int] = typer.Option(None, "--n-jobs", "-j", help="Parallel runs (joblib; default 1)."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Directory for plots and raw results."),
     learning_curve: Optional[str] = typer.Option(None, "--learning-curve", help="Comma-separated triplet budgets, "
                                                  "e.g. 1000,3000,10000: run at each and write learning_curve.png/.json "
@@ -548,22 +550,40 @@ def experiment(
     scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json"),
 ):
-    """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds."""
-    from sparsesim.experiments import ExperimentConfig, get_protocol
+    """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
+
+    The settings can come from an experiment file (``--config``); flags given on the command line win.
+    """
+    from sparsesim.experiments import ExperimentConfig, get_protocol, load_experiment_file
     from sparsesim.registry import get_algorithm
 
-    names = [a.strip() for a in algorithms.split(",") if a.strip()]
+    spec = load_experiment_file(config_file) if config_file is not None else {}
+    dataset = dataset if dataset is not None else spec.get("dataset")
+    if dataset is None:
+        raise InvalidInputError("give --dataset (or an experiment file with `dataset`)")
+    if algorithms is not None:
+        names = [a.strip() for a in algorithms.split(",") if a.strip()]
+    else:
+        names = [str(a) for a in spec.get("algorithms", [])]
     if not names:
         raise InvalidInputError("--algorithms needs at least one name")
     for name in names:
         get_algorithm(name)
-    seed_list = parse_seeds(seeds)
-    options = parse_params(option).get("*", {})
+    protocol = protocol or spec.get("protocol", "sors")
+    seed_list = parse_seeds(seeds) if seeds is not None else [int(s) for s in spec.get("seeds", [0])]
+    triplets = triplets if triplets is not None else spec.get("triplets")
+    n_jobs = n_jobs if n_jobs is not None else int(spec.get("n_jobs", 1))
+    out_dir = out_dir if out_dir is not None else (Path(spec["out_dir"]) if spec.get("out_dir") else None)
+    options = dict(spec.get("options", {}))
+    options.update(parse_params(option).get("*", {}))
     if query_ratio is not None:
         options["query_ratio"] = query_ratio
+    params = {alg: dict(p) for alg, p in spec.get("params", {}).items()}
+    for alg, p in parse_params(param).items():
+        params.setdefault(alg, {}).update(p)
     module = get_protocol(protocol)
     config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
-                              params=parse_params(param), n_jobs=n_jobs, out_dir=out_dir, options=options,
+                              params=params, n_jobs=n_jobs, out_dir=out_dir, options=options,
                               progress=_show_progress(json_out))
     total = len(names) * len(seed_list)
     bar, advance = _progress(total, f"{protocol} on {dataset}", config.progress and protocol == "sors")

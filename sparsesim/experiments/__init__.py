@@ -5,15 +5,29 @@
 * ``run(config: ExperimentConfig) -> dict`` returning ``{"protocol", "dataset", "results": [...], ...}``
   where every result is a flat JSON-serialisable dict (one algorithm x seed/fold), and
 * ``format_table(report: dict) -> str`` for the human-readable table.
+
+The settings behind the published tables are experiment files (TOML or JSON) in
+``sparsesim/experiments/configs/``: ``sparsesim experiment --config NAME`` runs one (see
+:func:`load_experiment_file`).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..exceptions import UnknownNameError
+from ..exceptions import FileFormatError, InvalidInputError, UnknownNameError
+
+try:
+    import tomllib as _toml
+except ImportError:  # Python 3.10
+    _toml = None
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+EXPERIMENT_FILE_KEYS = ("protocol", "dataset", "algorithms", "seeds", "triplets", "params", "options", "n_jobs",
+                        "out_dir", "description")
 
 PROTOCOLS: dict[str, str] = {
     "sors": "sparsesim.experiments.sors",      # ICDM 2015 SORS: 70/30 split, triplets, MAP
@@ -88,3 +102,47 @@ def get_protocol(name: str):
 def run_experiment(name: str, config: ExperimentConfig) -> dict:
     """Run protocol ``name`` with ``config`` and return its report."""
     return get_protocol(name).run(config)
+
+
+def shipped_experiments() -> list[str]:
+    """Names of the experiment files shipped in ``sparsesim/experiments/configs/``."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def load_experiment_file(name_or_path) -> dict:
+    """Read an experiment file: a TOML or JSON path, or the name of a shipped one.
+
+    Keys (all optional; command-line flags given explicitly win): ``protocol``, ``dataset``,
+    ``algorithms`` (list), ``seeds`` (list), ``triplets``, ``params`` (``{algorithm or "*":
+    {param: value}}``), ``options`` (protocol options), ``n_jobs``, ``out_dir``, ``description``.
+
+    Raises
+    ------
+    UnknownNameError
+        Neither a file nor a shipped experiment name.
+    FileFormatError
+        Not valid TOML/JSON, or unknown keys.
+    """
+    path = Path(name_or_path)
+    if not path.is_file():
+        shipped = CONFIG_DIR / f"{name_or_path}.toml"
+        if not shipped.is_file():
+            raise UnknownNameError(f"no experiment file {name_or_path!r}; shipped experiments: "
+                                   f"{', '.join(shipped_experiments())}")
+        path = shipped
+    text = path.read_text()
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        elif _toml is not None:
+            data = _toml.loads(text)
+        else:
+            raise InvalidInputError("reading TOML experiment files needs Python 3.11+; use JSON")
+    except (ValueError, TypeError) as exc:
+        raise FileFormatError(f"{path}: not a valid experiment file ({exc})") from None
+    if not isinstance(data, dict):
+        raise FileFormatError(f"{path}: an experiment file holds a table of settings")
+    unknown = sorted(set(data) - set(EXPERIMENT_FILE_KEYS))
+    if unknown:
+        raise FileFormatError(f"{path}: unknown key(s) {unknown}; known: {', '.join(EXPERIMENT_FILE_KEYS)}")
+    return data
