@@ -361,6 +361,23 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     assert "omtrsl-random" in text and "AP@10" in text
 
 
+def test_protocol_search_only(monkeypatch):
+    """``search_only`` runs the parameter search alone: the same search results as a full run, no CV."""
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments import ijcai17
+
+    monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: _tiny_data())
+    options = {"folds": 3, "b_grid": [0.1, 10.0], "c_grid": [0.1]}
+    make = lambda extra: ExperimentConfig(dataset="tiny", algorithms=["omtrsl", "ogrsl"], triplets=200,  # noqa: E731
+                                          options=dict(options, **extra))
+    alone = run_experiment("ijcai17", make({"search_only": True}))
+    full = run_experiment("ijcai17", make({"search": True}))
+    assert alone["results"] == [] and full["results"]
+    assert [r["ap@10"] for r in alone["search"]["results"]] == [r["ap@10"] for r in full["search"]["results"]]
+    assert alone["chosen_params"] == full["chosen_params"]
+    assert "parameter search" in ijcai17.format_table(alone)
+
+
 def test_protocol_refuses_single_task_algorithms_and_data(monkeypatch):
     from sparsesim.data import LabelledData
     from sparsesim.experiments import ExperimentConfig, ijcai17

@@ -12,7 +12,8 @@
 * Options (``config.options``):
 
   ``folds`` (5), ``search`` (False: run the parameter search of Figure 3 first and use the best
-  validation AP@10 per algorithm), ``b_grid``, ``c_grid`` (search grids), ``active_deltas``
+  validation AP@10 per algorithm), ``search_only`` (False: the search alone, on the first seed, no
+  cross-validation), ``b_grid``, ``c_grid`` (search grids), ``active_deltas``
   (a list: the Figure 4 sweep of OMTRSL-Active vs OMTRSL-Random over query ratios),
   ``dataset_options`` (passed to ``load_dataset``), ``backend`` (joblib backend for
   :func:`~sparsesim.parallel.run_parallel`, e.g. ``"dask"``), ``dask_scheduler`` (address of a
@@ -231,11 +232,15 @@ def run(config) -> dict:
               "n_documents": int(data.n_documents), "n_features": int(data.n_features)}
     with _backend_context(options):
         chosen = {}
-        if options.get("search"):
+        if options.get("search") or options.get("search_only"):
             search_results, chosen = _search(config, data, algorithms, n_triplets, runner)
             report["search"] = {"results": search_results, "chosen": chosen,
                                 "b_grid": options.get("b_grid", DEFAULT_B_GRID),
                                 "c_grid": options.get("c_grid", DEFAULT_C_GRID)}
+        if options.get("search_only"):  # the parameter search alone: no cross-validation
+            report.update(results=[], summary={}, timing={}, wall_seconds=time.perf_counter() - started,
+                          chosen_params={a: _params(config, a, chosen) for a in algorithms})
+            return report
         folds = {seed: cv_folds(data.y, data.tasks, n_folds, seed) for seed in config.seeds}
 
         def fold_jobs(alg, params):
