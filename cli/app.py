@@ -19,7 +19,8 @@ import typer
 
 from sparsesim.exceptions import InvalidInputError, SparsesimError
 from sparsesim.persistence import dumps_strict
-from sparsesim.validation import bounded
+from sparsesim.validation import (bounded, check_float, check_int, check_n_jobs, check_n_triplets,
+                                  check_seed_count)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Online similarity learning on sparse data, served as top-k retrieval.")
@@ -116,23 +117,32 @@ def parse_params(items: Optional[List[str]]) -> dict:
     return out
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` or ``"0-9"`` (inclusive ranges) or a mix -> list of ints."""
-    out: list[int] = []
+def parse_seeds(text: str, n_algorithms: int = 1) -> list[int]:
+    """``"0,1,2"`` or ``"0-9"`` (inclusive ranges) or a mix -> list of ints in [0, 2^32 - 1].
+
+    The number of runs is checked against the experiment limit before any range is expanded.
+    """
+    spans: list[tuple[int, int]] = []
     try:
         for part in (p.strip() for p in text.split(",")):
             if not part:
                 continue
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else ("-" + part[1:].split("-", 1)[0], part[1:].split("-", 1)[1])
-                out.extend(range(int(lo), int(hi) + 1))
+            lo, sep, hi = part.partition("-")
+            if sep and lo.strip():
+                spans.append((int(lo), int(hi)))
             else:
-                out.append(int(part))
+                spans.append((int(part), int(part)))
     except ValueError:
-        raise InvalidInputError(f"--seeds expects integers or ranges like 0-9, got {text!r}") from None
-    if not out:
+        raise InvalidInputError(f"--seeds expects integers or ranges like 0-9, got {bounded(repr(text), 80)}") from None
+    if not spans:
         raise InvalidInputError("--seeds needs at least one seed")
-    return out
+    for lo, hi in spans:
+        for value in (lo, hi):
+            check_int(value, "--seeds (each seed)", 0, 2**32 - 1)
+        if hi < lo:
+            raise InvalidInputError(f"--seeds range {lo}-{hi} is empty (the end is below the start)")
+    check_seed_count(sum(hi - lo + 1 for lo, hi in spans), n_algorithms)
+    return [seed for lo, hi in spans for seed in range(lo, hi + 1)]
 
 
 def _progress(total: int, description: str, enabled: bool):
@@ -570,10 +580,24 @@ def experiment(
     for name in names:
         get_algorithm(name)
     protocol = protocol or spec.get("protocol", "sors")
-    seed_list = parse_seeds(seeds) if seeds is not None else [int(s) for s in spec.get("seeds", [0])]
+    if seeds is not None:
+        seed_list = parse_seeds(seeds, len(names))
+    else:
+        seed_list = [check_int(s, "seeds (experiment file)", 0, 2**32 - 1) for s in spec.get("seeds", [0])]
+        check_seed_count(len(seed_list), len(names))
     triplets = triplets if triplets is not None else spec.get("triplets")
-    n_jobs = n_jobs if n_jobs is not None else int(spec.get("n_jobs", 1))
+    if triplets is not None:
+        check_n_triplets(triplets, "--triplets")
+    n_jobs = check_n_jobs(n_jobs if n_jobs is not None else spec.get("n_jobs", 1), "--n-jobs")
     out_dir = out_dir if out_dir is not None else (Path(spec["out_dir"]) if spec.get("out_dir") else None)
+    if query_ratio is not None:
+        check_float(query_ratio, "--query-ratio", 0, 1, low_open=True)
+    if out_dir is not None and (out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir())):
+        raise InvalidInputError(f"--out-dir {out_dir} exists and is not a directory; give a directory path")
+    scoped = (set(parse_params(param)) | set(spec.get("params", {}))) - {"*"}
+    if scoped - set(names):
+        raise InvalidInputError(f"--param names algorithm(s) {', '.join(sorted(scoped - set(names)))} that are not "
+                                f"in --algorithms ({', '.join(names)})")
     options = dict(spec.get("options", {}))
     options.update(parse_params(option).get("*", {}))
     if query_ratio is not None:

@@ -15,8 +15,11 @@ Public entry points (what the CLI calls)
 
 from __future__ import annotations
 
-from sparsesim.exceptions import FileFormatError, InvalidInputError, UnknownNameError
-from sparsesim.validation import bounded
+import inspect
+
+from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidParameterError, UnknownNameError
+from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
+                                  check_random_state)
 
 from .ann import AnnIndex
 from .base import Index
@@ -107,9 +110,53 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibr
     """
     if kind not in INDEX_KINDS:
         raise UnknownNameError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
-    index = INDEX_KINDS[kind](model, n_jobs=n_jobs, **params)
+    cls = INDEX_KINDS[kind]
+    params = check_index_params(cls, params)
+    n_jobs = check_n_jobs(n_jobs, "n_jobs")
+    if kind == "ann" and hasattr(X, "shape") and len(X.shape) == 2:
+        dim = params.get("dim", inspect.signature(cls.__init__).parameters["dim"].default)
+        check_ann_dim(dim, int(X.shape[0]), int(X.shape[1]))
+    index = cls(model, n_jobs=n_jobs, **params)
     if calibration_queries is not None:
         if kind != "ann":
             raise InvalidInputError("calibration_queries apply to ann indexes only")
         return index.fit(X, ids=ids, calibration_queries=calibration_queries)
     return index.fit(X, ids=ids)
+
+
+def check_index_params(cls, params: dict) -> dict:
+    """Refuse unknown index parameters and values whose type differs from the default's
+    (an int parameter given 2.5, a bool given ``"yes"``), naming the parameter; returns the
+    checked values as plain Python values."""
+    signature = inspect.signature(cls.__init__).parameters
+    known = [p for p in signature if p not in ("self", "model", "n_jobs")]
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise InvalidParameterError(f"unknown parameter(s) for a {cls.kind} index: {', '.join(unknown)}; "
+                                    f"known: {', '.join(known)}")
+    out = dict(params)
+    for name, value in params.items():
+        default = signature[name].default
+        if value is None and default is None:
+            continue
+        if name == "random_state":
+            out[name] = check_random_state(value)
+        elif isinstance(default, bool):
+            out[name] = check_bool(value, name)
+        elif isinstance(default, int):
+            out[name] = check_int(value, name)
+        elif isinstance(default, float):
+            out[name] = check_float(value, name, allow_none=name == "refit_growth")
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise InvalidParameterError(f"{name} must be a string, got {value!r}")
+        elif default is None and name in ("n_postings", "nlist"):
+            out[name] = check_int(value, name, 1 if name == "nlist" else 0)
+    return out
+
+
+def check_ann_dim(dim, n_documents: int, n_features: int) -> None:
+    """An ANN projection dimension in [0, n_features] whose dense arrays fit the memory budget."""
+    dim = check_int(dim, "dim", 0, max(1, n_features))
+    # V and B (d x dim, float64 while learned), the document vectors (n x dim float32)
+    check_dense_request(2 * n_features * dim * 8 + n_documents * dim * 4,
+                        f"an ann index of dim={dim} over {n_documents} documents x {n_features} features")

@@ -600,3 +600,10 @@ def csr_from_arrays(arrays, prefix: str, shape, sep: str = ".", full_check: bool
         except ValueError as exc:
             raise FileFormatError(f"inconsistent {prefix} arrays ({exc})") from None
     return M
+
+def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
+    """``fig.savefig`` through :func:`atomic_write` (format from the file suffix): a plot is
+    either the old complete file or the new one."""
+    path = Path(path)
+    fmt = kwargs.pop("format", None) or (path.suffix[1:] or "png")
+    return atomic_write(path, lambda handle: fig.savefig(handle, format=fmt, **kwargs))

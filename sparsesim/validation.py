@@ -24,12 +24,14 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import FileFormatError, InvalidInputError, InvalidInputTypeError, InvalidParameterError
+from .exceptions import (FileFormatError, InvalidInputError, InvalidInputTypeError, InvalidParameterError,
+                         ResourceLimitError)
 
 __all__ = [
     "MAX_FEATURES", "MAX_MESSAGE", "bounded", "check_csr", "check_csr_arrays", "check_labels", "check_int",
     "check_float", "check_bool", "check_choice", "check_random_state", "check_params", "check_finite_array",
-    "check_meta", "check_triplets", "check_task_streams",
+    "check_meta", "check_triplets", "check_task_streams", "memory_budget", "check_n_triplets", "check_n_jobs",
+    "check_seed_count", "check_dense_request",
 ]
 
 #: Largest feature count (column index + 1): the compiled kernels and the file formats store
@@ -206,7 +208,8 @@ def check_csr(X, name: str = "X", n_features: int | None = None, dtype=np.float6
             raise InvalidInputError(f"{name} must be 2-D, got shape {X.shape}")
         _numeric_kind(X.dtype, name)
         X = _structural(X, name)
-        X = sp.csr_matrix(X, dtype=dtype, copy=True)
+        X = sp.csr_matrix((np.asarray(X.data).astype(dtype), np.array(X.indices, copy=True),
+                           np.array(X.indptr, copy=True)), shape=X.shape)
     else:
         try:
             arr = np.asarray(X)
@@ -398,23 +401,21 @@ def check_task_streams(X, y, n_features: int | None = None, n_tasks: int | None 
 def _range_text(low, high, low_open=False, high_open=False) -> str:
     if low is None and high is None:
         return "any value"
-    lo = "(" if low_open else "["
-    hi = ")" if high_open else "]"
+    lo = "(" if low_open or low is None else "["
+    hi = ")" if high_open or high is None else "]"
     return f"{lo}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi}"
 
 
 def check_int(value, name: str, low=None, high=None, allow_none: bool = False):
     """``value`` as a Python int in ``[low, high]`` (``None`` passes when ``allow_none``).
 
-    Integral floats (``3.0``) are accepted; ``2.5``, booleans and strings are refused.
+    Only integers (Python or numpy) are accepted: ``3.0``, ``2.5``, booleans and strings are refused.
     """
     if value is None and allow_none:
         return None
     if isinstance(value, (bool, np.bool_)):
         raise InvalidParameterError(f"{name} must be an integer in {_range_text(low, high)}, got {value!r}")
     if isinstance(value, (numbers.Integral, np.integer)):
-        out = int(value)
-    elif isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
         out = int(value)
     else:
         raise InvalidParameterError(f"{name} must be an integer in {_range_text(low, high)}, got "
@@ -473,6 +474,27 @@ def check_random_state(value, name: str = "random_state"):
     return check_int(value, name, 0, 2**32 - 1)
 
 
+_POS = {"low_open": True}
+#: Hyper-parameters shared by the registered algorithms, checked by name (type and range) before
+#: any fit; a class adds or overrides entries in its own ``_param_spec``.
+COMMON_PARAM_SPEC = {
+    "C": ("float", 0, None, _POS), "source_C": ("float", 0, None, _POS),
+    "eta": ("float", 0, None, _POS), "eta1": ("float", 0, None, _POS), "eta2": ("float", 0, None, _POS),
+    "lam": ("float", 0, None), "lam1": ("float", 0, None), "lam2": ("float", 0, None),
+    "delta": ("float", 0, None, _POS), "gamma": ("float", 0, None, _POS), "sigma": ("float", 0, None, _POS),
+    "r": ("float", 0, None, _POS), "b": ("float", 0, None, _POS), "alpha": ("float?", 0, None),
+    "knn_bandwidth": ("float?", 0, None, _POS), "theta0": ("float", 0, 1),
+    "query_rate": ("float", 0, 1, _POS), "query_ratio": ("float", 0, 1, _POS),
+    "query_budget": ("int?", 0, None), "n_neighbors": ("int", 1, None), "epoch": ("int", 0, None),
+    "gram_refresh": ("int", 1, None), "initial_capacity": ("int", 1, 2**40),
+    "n_triplets": ("n_triplets",), "n_jobs": ("int", -64, 4096),
+    "identity": ("bool",), "normalize": ("bool",), "compact": ("bool",),
+    "random_state": ("random_state",),
+    "combiner": ("str",), "covariance": ("str",), "divergence": ("str",), "kernel": ("str",),
+    "knn_weighting": ("str",), "regularizer": ("str",), "schedule": ("str",), "sigma_step": ("str",),
+    "storage": ("str",), "variant": ("str",),
+}
+
 _CHECKERS = {"int": check_int, "float": check_float, "bool": check_bool, "choice": check_choice,
              "random_state": check_random_state}
 
@@ -482,16 +504,21 @@ def check_params(estimator, spec: dict | None = None) -> dict:
 
     ``spec`` (default: ``type(estimator)._param_spec``) maps a parameter name to a tuple
     ``(kind, *args)`` with ``kind`` one of ``"int"``, ``"float"``, ``"bool"``, ``"choice"``,
-    ``"random_state"`` and the arguments of the matching ``check_*`` function, plus an optional
-    trailing dict of keyword arguments, e.g. ``{"C": ("float", 0, None, {"low_open": True}),
-    "n_triplets": ("int", 1, None)}``. Parameters missing on the estimator are skipped.
+    ``"random_state"``, ``"str"``, ``"n_triplets"`` and the arguments of the matching ``check_*``
+    function, plus an optional trailing dict of keyword arguments, e.g. ``{"C": ("float", 0, None,
+    {"low_open": True}), "n_triplets": ("int", 1, None)}``; a kind ending in ``?`` also accepts
+    ``None``. The default spec is :data:`COMMON_PARAM_SPEC` (the parameters shared by the registered
+    algorithms, by name) updated with the class's own ``_param_spec``. Parameters missing on the
+    estimator are skipped.
 
     Returns
     -------
     dict
         The checked values (plain Python types).
     """
-    spec = getattr(type(estimator), "_param_spec", None) if spec is None else spec
+    if spec is None:
+        spec = dict(COMMON_PARAM_SPEC)
+        spec.update(getattr(type(estimator), "_param_spec", None) or {})
     out = {}
     for pname, entry in (spec or {}).items():
         if not hasattr(estimator, pname):
@@ -499,7 +526,18 @@ def check_params(estimator, spec: dict | None = None) -> dict:
         kind, *args = entry
         kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
         value = getattr(estimator, pname)
-        if kind == "choice":
+        if kind.endswith("?"):
+            kind = kind[:-1]
+            if value is None:
+                out[pname] = None
+                continue
+        if kind == "str":
+            if not isinstance(value, str):
+                raise InvalidParameterError(f"{pname} must be a string naming an option, got {bounded(repr(value), 80)}")
+            out[pname] = value
+        elif kind == "n_triplets":
+            out[pname] = check_n_triplets(value, pname, allow_zero=True)
+        elif kind == "choice":
             out[pname] = check_choice(value, pname, *args)
         else:
             out[pname] = _CHECKERS[kind](value, pname, *args, **kwargs)
@@ -555,3 +593,84 @@ def check_meta(meta, schema: dict, what: str) -> dict:
         except InvalidParameterError as exc:
             raise FileFormatError(f"{what}: invalid metadata: {bounded(exc, 200)}") from None
     return meta
+
+
+# --------------------------------------------------------------------------- requests vs the machine
+def _env_int(name: str, default: int) -> int:
+    import os
+
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw.strip() else default
+    except ValueError:
+        raise InvalidParameterError(f"environment variable {name} must be an integer, got {bounded(repr(raw), 40)}") \
+            from None
+
+
+def memory_budget() -> int:
+    """Bytes one request may plan to use: ``$SPARSESIM_MEMORY_BUDGET`` or half the memory available now."""
+    default = 8 << 30
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    default = int(line.split()[1]) * 1024 // 2
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return _env_int("SPARSESIM_MEMORY_BUDGET", default)
+
+
+#: Default ceiling on triplets per run (raise with ``SPARSESIM_MAX_TRIPLETS``): 100x the largest
+#: budget of the paper protocols (10^6).
+DEFAULT_MAX_TRIPLETS = 10**8
+#: Default ceiling on runs of one ``experiment`` (seeds x algorithms; ``SPARSESIM_MAX_RUNS``).
+DEFAULT_MAX_RUNS = 1000
+
+
+def check_n_triplets(value, name: str = "n_triplets", allow_zero: bool = False) -> int:
+    """A triplet count in [1, limit] (the limit: ``$SPARSESIM_MAX_TRIPLETS``, default 10^8)."""
+    limit = _env_int("SPARSESIM_MAX_TRIPLETS", DEFAULT_MAX_TRIPLETS)
+    value = check_int(value, name, 0 if allow_zero else 1)
+    if value > limit:
+        raise ResourceLimitError(f"{name}={value} is more than the {limit} triplets one run may request "
+                                 f"(raise the limit with SPARSESIM_MAX_TRIPLETS={value} if this is intended)")
+    return value
+
+
+def check_n_jobs(value, name: str = "n_jobs") -> int:
+    """Parallel workers: a positive int (or -1 = all cores, -2 = all but one, ...) up to the cores
+    of this machine (``$SPARSESIM_MAX_JOBS`` raises the ceiling). Returns the resolved count."""
+    import os
+
+    cores = os.cpu_count() or 1
+    limit = _env_int("SPARSESIM_MAX_JOBS", cores)
+    value = check_int(value, name)
+    if value == 0:
+        raise InvalidParameterError(f"{name} must be a positive number of workers or -1 (all {cores} cores), got 0")
+    if value < 0:
+        if -value > cores:
+            raise InvalidParameterError(f"{name}={value} would leave no worker on this {cores}-core machine; "
+                                        f"use a value in [{-cores}, -1] or a positive count")
+        value = cores + 1 + value
+    if value > limit:
+        raise ResourceLimitError(f"{name}={value} is more than the {limit} workers this machine runs at once "
+                                 f"({cores} cores; raise the limit with SPARSESIM_MAX_JOBS={value} if intended)")
+    return value
+
+
+def check_seed_count(count: int, n_algorithms: int = 1) -> None:
+    """Refuse an experiment of more runs than ``$SPARSESIM_MAX_RUNS`` (default 1000)."""
+    limit = _env_int("SPARSESIM_MAX_RUNS", DEFAULT_MAX_RUNS)
+    runs = count * max(1, n_algorithms)
+    if runs > limit:
+        raise ResourceLimitError(f"{count} seed(s) x {max(1, n_algorithms)} algorithm(s) = {runs} runs; at most "
+                                 f"{limit} runs per experiment (raise with SPARSESIM_MAX_RUNS={runs} if intended)")
+
+
+def check_dense_request(n_bytes: int, what: str) -> None:
+    """Refuse planning a dense buffer larger than :func:`memory_budget` (the message says both sizes)."""
+    budget = memory_budget()
+    if n_bytes > budget:
+        raise ResourceLimitError(f"{what} needs {n_bytes / 2**30:.2f} GiB, more than the memory budget of "
+                                 f"{budget / 2**30:.2f} GiB (lower the request, or raise SPARSESIM_MEMORY_BUDGET=BYTES)")

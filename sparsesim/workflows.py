@@ -26,6 +26,7 @@ from .models import BilinearSimilarity
 from .persistence import check_output_file, target_lock
 from .registry import get_algorithm, make_estimator
 from .topk import top_k_rows
+from .validation import bounded, check_float, check_int, check_n_triplets
 from .triplets import stratified_split
 
 
@@ -99,8 +100,9 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
                                 "algorithm (use `sparsesim experiment`)")
-    if n_triplets <= 0:
-        raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
+    n_triplets = check_n_triplets(n_triplets, "--triplets")
+    seed = check_int(seed, "--seed", 0, 2**32 - 1)
+    train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
@@ -300,11 +302,13 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
         Q, qnames = qdata.X, [qdata.doc_id(i) for i in range(qdata.n_documents)]
     else:
         try:
-            rows = np.array([int(s) for s in str(query_ids).split(",") if s.strip()], dtype=np.int64)
+            parsed = [int(s) for s in str(query_ids).split(",") if s.strip()]
         except ValueError:
-            raise InvalidInputError(f"--query-ids expects comma-separated row numbers, got {query_ids!r}") from None
-        if rows.size == 0 or rows.min() < 0 or rows.max() >= data.n_documents:
+            raise InvalidInputError(f"--query-ids expects comma-separated row numbers, got "
+                                    f"{bounded(repr(query_ids), 80)}") from None
+        if not parsed or min(parsed) < 0 or max(parsed) >= data.n_documents:
             raise InvalidInputError(f"query ids must be row numbers in [0, {data.n_documents})")
+        rows = np.array(parsed, dtype=np.int64)
         Q, qnames, self_rows = data.X[rows], [data.doc_id(r) for r in rows], rows
     available = data.n_documents - (1 if self_rows is not None else 0)
     if not 1 <= k <= available:
@@ -562,8 +566,11 @@ def _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, o
 
 def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
     """Train OASIS on the embedded 20 Newsgroups sample and compare it with the dot product."""
+    n_triplets = check_n_triplets(n_triplets, "--triplets")
+    seed = check_int(seed, "--seed", 0, 2**32 - 1)
     data = load_dataset("news20-sample")
     train, test = stratified_split(data.y, 0.7, seed=seed)
+    top_k = check_int(top_k, "--top-k", 1, test.size - 1)
     oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train])
     models = {"oasis": oasis.model_, "dot": make_estimator("dot").fit(data.X[train]).model_}
     Xt = data.X[test]

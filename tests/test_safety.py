@@ -100,17 +100,19 @@ def test_every_entry_point_refuses_hostile_matrices():
 
 
 def test_parameter_checks_name_the_range():
-    with pytest.raises(InvalidParameterError, match=r"n_triplets must be an integer in \[1, inf\], got 2.5"):
+    with pytest.raises(InvalidParameterError, match=r"n_triplets must be an integer in \[1, inf\), got 2.5"):
         check_int(2.5, "n_triplets", 1)
     with pytest.raises(InvalidParameterError, match="C must be a finite number"):
         check_float(float("inf"), "C", 0, None, low_open=True)
-    with pytest.raises(InvalidParameterError, match=r"C must be a number in \(0, inf\]"):
+    with pytest.raises(InvalidParameterError, match=r"C must be a number in \(0, inf\)"):
         check_float(0, "C", 0, None, low_open=True)
     with pytest.raises(InvalidParameterError, match="True or False"):
         check_bool("no", "identity")
     with pytest.raises(InvalidParameterError, match="random_state"):
         check_random_state(-1)
-    assert check_int(3.0, "k") == 3 and check_random_state(5) == 5
+    assert check_int(np.int32(3), "k") == 3 and check_random_state(5) == 5
+    with pytest.raises(InvalidParameterError):
+        check_int(3.0, "k")
     with pytest.raises(InvalidInputError, match="one kind"):
         check_labels(np.array([1, "a", 2.5, 1], dtype=object), 4)
 

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ..persistence import save_figure
 from ..data import load_dataset
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
@@ -499,7 +500,7 @@ def plot_curves(report, path):
     fig.suptitle(f"{report['dataset']}: cikm15 protocol, {sweep}\n"
                  f"(grey line: 30% queries; sparse dotted: 95% of the passive learner)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 

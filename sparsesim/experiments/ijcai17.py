@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..persistence import save_figure
 from ..data import load_dataset
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError, UnknownNameError
@@ -358,7 +359,7 @@ def write_plots(report, out_dir: Path) -> list[str]:
     fig.suptitle(f"{report['dataset']}: performance with varied k (mean over tasks and folds)")
     fig.tight_layout()
     p = out_dir / f"{name}_ap_map_vs_k.png"
-    fig.savefig(p, dpi=90)
+    save_figure(fig, p, dpi=90)
     plt.close(fig)
     paths.append(str(p))
     if "search" in report:
@@ -385,7 +386,7 @@ def write_plots(report, out_dir: Path) -> list[str]:
         fig.suptitle(f"{report['dataset']}: parameter sensitivity (validation split)")
         fig.tight_layout()
         p = out_dir / f"{name}_sensitivity.png"
-        fig.savefig(p, dpi=90)
+        save_figure(fig, p, dpi=90)
         plt.close(fig)
         paths.append(str(p))
     if report.get("active_sweep"):
@@ -403,7 +404,7 @@ def write_plots(report, out_dir: Path) -> list[str]:
         ax.set_title(f"{report['dataset']}: active vs random queries")
         fig.tight_layout()
         p = out_dir / f"{name}_active.png"
-        fig.savefig(p, dpi=90)
+        save_figure(fig, p, dpi=90)
         plt.close(fig)
         paths.append(str(p))
     return paths

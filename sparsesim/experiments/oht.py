@@ -30,6 +30,7 @@ import numpy as np
 
 from ..data.catalog import get_dataset_spec, load_registered
 from ..data.multiview import make_transfer_tasks
+from ..persistence import save_figure
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
@@ -361,7 +362,7 @@ def write_plots(report: dict, curves: dict, out_dir: Path) -> list[str]:
         ax.legend()
     fig.tight_layout()
     path = out_dir / f"oht_{tag}_fig1_tasks.png"
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     written.append(path.name)
 
@@ -381,7 +382,7 @@ def write_plots(report: dict, curves: dict, out_dir: Path) -> list[str]:
             ax.axis("off")
         fig.tight_layout()
         path = out_dir / f"oht_{tag}_fig2_curves.png"
-        fig.savefig(path, dpi=90)
+        save_figure(fig, path, dpi=90)
         plt.close(fig)
         written.append(path.name)
 
@@ -406,7 +407,7 @@ def write_plots(report: dict, curves: dict, out_dir: Path) -> list[str]:
     ax.set_title("(b) running time")
     fig.tight_layout()
     path = out_dir / f"oht_{tag}_fig3_k_time.png"
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     written.append(path.name)
     return written

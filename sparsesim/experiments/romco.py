@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ..persistence import atomic_write, dumps_strict, save_figure
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
@@ -369,15 +368,7 @@ def run(config: ExperimentConfig) -> dict:
 
 
 def _write_json(obj, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1, default=float)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda fh: fh.write(dumps_strict(obj, indent=1, default=float)), mode="w")
 
 
 # --------------------------------------------------------------------------- plots and tables
@@ -428,7 +419,7 @@ def plot_curves(report: dict, path: Path) -> Path:
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{report['dataset']}: cumulative error rate, mean of {len(report['seeds'])} shuffles", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -457,7 +448,7 @@ def plot_sensitivity(report: dict, path: Path) -> Path:
         ax.legend(fontsize=7)
     fig.suptitle(f"{report['dataset']}: sensitivity to lam1 / lam2", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 

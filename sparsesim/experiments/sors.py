@@ -28,6 +28,7 @@ import numpy as np
 
 from ..data import LabelledData, load_dataset
 from ..distributed import dask_jobs
+from ..persistence import save_figure
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
@@ -195,6 +196,6 @@ def plot_sparsity_vs_map(results: list[dict], path: Path, dataset: str) -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -35,7 +35,7 @@ from sklearn.utils import Tags
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError, NotFittedError
 from ..triplets import usable_rows
-from ..validation import check_csr, check_fit_matrix, check_labels, check_triplets
+from ..validation import check_csr, check_fit_matrix, check_labels, check_params, check_triplets
 
 __all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
 
@@ -71,7 +71,11 @@ class SparsesimEstimator(BaseEstimator):
     _skipped_checks: dict = {}
 
     def _reset(self) -> None:
-        """Forget everything learned: the attributes of ``_state_attrs`` and the cached model."""
+        """Forget everything learned: the attributes of ``_state_attrs`` and the cached model.
+
+        First checks every hyper-parameter (type and range, :func:`sparsesim.validation.check_params`).
+        """
+        check_params(self)
         for attr in self._state_attrs:
             self.__dict__.pop(attr, None)
         self._model_cache = None
@@ -152,6 +156,7 @@ class TripletLearner(SparsesimEstimator):
         """
         X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
         if not self.__sklearn_is_fitted__():
+            check_params(self)
             self._init_state(X.shape[1])
         return self._learn(X, triplets, signs)
 
