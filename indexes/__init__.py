@@ -149,8 +149,8 @@ def check_index_params(cls, params: dict) -> dict:
             out[name] = check_float(value, name, allow_none=name == "refit_growth")
         elif isinstance(default, str) and not isinstance(value, str):
             raise InvalidParameterError(f"{name} must be a string, got {value!r}")
-        elif default is None and name in ("n_postings", "nlist"):
-            out[name] = check_int(value, name, 1 if name == "nlist" else 0)
+        elif default is None:  # optional counts (pool sizes, postings, lists): chosen by the index when None
+            out[name] = check_int(value, name, 1 if name in ("nlist", "nprobe") else 0)
     return out
 
 

@@ -484,7 +484,7 @@ COMMON_PARAM_SPEC = {
     "delta": ("float", 0, None, _POS), "gamma": ("float", 0, None, _POS), "sigma": ("float", 0, None, _POS),
     "r": ("float", 0, None, _POS), "b": ("float", 0, None, _POS), "alpha": ("float?", 0, None),
     "knn_bandwidth": ("float?", 0, None, _POS), "theta0": ("float", 0, 1),
-    "query_rate": ("float", 0, 1, _POS), "query_ratio": ("float", 0, 1, _POS),
+    "query_rate": ("float", 0, 1), "query_ratio": ("float", 0, 1),
     "query_budget": ("int?", 0, None), "n_neighbors": ("int", 1, None), "epoch": ("int", 0, None),
     "gram_refresh": ("int", 1, None), "initial_capacity": ("int", 1, 2**40),
     "n_triplets": ("n_triplets",), "n_jobs": ("int", -64, 4096),
@@ -494,6 +494,16 @@ COMMON_PARAM_SPEC = {
     "knn_weighting": ("str",), "regularizer": ("str",), "schedule": ("str",), "sigma_step": ("str",),
     "storage": ("str",), "variant": ("str",),
 }
+
+def _default_of(estimator, pname):
+    import inspect
+
+    try:
+        param = inspect.signature(type(estimator).__init__).parameters.get(pname)
+    except (TypeError, ValueError):
+        return None
+    return None if param is None else param.default
+
 
 _CHECKERS = {"int": check_int, "float": check_float, "bool": check_bool, "choice": check_choice,
              "random_state": check_random_state}
@@ -526,6 +536,9 @@ def check_params(estimator, spec: dict | None = None) -> dict:
         kind, *args = entry
         kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
         value = getattr(estimator, pname)
+        if isinstance(value, str) and value == "auto" and _default_of(estimator, pname) == "auto":
+            out[pname] = value  # resolved from the data by the estimator (see its docstring)
+            continue
         if kind.endswith("?"):
             kind = kind[:-1]
             if value is None:
