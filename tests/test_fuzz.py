@@ -36,7 +36,6 @@ from sparsesim.persistence import bundle_checksum, file_sha256  # noqa: E402
 from sparsesim.registry import ALGORITHMS, make_estimator  # noqa: E402
 from sparsesim.validation import check_csr  # noqa: E402
 
-from test_indexes import ix  # noqa: E402,F401  (sparsesim.indexes of this checkout)
 from sparsesim.indexes import build_index, load_index  # noqa: E402
 from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
 
