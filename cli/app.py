@@ -594,7 +594,7 @@ def experiment(
         check_float(query_ratio, "--query-ratio", 0, 1, low_open=True)
     if out_dir is not None and (out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir())):
         raise InvalidInputError(f"--out-dir {out_dir} exists and is not a directory; give a directory path")
-    scoped = (set(parse_params(param)) | set(spec.get("params", {}))) - {"*"}
+    scoped = set(parse_params(param)) - {"*"}
     if scoped - set(names):
         raise InvalidInputError(f"--param names algorithm(s) {', '.join(sorted(scoped - set(names)))} that are not "
                                 f"in --algorithms ({', '.join(names)})")
