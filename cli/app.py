@@ -455,6 +455,7 @@ def index_build(
     shards: Optional[int] = typer.Option(None, "--shards", help="Split the corpus into N shards (row blocks); with "
                                          "--scheduler each shard is built and kept on a Dask worker."),
     scheduler: Optional[str] = scheduler_option(),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Threads for building the index (one machine)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.
@@ -470,7 +471,7 @@ def index_build(
                                          params=params.get("*", {}),
                                          data_options=_data_options(zero_based, text_column, None, id_column),
                                          target_recall=target_recall, calibration_queries=calibration_queries,
-                                         shards=shards, scheduler=scheduler)
+                                         shards=shards, scheduler=scheduler, n_jobs=n_jobs)
     if json_out:
         _emit(summary)
     else:

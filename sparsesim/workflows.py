@@ -350,7 +350,7 @@ def _load_part(path: str, model_path: str, data_options: dict | None = None):
 
 def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
                            data_options: dict | None = None, target_recall=None, calibration_queries=None,
-                           shards: int | None = None, scheduler: str | None = None) -> dict:
+                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = 1) -> dict:
     """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
 
     A text corpus is featurised with the model's text featuriser; the start of each document's
@@ -417,7 +417,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
     calib = None if calibration_queries is None else _read_queries(model, calibration_queries, data_options)[1]
     start = time.perf_counter()
-    index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, **params)
+    index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, n_jobs=n_jobs, **params)
     if data.texts is not None:
         index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start

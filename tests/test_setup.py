@@ -175,3 +175,31 @@ def test_fetch_says_which_sets_need_a_mirror(monkeypatch, capsys, tmp_path):
     assert rows["news20-sample"]["fetch"] == "embedded"
     code, out, err = _run_main(["datasets", "fetch", "letter"], monkeypatch, capsys)
     assert code == 2 and "no public upstream" in err and "--from" in err
+
+
+def test_every_documented_option_is_accepted():
+    """Each ``sparsesim CMD ... --option`` written in README.md or docs/*.md names an option CMD has."""
+    import re
+
+    import typer.main
+
+    from sparsesim.cli.app import app
+
+    root = typer.main.get_command(app)
+    problems = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for lineno, line in enumerate(doc.read_text().splitlines(), start=1):
+            for m in re.finditer(r"\bsparsesim ((?:datasets|index) [a-z]+|[a-z]+)((?:\s+[^|`#;&]*)?)", line):
+                words = m.group(1).split()
+                cmd = root
+                for w in words:
+                    cmd = getattr(cmd, "commands", {}).get(w)
+                    if cmd is None:
+                        break
+                if cmd is None:
+                    continue
+                known = {o for p in cmd.params for o in p.opts} | {"--help"}
+                for opt in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2)):
+                    if opt not in known:
+                        problems.append(f"{doc.name}:{lineno}: sparsesim {' '.join(words)} has no {opt}")
+    assert not problems, "\n".join(problems)
