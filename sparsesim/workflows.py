@@ -372,7 +372,7 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
                                 f"--shards {len(parts)}")
     if shards is None and len(parts) == 1 and scheduler is None:
         return _build_plain_index(model_path, parts[0], kind, out, params, data_options, target_recall,
-                                  calibration_queries)
+                                  calibration_queries, n_jobs=n_jobs)
     if target_recall is not None or calibration_queries is not None:
         raise InvalidInputError("--target-recall and --calibration-queries apply to single-process ann indexes, "
                                 "not to sharded ones")
@@ -405,7 +405,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 
 
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
-                       calibration_queries) -> dict:
+                       calibration_queries, n_jobs: int = 1) -> dict:
     check_index_target(out)  # refuse an unusable or existing target before the work
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
