@@ -492,3 +492,105 @@ def test_cli_os_errors_and_debug_switch(tmp_path):
     assert res.returncode != 0 and "Traceback" in res.stderr
     res = _cli("query", "--index", tmp_path / "none", "--queries", tmp_path / "none.svm", env={"SPARSESIM_DEBUG": "1"})
     assert "Traceback" in res.stderr
+
+
+# --------------------------------------------------------------------------- kills and concurrent writers
+_ADD_SCRIPT = """
+import sys
+from sparsesim.workflows import add_to_index
+add_to_index(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.fixture(scope="module")
+def add_setup(tmp_path_factory):
+    from sklearn.datasets import dump_svmlight_file
+
+    root = tmp_path_factory.mktemp("adds")
+    X = sp.random(300, 50, density=0.1, format="csr", random_state=7)
+    y = np.repeat(np.arange(3), 100)
+    model = OASIS(n_triplets=200, random_state=0).fit(X[:200], y[:200]).model_
+    build_index(model, X[:200]).save(root / "base")
+    dump_svmlight_file(X[200:250], y[200:250], str(root / "a.svm"), zero_based=True)
+    dump_svmlight_file(X[250:], y[250:], str(root / "b.svm"), zero_based=True)
+    return root
+
+
+def _spawn_add(index_dir, data):
+    return subprocess.Popen([sys.executable, "-c", _ADD_SCRIPT, str(index_dir), str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill_during_index_add_leaves_old_or_new(add_setup, tmp_path):
+    import shutil
+
+    root = add_setup
+    start = time.perf_counter()
+    shutil.copytree(root / "base", tmp_path / "ref")
+    proc = _spawn_add(tmp_path / "ref", root / "a.svm")
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    full = time.perf_counter() - start
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for trial in range(4):
+        target = tmp_path / f"idx{trial}"
+        shutil.copytree(root / "base", target)
+        proc = _spawn_add(target, root / "a.svm")
+        time.sleep(float(rng.uniform(0.2, full)))
+        proc.kill()
+        proc.wait(timeout=60)
+        n = load_index(target).n_documents  # never refused: the old or the new complete version
+        assert n in (200, 250)
+        outcomes.add(n)
+        # the next write sweeps what the killed one left (after its process is gone)
+        past = time.time() - 60
+        for leftover in list(target.iterdir()) + list(tmp_path.iterdir()):
+            if ".sparsesim-" in leftover.name:
+                os.utime(leftover, (past, past))
+        proc = _spawn_add(target, root / "b.svm")
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        assert load_index(target).n_documents == n + 50
+        manifest = json.loads((target / "manifest.json").read_text())
+        assert sorted(p.name for p in target.iterdir()) == sorted(["manifest.json", manifest["data_dir"]])
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".lock"))]
+
+
+def test_concurrent_index_adds_keep_both(add_setup, tmp_path):
+    import shutil
+
+    root = add_setup
+    shutil.copytree(root / "base", tmp_path / "idx")
+    procs = [_spawn_add(tmp_path / "idx", root / name) for name in ("a.svm", "b.svm")]
+    codes = [p.wait(timeout=180) for p in procs]
+    assert codes == [0, 0], [p.stderr.read() for p in procs]
+    index = load_index(tmp_path / "idx")
+    assert index.n_documents == 300 and np.unique(index.ids_).size == 300
+
+
+def test_concurrent_builds_to_one_path_never_both_succeed(add_setup, tmp_path):
+    code = ("import sys, scipy.sparse as sp\n"
+            "from sparsesim.indexes import load_index\n"
+            "idx = load_index(sys.argv[1])\n"
+            "idx.save(sys.argv[2])\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(add_setup / "base"), str(tmp_path / "new")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    codes = sorted(p.wait(timeout=120) for p in procs)
+    errors = "".join(p.stderr.read() for p in procs)
+    assert codes[0] == 0 and codes[1] != 0, (codes, errors)
+    assert "already exists" in errors or "meanwhile" in errors, errors
+    assert load_index(tmp_path / "new").n_documents == 200
+
+
+def test_decompression_bomb_refused_quickly(tmp_path, monkeypatch):
+    import gzip
+
+    from sparsesim.data import load_dataset
+
+    monkeypatch.setenv("SPARSESIM_MAX_DECOMPRESSED", str(8 << 20))
+    path = tmp_path / "bomb.svm.gz"
+    with gzip.open(path, "wb") as handle:
+        for _ in range(64):
+            handle.write(b"1" * (1 << 20))
+    assert path.stat().st_size < 200_000
+    with pytest.raises(FileFormatError, match="decompression bomb"):
+        load_dataset(str(path))

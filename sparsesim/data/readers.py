@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import DataNotFoundError, FileFormatError, InvalidInputError
+from ..persistence import bounded_stream
 from .containers import LabelledData
 
 __all__ = [
@@ -65,8 +66,8 @@ def open_maybe_compressed(path: str | os.PathLike):
     with open(path, "rb") as handle:
         head = handle.read(6)
     for magic, opener in _MAGIC:
-        if head.startswith(magic):
-            return opener(path, "rb")
+        if head.startswith(magic):  # decompression is bounded (a small file cannot expand into gigabytes)
+            return bounded_stream(opener(path, "rb"), path.stat().st_size, str(path))
     return open(path, "rb")
 
 
