@@ -693,6 +693,7 @@ def serve(
         raise InvalidInputError(f"--port must be in 0..65535, got {port}")
     limits = ServiceLimits(max_body_bytes=max_body_bytes, max_queries=max_queries, max_top_k=max_top_k,
                            max_concurrency=max_concurrency)
+    _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
     run_server(index, host=host, port=port, limits=limits)
 
 
