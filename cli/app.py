@@ -559,6 +559,9 @@ def experiment(
                                                  "e.g. 1000,3000,10000: run at each and write learning_curve.png/.json "
                                                  "(MAP vs triplets) to --out-dir."),
     scheduler: Optional[str] = scheduler_option(),
+    tune: bool = typer.Option(False, "--tune", help="Choose each learner's parameters per seed by `sparsesim tune`'s "
+                              "search on a validation part of the training split (sors protocol; --option grid=... "
+                              "sets its grid)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
@@ -606,6 +609,11 @@ def experiment(
     params = {alg: dict(p) for alg, p in spec.get("params", {}).items()}
     for alg, p in parse_params(param).items():
         params.setdefault(alg, {}).update(p)
+    if tune:
+        if protocol != "sors":
+            raise InvalidInputError(f"--tune runs the successive-halving search inside the sors protocol; the "
+                                    f"{protocol} protocol keeps its own search (see --option)")
+        options["tune"] = True
     module = get_protocol(protocol)
     config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
                               params=params, n_jobs=n_jobs, out_dir=out_dir, options=options,

@@ -36,11 +36,11 @@ from .exceptions import InvalidInputError
 AUTO = "auto"
 SAMPLE_PAIRS = 2000
 
-OASIS_C_FACTOR = 1.0
-SORS_ETA_FACTOR = 2.0
+OASIS_C_FACTOR = 3.0
+SORS_ETA_FACTOR = 4.0
 L1_SURVIVAL = 3.0
 ADA_DELTA_FACTOR = 10.0
-ADA_ETA_FACTOR = 10.0
+ADA_ETA_FACTOR = 30.0
 
 __all__ = ["AUTO", "data_statistics", "resolve_bilinear", "check_auto_positive", "is_auto"]
 

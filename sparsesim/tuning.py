@@ -41,6 +41,7 @@ import numpy as np
 from .defaults import AUTO, is_auto
 from .evaluation import evaluate_retrieval
 from .exceptions import InvalidInputError
+from .memory import parse_memory
 from .parallel import run_parallel
 from .registry import get_algorithm
 from .triplets import sors_triplets, stratified_split, usable_rows
@@ -274,6 +275,9 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         return TuneResult(algorithm, {}, float("nan"), [], [], est, 0.0, time.perf_counter() - start_all)
     base.setdefault("random_state", seed)
     base["n_triplets"] = int(n_triplets)
+    if "max_memory" in spec.make().get_params() and "max_memory" not in base:
+        # trials run side by side: each gets its share of the memory available now
+        base["max_memory"] = max(1, parse_memory("auto") // max(1, int(n_jobs) if n_jobs and n_jobs > 0 else 1))
 
     # validation part of the training part; classes too small to keep a validation pair stay in fit
     fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
@@ -297,7 +301,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
             raise InvalidInputError(f"--grid/--param for {algorithm!r}: {exc}") from None
     rungs = successive_halving_rungs(len(candidates), int(n_triplets), factor, min_budget)
     total_steps = sum(len(candidates) if r == 0 else rungs[r - 1][1] for r in range(len(rungs)))
-    trials = [{"trial": i, "params": {k: v for k, v in c.items() if k not in ("n_triplets", "random_state")},
+    hidden = ("n_triplets", "random_state") + (("max_memory",) if "max_memory" not in (params or {}) else ())
+    trials = [{"trial": i, "params": {k: v for k, v in c.items() if k not in hidden},
                "rungs": [], "eliminated_at": None} for i, c in enumerate(candidates)]
     states: dict[int, object] = {i: None for i in range(len(candidates))}
     alive = list(range(len(candidates)))

@@ -28,7 +28,7 @@ def dense_M(model: BilinearSimilarity):
 def test_oasis_matches_dense_reference():
     X, triplets, rng = random_problem()
     signs = rng.choice([-1.0, 1.0], size=len(triplets))
-    est = OASIS(C=0.3).partial_fit_triplets(X, triplets[:120], signs[:120]).partial_fit_triplets(X, triplets[120:], signs[120:])
+    est = OASIS(C=0.3, compact=False).partial_fit_triplets(X, triplets[:120], signs[:120]).partial_fit_triplets(X, triplets[120:], signs[120:])
     ref = dense_oasis(X.toarray(), triplets, 0.3, signs=signs)
     np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
     assert 0 < est.n_updates_ <= len(triplets)
@@ -38,7 +38,7 @@ def test_oasis_matches_dense_reference():
 @pytest.mark.parametrize("schedule", ["constant", "invsqrt"])
 def test_sors_matches_dense_reference(regularizer, schedule):
     X, triplets, _ = random_problem()
-    est = SORS(regularizer=regularizer, lam=0.05, eta=0.1, schedule=schedule, initial_capacity=16)
+    est = SORS(regularizer=regularizer, lam=0.05, eta=0.1, schedule=schedule, initial_capacity=16, compact=False)
     est.partial_fit_triplets(X, triplets)
     etas = est.engine_.schedule.etas[1:len(triplets) + 1]
     ref = dense_sors(X.toarray(), triplets, 0.05, etas, offdiag=regularizer == "offdiag")
@@ -50,7 +50,8 @@ def test_sors_matches_dense_reference(regularizer, schedule):
 @pytest.mark.parametrize("schedule", ["constant", "invsqrt"])
 def test_adasors_matches_dense_reference(regularizer, schedule):
     X, triplets, _ = random_problem(seed=3)
-    est = AdaSORS(regularizer=regularizer, lam=0.05, eta=0.1, delta=0.1, schedule=schedule, initial_capacity=16)
+    est = AdaSORS(regularizer=regularizer, lam=0.05, eta=0.1, delta=0.1, schedule=schedule, initial_capacity=16,
+                  compact=False, keep_zero_state=True)
     est.partial_fit_triplets(X, triplets)
     etas = est.engine_.schedule.etas[1:len(triplets) + 1]
     ref = dense_adasors(X.toarray(), triplets, 0.05, etas, 0.1, offdiag=regularizer == "offdiag")
@@ -84,8 +85,8 @@ def test_lazy_and_eager_truncation_agree(prox_diag):
 def test_table_growth_and_sweeps_keep_the_model_exact():
     # a tiny initial table forces many rebuilds and sweeps
     X, triplets, _ = random_problem(d=60, n=50, T=400, density=0.3, seed=7)
-    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16).partial_fit_triplets(X, triplets)
-    small = SORS(lam=0.01, eta=0.5, initial_capacity=16).partial_fit_triplets(X, triplets)
+    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16, compact=False).partial_fit_triplets(X, triplets)
+    small = SORS(lam=0.01, eta=0.5, initial_capacity=16, compact=False).partial_fit_triplets(X, triplets)
     # sweeps split a skipped shrinkage into two subtractions: equal up to rounding
     np.testing.assert_allclose(big.model_.W.toarray(), small.model_.W.toarray(), rtol=0, atol=1e-12)
     assert big.model_.nnz() == small.model_.nnz()
@@ -181,7 +182,7 @@ def test_invalid_hyperparameters_refused():
                                         (AdaSORS, {"lam": 0.01, "delta": 0.1})])
 def test_compact_storage_matches_float64_to_float32_precision(cls, params):
     X, triplets, _ = random_problem(seed=11)
-    full = cls(**params).partial_fit_triplets(X, triplets)
+    full = cls(compact=False, **params).partial_fit_triplets(X, triplets)
     small = cls(compact=True, **params).partial_fit_triplets(X, triplets)
     assert small.engine_.store.table.dtype.itemsize < full.engine_.store.table.dtype.itemsize
     np.testing.assert_allclose(small.model_.M.toarray(), full.model_.M.toarray(), rtol=0, atol=1e-4)

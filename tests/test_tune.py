@@ -109,3 +109,17 @@ def test_cli_tune_saves_a_model_and_reports_every_trial(tmp_path, monkeypatch, c
                                  "-o", tmp_path / "x.npz"], monkeypatch, capsys)
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_experiment_tune_uses_the_same_search(monkeypatch, capsys):
+    code, stdout, err = run_cli(["experiment", "--dataset", "news20-sample", "--algorithms", "cosine,sors-l1",
+                                 "--triplets", "600", "--tune", "--option", 'grid={"eta":[0.5,2.0],"lam":[1e-6]}',
+                                 "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    rows = {r["algorithm"]: r for r in json.loads(stdout)["results"]}
+    tuned = rows["sors-l1"]
+    assert len(tuned["tuning"]["trials"]) == 2 and tuned["tuned_params"]["eta"] in (0.5, 2.0)
+    assert tuned["resolved_params"]["eta"] == tuned["tuned_params"]["eta"] and "tuning" not in rows["cosine"]
+    code, stdout, err = run_cli(["experiment", "--dataset", "segment", "--algorithms", "paas", "--protocol", "cikm15",
+                                 "--tune"], monkeypatch, capsys)
+    assert code == 2 and "own search" in err

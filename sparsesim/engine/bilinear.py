@@ -288,7 +288,7 @@ def finalize_lazy(keys, vals, lasts, auxs, counts, diag, diag_last, diag_aux, ta
 
 
 @numba.njit(cache=True)
-def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, mode, delta):
+def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, mode, delta, drop_zero_state=False):
     """Apply all pending shrinkage up to step ``target`` and drop zeros and tombstones in place.
 
     One sequential pass and no new allocation, which is what keeps SORS's churn cheap: under L1
@@ -297,7 +297,9 @@ def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, 
     cluster crosses it) and moves each surviving entry to the first EMPTY slot at or after its
     home slot; that slot lies between its home and its current slot, so every probe stays short
     and local, and entries already placed stay reachable. Zero entries leave the table (SORS);
-    under AdaSORS they stay, because their H_ij is part of the exact state.
+    under AdaSORS they stay, because their H_ij is part of the exact state, unless
+    ``drop_zero_state`` (the bounded-memory rule: a dropped entry restarts with H_ij = 0 when
+    it is next written).
     Sets ``counts`` to the live entries (no tombstones remain); returns that count.
     """
     cap = keys.shape[0]
@@ -317,7 +319,7 @@ def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, 
             keys[s] = EMPTY
             continue
         v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
-        if v == 0.0 and mode == SORS:
+        if v == 0.0 and (mode == SORS or drop_zero_state):
             keys[s] = EMPTY
             continue
         t = home_slot(k, shift)
@@ -385,10 +387,17 @@ class BilinearEngine:
         Hash slots allocated ahead.
     compact : bool
         float32 storage of values and statistics (see :class:`~sparsesim.engine.hashstore.HashStore`).
+    budget : sparsesim.memory.MemoryBudget, optional
+        Byte limit of the store, transient rebuild copy included; a rebuild that would cross it
+        raises :class:`~sparsesim.exceptions.MemoryBudgetError` before allocating.
+    drop_zero_state : bool
+        AdaSORS only: at each sweep of a full table, entries whose value is zero leave with their
+        H_ij (memory follows nnz(M); a dropped entry restarts with H_ij = 0). ``False`` keeps
+        Algorithm 2 exact (memory follows the entries ever touched).
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
-                 identity=True, initial_capacity=1 << 16, compact=False):
+                 identity=True, initial_capacity=1 << 16, compact=False, budget=None, drop_zero_state=False):
         self.d = int(d)
         self.mode = int(mode)
         self.C = float(C)
@@ -396,6 +405,14 @@ class BilinearEngine:
         self.prox_diag = bool(prox_diag)
         self.delta = float(delta)
         self.schedule = schedule or StepSchedule(1.0)
+        self.budget = budget
+        self.drop_zero_state = bool(drop_zero_state) and self.mode == ADASORS
+        if budget is not None:
+            itemsize = HashStore(1, MODE_LAYOUT[self.mode], 0.0, 16, compact).table.dtype.itemsize
+            cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
+            need = cap * itemsize + 24 * self.d
+            if not budget.fits(need):
+                budget.fail(need, 0, 0, itemsize, hint=", a smaller initial_capacity")
         self.store = HashStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
         self.n_seen = 0
         self.n_updates = 0
@@ -433,15 +450,29 @@ class BilinearEngine:
                     # sequential O(capacity) pass, amortised over the inserts that filled the table;
                     # the table only grows when live entries need the room.
                     sweep_compact(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
-                                  st.shift, st.step, self.schedule.cum, self.lam, self.mode, self.delta)
+                                  st.shift, st.step, self.schedule.cum, self.lam, self.mode, self.delta,
+                                  self.drop_zero_state)
                     if st.counts[0] + need <= st.capacity * st.rebuild_load:
                         continue
-                    st.grow(max(need, 1))
-                else:
-                    st.reserve(max(need, 1))
+                    self._grow(max(need, 1))
+                elif st.counts[1] + need > st.max_used():
+                    self._grow(max(need, 1))
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
+
+    def _grow(self, extra: int) -> None:
+        """Rebuild the table for ``extra`` more inserts, within the budget or not at all."""
+        st = self.store
+        if self.budget is not None:
+            itemsize = st.table.dtype.itemsize
+            need = st.nbytes + st.grown_capacity(extra) * itemsize  # old and new table coexist
+            if not self.budget.fits(need):
+                hint = {OASIS: " or compact=True" if not st.compact else "",
+                        SORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True"),
+                        ADASORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True")}[self.mode]
+                self.budget.fail(need, st.nbytes, st.n_entries, itemsize, hint=hint)
+        st.grow(extra)
 
     def finalize(self):
         """Apply pending lazy shrinkage so the stored values are M_{t+1} exactly."""

@@ -13,6 +13,9 @@ Options (``ExperimentConfig.options``):
 * ``grid``: ``{param: [values]}`` — every algorithm runs at every grid point (e.g. a lambda sweep);
   with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written.
 * ``k`` (default 10)
+* ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
+  every learner's parameters per seed by the same successive-halving search as ``sparsesim
+  tune`` on a validation part of the training split; ``grid`` then gives its grid.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
 from ..triplets import stratified_split
+from ..tuning import tune_similarity
 from . import ExperimentConfig
 
 DEFAULT_TRIPLETS = 100_000
@@ -50,11 +54,14 @@ def _peak_rss_mb() -> float:
 
 
 def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
-            train_fraction: float = 0.7, k: int = 10) -> dict:
+            train_fraction: float = 0.7, k: int = 10, tune: dict | None = None) -> dict:
     """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row.
 
     ``dataset`` is a name (loaded once per process) or the loaded :class:`LabelledData` (what a
-    Dask run passes, scattered to the workers once).
+    Dask run passes, scattered to the workers once). With ``tune`` (keyword arguments of
+    :func:`sparsesim.tuning.tune_similarity`, e.g. a grid), the parameters are chosen first by the
+    search on a validation part of the training split (the test split is never seen) and the row
+    records the search.
     """
     data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -63,18 +70,26 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     if spec.kind == "similarity":
         kwargs.setdefault("n_triplets", n_triplets)
         kwargs.setdefault("random_state", seed)
-    est = spec.make(**kwargs)
     start = time.perf_counter()
-    est.fit(data.X[train], data.y[train])
+    search = None
+    if tune is not None and spec.kind == "similarity":
+        fixed = {key: value for key, value in kwargs.items() if key not in ("n_triplets", "random_state")}
+        search = tune_similarity(algorithm, data.X[train], data.y[train], n_triplets, params=fixed, seed=seed,
+                                 **tune)
+        est = search.estimator
+    else:
+        est = spec.make(**kwargs)
+        est.fit(data.X[train], data.y[train])
     wall = time.perf_counter() - start
     model = est.model_
     train_seconds = float(getattr(est, "train_seconds_", wall))
     seen = int(getattr(est, "n_triplets_seen_", 0))
     n_updates = int(getattr(est, "n_updates_", 0))
     store_mb = getattr(est, "store_nbytes_", 0) / 2**20
+    resolved = dict(getattr(est, "resolved_params_", {}))
     del est  # free the training store before evaluating (it can be the largest object)
     scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
-    return {
+    row = {
         "algorithm": algorithm,
         "seed": int(seed),
         "params": {key: value for key, value in params.items()},
@@ -91,7 +106,12 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "peak_rss_mb": _peak_rss_mb(),
         "n_train": int(train.size),
         "n_test": int(test.size),
+        "resolved_params": resolved,
     }
+    if search is not None:
+        row.update(tuned_params=search.best_params, validation_map=search.best_score, wall_seconds=wall,
+                   tuning=search.to_dict())
+    return row
 
 
 def _grid_points(grid: dict) -> list[dict]:
@@ -113,14 +133,23 @@ def run(config: ExperimentConfig) -> dict:
     n_triplets = config.triplets or DEFAULT_TRIPLETS
     train_fraction = float(config.options.get("train_fraction", 0.7))
     k = int(config.options.get("k", 10))
-    points = _grid_points(config.options.get("grid", {}))
+    tune = config.options.get("tune")
+    if tune in (None, False):
+        tune = None
+    elif tune is True:
+        tune = {}
+    elif not isinstance(tune, dict):
+        raise InvalidInputError("option 'tune' must be true or a dict of search settings (grid, factor, ...)")
+    points = [{}] if tune is not None else _grid_points(config.options.get("grid", {}))
+    if tune is not None and config.options.get("grid"):
+        tune = dict(tune, grid=config.options["grid"])
     jobs = []
     for name in config.algorithms:
         kind = get_algorithm(name).kind
         for point in (points if kind == "similarity" else [{}]):
             params = {**config.params_for(name), **point}
             for seed in config.seeds:
-                jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k])
+                jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune])
     progress = config.options.get("progress_callback")
     with dask_jobs(config.scheduler, scatter=[data], n_jobs=config.n_jobs) as session:
         if session.distributed:  # the loaded data set travels once, as one scattered object

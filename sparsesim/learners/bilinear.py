@@ -19,6 +19,7 @@ import numpy as np
 from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..exceptions import InvalidInputError
+from ..memory import MemoryBudget, parse_memory
 from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
 from .base import TripletLearner
@@ -80,6 +81,10 @@ class _BaseBilinear(TripletLearner):
         resolved = resolve_bilinear(self._auto_kind, params, stats, getattr(self, "n_triplets", 100_000))
         self.resolved_params_ = {k: float(v) for k, v in resolved.items()}
         self.engine_ = self._make_engine(self.n_features_in_)
+
+    def _budget(self) -> MemoryBudget:
+        """The memory budget of this fit, resolved from ``max_memory`` when training starts."""
+        return MemoryBudget(parse_memory(self.max_memory), self.max_memory, owner=self._algorithm or type(self).__name__)
 
     def _param(self, name: str) -> float:
         """The value in use for ``name``: the resolved one once training has started."""
@@ -145,8 +150,8 @@ class OASIS(_BaseBilinear):
     Parameters
     ----------
     C : float or "auto", default "auto"
-        Aggressiveness (cap on the step). ``"auto"``: ``1 / (mean ||x||^2 * mean ||x+ - x-||^2)``
-        over the first triplets (see :mod:`sparsesim.defaults`); about 0.5 on L2-normalised text.
+        Aggressiveness (cap on the step). ``"auto"``: ``3 / (mean ||x||^2 * mean ||x - x'||^2)``
+        over the rows of the corpus (see :mod:`sparsesim.defaults`); about 1.5 on L2-normalised text.
     n_triplets : int, default 100000
         Triplets drawn by :meth:`fit` (and the budget the ``"auto"`` rules assume).
     identity : bool, default True
@@ -155,9 +160,14 @@ class OASIS(_BaseBilinear):
         Seed of the triplet stream drawn by :meth:`fit`.
     initial_capacity : int, default 65536
         Hash slots reserved ahead for W (it grows on demand).
-    compact : bool, default False
+    compact : bool, default True
         Store W's entries in float32 (12 instead of 16 bytes each); arithmetic stays float64.
-        For very large runs (e.g. 10^5 triplets on news20, ~3*10^8 entries).
+        MAP is unchanged within 0.1 points (README, "Choosing parameters"); ``False`` stores float64.
+    max_memory : int, str, default "auto"
+        Memory budget of the model store: bytes, a size like ``"6GiB"``, a share like ``"80%"``
+        of the memory available when training starts, or ``"auto"`` (70% of it). A run that
+        would cross it stops with :class:`~sparsesim.exceptions.MemoryBudgetError` before
+        allocating (see :mod:`sparsesim.memory`).
 
     Attributes
     ----------
@@ -184,8 +194,9 @@ class OASIS(_BaseBilinear):
     _auto_names = ("C",)
 
     def __init__(self, C=AUTO, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
-                 compact=False):
+                 compact=True, max_memory="auto"):
         self.C = C
+        self.max_memory = max_memory
         self.n_triplets = n_triplets
         self.identity = identity
         self.random_state = random_state
@@ -194,7 +205,7 @@ class OASIS(_BaseBilinear):
 
     def _make_engine(self, d):
         return BilinearEngine(d, OASIS_MODE, C=self._param("C"), identity=self.identity,
-                              initial_capacity=self.initial_capacity, compact=self.compact)
+                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget())
 
 
 class SORS(_BaseBilinear):
@@ -213,9 +224,9 @@ class SORS(_BaseBilinear):
         be written about three times in the run to survive; see :mod:`sparsesim.defaults`).
     eta : float or "auto", default "auto"
         Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
-        ``"auto"``: ``2 / (mean ||x||^2 * mean ||x+ - x-||^2)``.
+        ``"auto"``: ``4 / (mean ||x||^2 * mean ||x - x'||^2)``.
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity, compact
+    n_triplets, random_state, initial_capacity, compact, max_memory
         As in :class:`OASIS`.
     """
 
@@ -224,8 +235,9 @@ class SORS(_BaseBilinear):
     _auto_names = ("eta", "lam")
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
-                 random_state=None, initial_capacity=65536, compact=False):
+                 random_state=None, initial_capacity=65536, compact=True, max_memory="auto"):
         self.regularizer = regularizer
+        self.max_memory = max_memory
         self.lam = lam
         self.eta = eta
         self.schedule = schedule
@@ -250,7 +262,7 @@ class SORS(_BaseBilinear):
         self._check_common()
         return BilinearEngine(d, SORS_MODE, lam=self._param("lam"), prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self._param("eta"), self.schedule),
-                              initial_capacity=self.initial_capacity, compact=self.compact)
+                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget())
 
 
 class AdaSORS(SORS):
@@ -266,28 +278,31 @@ class AdaSORS(SORS):
     lam : float or "auto", default "auto"
         As in :class:`SORS`.
     eta : float or "auto", default "auto"
-        ``"auto"``: ``10 * delta / (mean ||x||^2 * mean ||x+ - x-||^2)``.
+        ``"auto"``: ``30 * delta / (mean ||x||^2 * mean ||x - x'||^2)``.
     delta : float or "auto", default "auto"
         Smoothing that keeps Sigma invertible. ``"auto"``: ``10 * mean|x_i| * mean|z_j|``.
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity, compact
+    n_triplets, random_state, initial_capacity, compact, max_memory
         As in :class:`OASIS`.
-
-    Notes
-    -----
-    An entry whose value is zero keeps its H_ij (it is part of the exact state), so memory
-    follows the set of entries ever touched while the model keeps only nonzeros.
+    keep_zero_state : bool, default False
+        ``True`` runs Algorithm 2 exactly: an entry whose value is zero keeps its H_ij, so memory
+        follows the set of entries ever touched. ``False`` (default): whenever the table fills
+        up, entries whose value is zero leave with their H_ij (a dropped entry restarts with
+        H_ij = 0 when next written), so memory follows nnz(M). Until the first such sweep both
+        are identical.
     """
 
     _auto_kind = "adasors"
     _auto_names = ("eta", "lam", "delta")
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
-                 n_triplets=100_000, random_state=None, initial_capacity=65536, compact=False):
+                 n_triplets=100_000, random_state=None, initial_capacity=65536, compact=True, max_memory="auto",
+                 keep_zero_state=False):
         super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
                          n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity,
-                         compact=compact)
+                         compact=compact, max_memory=max_memory)
         self.delta = delta
+        self.keep_zero_state = keep_zero_state
 
     def _make_engine(self, d):
         self._check_common()
@@ -295,4 +310,5 @@ class AdaSORS(SORS):
         return BilinearEngine(d, ADASORS, lam=self._param("lam"), delta=self._param("delta"),
                               prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self._param("eta"), self.schedule),
-                              initial_capacity=self.initial_capacity, compact=self.compact)
+                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
+                              drop_zero_state=not self.keep_zero_state)

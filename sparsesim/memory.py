@@ -1,0 +1,138 @@
+"""Memory budgets: how much a learner may hold, and the one error when a run would need more.
+
+``max_memory`` (a learner parameter) is a number of bytes, a size such as ``"6GiB"`` or
+``"512MB"``, a share of the memory available when training starts such as ``"80%"``, or
+``"auto"`` (:data:`DEFAULT_SHARE` of the available memory). Available memory is the kernel's
+``MemAvailable`` (``/proc/meminfo``), lowered to the cgroup's remaining limit when the process
+runs in a container with one.
+
+The budget covers the learner's model store, including the transient copy while its hash table
+is rebuilt at a larger size (old and new table exist together). Before a rebuild that would
+cross the budget, the engine first applies what the learner's documented rule allows (SORS:
+pending shrinkage, zero entries leave; AdaSORS: entries whose value is zero also drop their
+AdaGrad statistic) and, if the store still does not fit, stops with :class:`MemoryBudgetError`
+naming the budget, the model size and what to change. Nothing is written then (model files are
+written only after training, atomically).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .exceptions import InvalidParameterError, MemoryBudgetError
+
+__all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget"]
+
+DEFAULT_SHARE = 0.7
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def _cgroup_remaining() -> int | None:
+    try:
+        with open("/sys/fs/cgroup/memory.max") as fh:
+            limit = fh.read().strip()
+        if limit == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current") as fh:
+            current = int(fh.read().strip())
+        return max(int(limit) - current, 0)
+    except (OSError, ValueError):
+        return None
+
+
+def available_memory() -> int:
+    """Bytes this process can still allocate without swapping (MemAvailable, cgroup-limited)."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        avail = None
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = 1 << 34
+    cgroup = _cgroup_remaining()
+    return int(min(avail, cgroup) if cgroup is not None else avail)
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``-style text."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def parse_memory(value, name: str = "max_memory") -> int:
+    """``max_memory`` as bytes: a positive number, ``"6GiB"``/``"512MB"``, ``"80%"`` (of the
+    memory available now) or ``"auto"`` (:data:`DEFAULT_SHARE` of it)."""
+    if isinstance(value, bool):
+        raise InvalidParameterError(f"{name} must be bytes, a size like '6GiB', a share like '80%' or 'auto'; "
+                                    f"got {value!r}")
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return int(DEFAULT_SHARE * available_memory())
+    if isinstance(value, (int, float)):
+        if not value > 0 or value != value:
+            raise InvalidParameterError(f"{name} must be positive, got {value!r}")
+        return int(value)
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = -1.0
+        if not 0 < share <= 100:
+            raise InvalidParameterError(f"{name} share must be in (0%, 100%], got {value!r}")
+        return int(share / 100.0 * available_memory())
+    match = _SIZE.match(text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise InvalidParameterError(f"{name} must be bytes, a size like '6GiB', a share like '80%' or 'auto'; "
+                                    f"got {value!r}")
+    size = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not size > 0:
+        raise InvalidParameterError(f"{name} must be positive, got {value!r}")
+    return int(size)
+
+
+class MemoryBudget:
+    """A byte limit for one learner's store, resolved once when training starts.
+
+    Parameters
+    ----------
+    limit : int
+        Bytes.
+    spec : object
+        What the user gave (for messages).
+    owner : str
+        The learner's name (for messages).
+    """
+
+    def __init__(self, limit: int, spec=None, owner: str = "learner"):
+        self.limit = int(limit)
+        self.spec = spec
+        self.owner = owner
+
+    def __repr__(self) -> str:
+        return f"MemoryBudget({format_bytes(self.limit)}, spec={self.spec!r})"
+
+    def fits(self, nbytes: int) -> bool:
+        return int(nbytes) <= self.limit
+
+    def fail(self, need: int, held: int, n_entries: int, entry_bytes: int, hint: str = "") -> None:
+        """Raise the one :class:`MemoryBudgetError` naming the budget, the model and the fixes."""
+        spec = "" if self.spec in (None, "auto") else f" (max_memory={self.spec!r})"
+        raise MemoryBudgetError(
+            f"{self.owner}: the model would need {format_bytes(need)} to grow (it holds {n_entries:,} entries "
+            f"at {entry_bytes} bytes each, {format_bytes(held)}) but its memory budget is "
+            f"{format_bytes(self.limit)}{spec}; use fewer triplets{hint}, or a larger max_memory "
+            f"(bytes, '8GiB' or a share like '90%' of available memory)")
