@@ -34,7 +34,8 @@ CLASSES = {"oasis": OASIS, "sors-l1": SORS, "adasors-l1": AdaSORS}
 def resolved_defaults(dataset, algorithm, seed, n_triplets):
     """The "auto" values the learner resolves on this seed's training split."""
     from sparsesim.experiments.sors import _dataset
-    from sparsesim.triplets import iter_sors_triplets, stratified_split, usable_rows
+    from sparsesim.defaults import data_statistics
+    from sparsesim.triplets import stratified_split, usable_rows
     from sparsesim.validation import check_csr
 
     data = _dataset(dataset)
@@ -43,11 +44,8 @@ def resolved_defaults(dataset, algorithm, seed, n_triplets):
     rows = usable_rows(y, warn=False)
     if rows is not None:
         X, y = X[rows], y[rows]
-    first = next(iter_sors_triplets(y, n_triplets, seed=seed, chunk_size=4096))
     est = CLASSES[algorithm](n_triplets=n_triplets, random_state=seed)
-    est._init_state(X.shape[1])
-    est._resolve_auto(X, first)
-    return est.resolved_params_, est.data_statistics_
+    return est.resolve_params(X), data_statistics(X)
 
 
 def main(argv=None):

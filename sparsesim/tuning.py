@@ -39,6 +39,7 @@ import joblib
 import numpy as np
 
 from .defaults import AUTO, is_auto
+from .distributed import dask_jobs
 from .evaluation import evaluate_retrieval
 from .exceptions import InvalidInputError
 from .memory import parse_memory
@@ -148,15 +149,10 @@ def successive_halving_rungs(n_candidates: int, n_triplets: int, factor: int = 3
             for r in range(n_rungs)]
 
 
-def _resolved_auto(algorithm: str, base_params: dict, X, triplets, n_triplets: int) -> dict:
-    """The numbers an estimator of ``algorithm`` resolves its ``"auto"`` parameters to on these triplets."""
+def _resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict:
+    """The numbers an estimator of ``algorithm`` resolves its ``"auto"`` parameters to on ``X``."""
     est = get_algorithm(algorithm).make(**dict(base_params, n_triplets=n_triplets))
-    if not hasattr(est, "_resolve_auto"):
-        return {}
-    est._init_state(X.shape[1])
-    if "engine_" not in est.__dict__:
-        est._resolve_auto(X, triplets)
-    return dict(est.resolved_params_)
+    return dict(est.resolve_params(X)) if hasattr(est, "resolve_params") else {}
 
 
 def default_grid(algorithm: str, resolved: dict) -> dict:
@@ -203,9 +199,10 @@ def _run_trial(algorithm, params, state, X, triplets, start, stop, X_val, y_val,
 
 
 def _nbytes(est) -> int:
-    engine = getattr(est, "engine_", None)
-    store = getattr(engine, "store", None)
-    return int(getattr(store, "nbytes", 0) or 0)
+    try:
+        return int(getattr(est, "store_nbytes_", 0) or 0)
+    except Exception:  # noqa: BLE001 - a learner without a store, or not fitted yet
+        return 0
 
 
 def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = None, params: dict | None = None,
@@ -251,8 +248,6 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     -------
     TuneResult
     """
-    from .distributed import dask_jobs
-
     spec = get_algorithm(algorithm)
     if spec.kind not in TUNABLE_KINDS:
         raise InvalidInputError(f"tuning supports similarity learners from triplets; {algorithm!r} is a "
@@ -287,18 +282,16 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         X_fit, y_fit = X_fit[keep], y_fit[keep]
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
-    resolved = _resolved_auto(algorithm, base, X_fit, triplets[:4096], n_triplets)
+    resolved = _resolved_auto(algorithm, base, X_fit, n_triplets)
     user_grid = grid is not None and len(grid) > 0
     grid = {k: list(v) for k, v in (grid or default_grid(algorithm, resolved)).items()}
     for key in grid:
         if key in ("n_triplets", "random_state"):
             raise InvalidInputError(f"--grid cannot vary {key!r} (the budget and seed are the search's own)")
     candidates = [dict(base, **point) for point in _grid_points(grid)]
-    for cand in candidates:  # fail fast on a bad name or value, before any training
-        try:
-            spec.make(**cand)._init_state(X.shape[1])
-        except TypeError as exc:
-            raise InvalidInputError(f"--grid/--param for {algorithm!r}: {exc}") from None
+    for cand in candidates:  # fail fast on a bad name or value: one triplet each, before the search
+        spec.make(**dict(cand, initial_capacity=16) if "initial_capacity" in spec.make().get_params() else cand
+                  ).partial_fit_triplets(X_fit, triplets[:1])
     rungs = successive_halving_rungs(len(candidates), int(n_triplets), factor, min_budget)
     total_steps = sum(len(candidates) if r == 0 else rungs[r - 1][1] for r in range(len(rungs)))
     hidden = ("n_triplets", "random_state") + (("max_memory",) if "max_memory" not in (params or {}) else ())

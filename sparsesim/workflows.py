@@ -28,6 +28,7 @@ from .registry import get_algorithm, make_estimator
 from .topk import top_k_rows
 from .validation import bounded, check_float, check_int, check_n_triplets
 from .triplets import stratified_split
+from .tuning import tune_similarity
 
 
 def _looks_like_path(name: str) -> bool:
@@ -150,8 +151,6 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
         ``train``'s summary plus ``best_params``, ``best_validation_map`` and ``tuning`` (every
         trial, the rungs, timings).
     """
-    from .tuning import tune_similarity
-
     spec = get_algorithm(algorithm)
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`tune` searches single-task similarities; {algorithm!r} is a {spec.kind} "

@@ -22,6 +22,7 @@ from ..exceptions import InvalidInputError
 from ..memory import MemoryBudget, parse_memory
 from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
+from ..validation import check_csr
 from .base import TripletLearner
 
 _REGULARIZERS = ("l1", "offdiag")
@@ -72,15 +73,33 @@ class _BaseBilinear(TripletLearner):
         explicit values pass through unchanged. Without triplets (a fit of zero triplets) the
         rule reads unit statistics; the model is then M_1 whatever the values.
         """
-        params = {name: getattr(self, name) for name in self._auto_names}
-        if triplets is not None and len(triplets) and X.shape[0] >= 2:
-            stats = data_statistics(X)
-        else:
-            stats = {"s": 1.0, "g": 1.0, "n_pairs": 0}
-        self.data_statistics_ = stats
-        resolved = resolve_bilinear(self._auto_kind, params, stats, getattr(self, "n_triplets", 100_000))
-        self.resolved_params_ = {k: float(v) for k, v in resolved.items()}
+        self.resolved_params_, self.data_statistics_ = self._resolved(
+            X if triplets is not None and len(triplets) else None)
         self.engine_ = self._make_engine(self.n_features_in_)
+
+    def _resolved(self, X):
+        params = {name: getattr(self, name) for name in self._auto_names}
+        for name, value in params.items():
+            check_auto_positive(name, value, allow_zero=name == "lam")
+        if not self._auto_pending():
+            return {k: float(v) for k, v in params.items()}, {}
+        stats = data_statistics(X) if X is not None and X.shape[0] >= 2 else {"s": 1.0, "g": 1.0, "n_pairs": 0}
+        resolved = resolve_bilinear(self._auto_kind, params, stats, getattr(self, "n_triplets", 100_000))
+        return {k: float(v) for k, v in resolved.items()}, stats
+
+    def resolve_params(self, X) -> dict:
+        """The numbers this learner's ``"auto"`` parameters resolve to on corpus ``X`` (no training).
+
+        Parameters
+        ----------
+        X : sparse matrix, shape (n_documents, n_features)
+
+        Returns
+        -------
+        dict
+            Every step/regulariser parameter as a number (explicit values unchanged).
+        """
+        return self._resolved(check_csr(X))[0]
 
     def _budget(self) -> MemoryBudget:
         """The memory budget of this fit, resolved from ``max_memory`` when training starts."""
@@ -107,7 +126,7 @@ class _BaseBilinear(TripletLearner):
     def store_nbytes_(self) -> int:
         """Bytes the engine's hash storage of W (and its per-entry state) holds now."""
         self._check_fitted()
-        store = getattr(self.engine_, "store", None)
+        store = getattr(self.__dict__.get("engine_"), "store", None)
         return int(store.nbytes) if store is not None else 0
 
     def _metadata(self) -> dict:
