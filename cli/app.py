@@ -559,9 +559,9 @@ def experiment(
                                                  "e.g. 1000,3000,10000: run at each and write learning_curve.png/.json "
                                                  "(MAP vs triplets) to --out-dir."),
     scheduler: Optional[str] = scheduler_option(),
-    tune: bool = typer.Option(False, "--tune", help="Choose each learner's parameters per seed by `sparsesim tune`'s "
-                              "search on a validation part of the training split (sors protocol; --option grid=... "
-                              "sets its grid)."),
+    tune: bool = typer.Option(False, "--tune", help="Choose parameters on training data only: sors protocol: "
+                              "`sparsesim tune`'s search per learner and seed (--option grid=... sets its grid); "
+                              "cikm15: the paper's 5-fold CV search."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
@@ -610,10 +610,15 @@ def experiment(
     for alg, p in parse_params(param).items():
         params.setdefault(alg, {}).update(p)
     if tune:
-        if protocol != "sors":
-            raise InvalidInputError(f"--tune runs the successive-halving search inside the sors protocol; the "
-                                    f"{protocol} protocol keeps its own search (see --option)")
-        options["tune"] = True
+        if protocol == "sors":
+            options["tune"] = True
+        elif protocol == "cikm15":  # the paper's own search: 5-fold CV on a disjoint tuning subset
+            options.setdefault("search", "grid")
+            options.setdefault("search_folds", 5)
+        else:
+            raise InvalidInputError(f"--tune is available for the sors protocol (successive halving) and cikm15 "
+                                    f"(the paper's 5-fold CV search); the {protocol} protocol sets its search "
+                                    f"through --option")
     module = get_protocol(protocol)
     config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
                               params=params, n_jobs=n_jobs, out_dir=out_dir, options=options,

@@ -120,6 +120,6 @@ def test_experiment_tune_uses_the_same_search(monkeypatch, capsys):
     tuned = rows["sors-l1"]
     assert len(tuned["tuning"]["trials"]) == 2 and tuned["tuned_params"]["eta"] in (0.5, 2.0)
     assert tuned["resolved_params"]["eta"] == tuned["tuned_params"]["eta"] and "tuning" not in rows["cosine"]
-    code, stdout, err = run_cli(["experiment", "--dataset", "segment", "--algorithms", "paas", "--protocol", "cikm15",
-                                 "--tune"], monkeypatch, capsys)
-    assert code == 2 and "own search" in err
+    code, stdout, err = run_cli(["experiment", "--dataset", "landmine", "--algorithms", "romco-nucl", "--protocol",
+                                 "romco", "--tune"], monkeypatch, capsys)
+    assert code == 2 and "--tune is available for the sors protocol" in err
