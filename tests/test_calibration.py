@@ -5,19 +5,18 @@ served without rebuilding the postings, added documents give the postings a fres
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsesim.cli.app import main
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.indexes import build_index, load_index
 from sparsesim.indexes.calibration import exact_top_k, recall_counting_ties
 from sparsesim.indexes.base import prepare_rows
 from sparsesim.learners.bilinear import OASIS
+from clitools import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -127,17 +126,6 @@ def test_added_documents_give_the_postings_of_a_fresh_build(model, corpus, L):
         assert np.diff(P.indptr).max() <= L
         for i in np.flatnonzero(np.diff(P.indptr) > 1)[:100]:
             assert np.all(np.diff(P.data[P.indptr[i]:P.indptr[i + 1]]) <= 0)
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_target_recall_calibration_queries_and_overrides(model, corpus, tmp_path, monkeypatch, capsys):

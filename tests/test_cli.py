@@ -7,17 +7,7 @@ import numpy as np
 import pytest
 
 from sparsesim.cli.app import main
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+from clitools import run_cli
 
 
 def assert_clean_error(result, fragment):

@@ -2,26 +2,14 @@
 every shipped file names a known protocol, data set and algorithms."""
 
 import json
-import sys
 
 import pytest
 
-from sparsesim.cli.app import main
 from sparsesim.data.catalog import DATASETS
 from sparsesim.exceptions import FileFormatError, UnknownNameError
 from sparsesim.experiments import PROTOCOLS, load_experiment_file, shipped_experiments
 from sparsesim.registry import ALGORITHMS
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+from clitools import run_cli
 
 
 def test_config_file_runs_and_flags_win(tmp_path, monkeypatch, capsys):

@@ -6,28 +6,16 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
-from sparsesim.cli.app import main
 from sparsesim.data import load_dataset
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.models import BilinearSimilarity
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+from clitools import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ of .txt files to top-k answers for a free-text query."""
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 
 import numpy as np
@@ -14,13 +13,13 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
-from sparsesim.cli.app import main
 from sparsesim.data import load_dataset
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.indexes import build_index
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
 from sparsesim.text import TextFeaturizer
+from clitools import run_cli
 
 SPORT = ["the match ended with a late goal", "the striker scored a goal in the final match",
          "the team won the cup final after extra time", "a penalty goal decided the match",
@@ -31,17 +30,6 @@ TECH = ["the new laptop has a faster processor", "a software update fixes the pr
 FOOD = ["bake the bread with flour and butter", "a recipe for tomato soup with basil",
         "the chef cooked pasta with tomato sauce", "butter and sugar for the cake recipe",
         "fresh basil in the pasta sauce", "slow cooked soup with bread"]
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

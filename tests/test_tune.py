@@ -1,18 +1,17 @@
 """Model selection: successive halving where survivors continue training; the CLI `tune`."""
 
 import json
-import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsesim.cli.app import main
 from sparsesim.evaluation import evaluate_retrieval
 from sparsesim.exceptions import InvalidInputError, SparsesimError
 from sparsesim.learners.bilinear import SORS
 from sparsesim.triplets import sors_triplets, stratified_split
 from sparsesim.tuning import default_grid, parse_grid, successive_halving_rungs, tune_similarity
+from clitools import run_cli
 
 
 def labelled_problem(n=150, d=40, seed=0):
@@ -81,17 +80,6 @@ def test_bad_grid_and_kind_refused():
         tune_similarity("sors-l1", X, y, 300, grid={"eta": [-1.0]})
     with pytest.raises(InvalidInputError, match="multitask"):
         tune_similarity("omtrsl", X, y, 300)
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_tune_saves_a_model_and_reports_every_trial(tmp_path, monkeypatch, capsys):
