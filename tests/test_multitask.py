@@ -359,6 +359,9 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     assert {p.rsplit("_", 1)[-1] for p in report["plots"]} >= {"k.png", "sensitivity.png", "active.png"}
     text = ijcai17.format_table(report)
     assert "omtrsl-random" in text and "AP@10" in text
+    wins = sum(a["ap@10"] > b["ap@10"] for a in res for b in res
+               if a["algorithm"] == "omtrsl" and b["algorithm"] == "ogrsl" and a["fold"] == b["fold"])
+    assert f"omtrsl - ogrsl: wins {wins}/3" in text
 
 
 def test_protocol_search_only(monkeypatch):

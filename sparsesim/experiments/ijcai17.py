@@ -422,6 +422,7 @@ def format_table(report) -> str:
             f"{s['train_seconds']:>9.2f} {s['updates_per_second']:>11.0f} {s['query_ratio']:>7.3f}  "
             + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
         )
+    lines.extend(_paired_lines(report.get("results", [])))
     if report.get("paper_table1_seconds"):
         lines.append("paper Table 1 training seconds (Matlab): "
                      + ", ".join(f"{k} {v}" for k, v in report["paper_table1_seconds"].items()))
@@ -435,5 +436,28 @@ def format_table(report) -> str:
     if report.get("active_sweep"):
         lines.append(f"{'delta':>8} {'query ratio':>12} {'active AP@10':>13} {'random AP@10':>13}")
         for p in report["active_sweep"]:
-            lines.append(f"{p['delta']:>8g} {p['query_ratio']:>12.3f} {p['active_ap@10']:>13.4f} {p['random_ap@10']:>13.4f}")
+            wins = sum(a > r for a, r in zip(p["active_ap@10_folds"], p["random_ap@10_folds"]))
+            lines.append(f"{p['delta']:>8g} {p['query_ratio']:>12.3f} {p['active_ap@10']:>13.4f} {p['random_ap@10']:>13.4f}"
+                         f"  active wins {wins}/{len(p['active_ap@10_folds'])}")
     return "\n".join(lines)
+
+
+_PAIRS = (("omtrsl", "ostrsl"), ("ostrsl", "ogrsl"), ("omtrsl", "ogrsl"), ("omtrsl-active", "omtrsl-random"))
+
+
+def _paired_lines(results) -> list[str]:
+    """Per-seed mean AP@10 of each algorithm, and paired (seed, fold) wins of the paper's comparisons."""
+    cv = [r for r in results if r.get("stage", "cv") == "cv"]
+    seeds = sorted({r["seed"] for r in cv})
+    lines = []
+    if len(seeds) > 1:
+        for alg in dict.fromkeys(r["algorithm"] for r in cv):
+            means = [np.mean([r["ap@10"] for r in cv if r["algorithm"] == alg and r["seed"] == s]) for s in seeds]
+            lines.append(f"  {alg:<15} AP@10 per seed {seeds}: " + " ".join(f"{m:.4f}" for m in means))
+    key = {(r["algorithm"], r["seed"], r["fold"]): r["ap@10"] for r in cv}
+    for a, b in _PAIRS:
+        d = np.array([v - key[(b, s, f)] for (x, s, f), v in key.items() if x == a and (b, s, f) in key])
+        if d.size:
+            lines.append(f"  {a} - {b}: wins {int((d > 0).sum())}/{d.size}, mean diff {d.mean():+.4f}, "
+                         f"range [{d.min():+.4f}, {d.max():+.4f}]")
+    return lines
