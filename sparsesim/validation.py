@@ -487,7 +487,7 @@ COMMON_PARAM_SPEC = {
     "query_rate": ("float", 0, 1), "query_ratio": ("float", 0, 1),
     "query_budget": ("int?", 0, None), "n_neighbors": ("int", 1, None), "epoch": ("int", 0, None),
     "gram_refresh": ("int", 1, None), "initial_capacity": ("int", 1, 2**40),
-    "n_triplets": ("n_triplets",), "n_jobs": ("int", -64, 4096),
+    "n_triplets": ("n_triplets",), "n_jobs": ("int?", -64, 4096),
     "identity": ("bool",), "normalize": ("bool",), "compact": ("bool",),
     "random_state": ("random_state",),
     "combiner": ("str",), "covariance": ("str",), "divergence": ("str",), "kernel": ("str",),
