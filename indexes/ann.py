@@ -236,9 +236,12 @@ class AnnIndex(Index):
         Candidates from the dense stage; calibrated when not given (fallback 100).
     svd_sample : int, default 4000
     svd_iter : int, default 4
-    rerank_memory : int, default 2 GiB
+    rerank_memory : int, optional
         Budget (bytes) for Z, the precomputed values (M x)_i of every document on the "heavy"
-        rows i of M (n x h float64); 0 scatters every row of q M at query time.
+        rows i of M (n x h float64); 0 scatters every row of q M at query time. Default: what
+        keeps the whole index within 3x the corpus plus the model on disk, i.e.
+        0.9 * (2 * (corpus + model bytes) - postings bytes), at most 2 GiB (the chosen budget is
+        ``rerank_memory_``).
     heavy_min_nnz : int, default 256
         Rows of M with fewer nonzeros are never precomputed.
     block_size : int, default 256
@@ -271,7 +274,7 @@ class AnnIndex(Index):
     def __init__(self, model, target_recall=0.95, calibration_size=300, postings_per_feature=None,
                  postings_memory=512 << 20, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,
                  nprobe=None, hnsw_m=32, ef_search=128, ef_construction=200, dense_pool=None, svd_sample=4000,
-                 svd_iter=4, rerank_memory=2 << 30, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
+                 svd_iter=4, rerank_memory=None, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
                  refit_growth=2.0):
         super().__init__(model, n_jobs=n_jobs)
         if faiss_index not in _FAISS_KINDS:
@@ -306,9 +309,10 @@ class AnnIndex(Index):
         self.dense_pool = None if dense_pool is None else int(dense_pool)
         self.svd_sample = int(svd_sample)
         self.svd_iter = int(svd_iter)
-        if int(rerank_memory) < 0 or int(heavy_min_nnz) < 1:
+        if (rerank_memory is not None and int(rerank_memory) < 0) or int(heavy_min_nnz) < 1:
             raise InvalidInputError("rerank_memory must be >= 0 and heavy_min_nnz >= 1")
-        self.rerank_memory = int(rerank_memory)
+        self.rerank_memory = None if rerank_memory is None else int(rerank_memory)
+        self.rerank_memory_ = None
         self.heavy_min_nnz = int(heavy_min_nnz)
         self.block_size = int(block_size)
         self.random_state = random_state
@@ -388,10 +392,11 @@ class AnnIndex(Index):
             raise InvalidInputError("cannot build an index over an empty corpus")
         self._set_corpus(Xp, ids)
         jobs = max(1, int(self.n_jobs or 1))
+        self.postings_length_ = self._postings_length(Xp.shape[0])
+        self.rerank_memory_ = self._rerank_budget(Xp)
         self.heavy_rows_ = self._choose_heavy_rows(Xp)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(Xp, jobs)
-        self.postings_length_ = self._postings_length(Xp.shape[0])
         MT_light = _light_transpose(self._m(), self.heavy_rows_)
         heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs)
         del MT_light
@@ -457,6 +462,7 @@ class AnnIndex(Index):
                                     "rebuild it for a new model")
         self.model = model
         self._M = None
+        self.rerank_memory_ = self._rerank_budget(self.X_)
         self.heavy_rows_ = self._choose_heavy_rows(self.X_)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(self.X_, max(1, int(self.n_jobs or 1)))
@@ -548,7 +554,7 @@ class AnnIndex(Index):
         n = Xp.shape[0]
         row_nnz = np.diff(M.indptr)
         df = np.bincount(Xp.indices, minlength=self.n_features)
-        h_max = int(self.rerank_memory // (8 * max(n, 1)))
+        h_max = int(self.rerank_memory_ // (8 * max(n, 1)))
         eligible = np.flatnonzero((row_nnz >= self.heavy_min_nnz) & (df > 0))
         if h_max <= 0 or eligible.size == 0:
             return np.zeros(0, dtype=np.int64)
@@ -556,6 +562,16 @@ class AnnIndex(Index):
         keep = eligible[np.argsort(-cost, kind="stable")[:h_max]]
         # most frequent features first: the heavy features of a query then share few cache lines of Z[c]
         return keep[np.argsort(-df[keep], kind="stable")].astype(np.int64)
+
+    def _rerank_budget(self, Xp) -> int:
+        """``rerank_memory``, or the bytes Z may take so the index stays <= 3x (corpus + model)."""
+        if self.rerank_memory is not None:
+            return self.rerank_memory
+        n, d = Xp.shape
+        corpus = 12 * Xp.nnz + 8 * (n + 1)
+        model = 12 * self.model.W.nnz + 8 * (d + 1)
+        postings = 8 * self.postings_length_ * d  # an upper bound: lists can be shorter
+        return int(max(0, min(2 << 30, 0.9 * (2 * (corpus + model) - postings - 8 * n))))
 
     def _positions(self, heavy_rows) -> np.ndarray:
         pos = np.full(self.n_features, -1, dtype=np.int64)
@@ -689,6 +705,7 @@ class AnnIndex(Index):
         return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size),
                 "n_fit_documents": int(self.n_fit_documents_), "postings": "expanded",
                 "postings_length": int(self.postings_length_), "postings_model": self.postings_model_,
+                "rerank_memory_": int(self.rerank_memory_),
                 "calibration": self.calibration_}
 
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
@@ -698,6 +715,7 @@ class AnnIndex(Index):
                                   "rebuild it with `sparsesim index build`")
         self.postings_ = csr_from_arrays(arrays, "postings", (self.n_features, self.X_.shape[0]))
         self.postings_length_ = int(state["postings_length"])
+        self.rerank_memory_ = state.get("rerank_memory_")
         self.postings_model_ = state.get("postings_model")
         cal = state.get("calibration")
         self.calibration_ = None if cal is None else check_record(cal, "index manifest (state.calibration)")

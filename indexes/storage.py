@@ -94,6 +94,7 @@ STATE_SCHEMA = {
     "postings": ("choice?", ("expanded",)),
     "postings_length": ("int?", 1, MAX_DOCUMENTS),
     "postings_model": ("str?",),
+    "rerank_memory_": ("int?", 0, 2**50),
     "calibration": ("dict?",),  # checked by AnnIndex against calibration.CALIBRATION_SCHEMA
 }
 
