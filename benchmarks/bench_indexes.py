@@ -1,22 +1,39 @@
-"""Benchmark: exact vs ANN bilinear top-10 retrieval at 10^4 (news20), 10^5 and 10^6 (synthetic) documents.
+"""Benchmark: exact vs ann bilinear top-10 retrieval, side by side in one process per case.
 
-For every scale: a corpus and held-out queries; an OASIS model trained on (a 10^4-document
-subset of) the corpus with 10^4 triplets, so W is realistic; the exact index (the baseline) and
-the ANN index with default parameters, then query-time variations of the ANN index (which stage
-finds what, pool sizes, nprobe). Reported: build time, peak resident memory during the build
-and during the queries (VmHWM, reset before each phase), queries/s, recall@10 against the exact
-index's top-10 in the same run.
+Cases (``--cases``, comma-separated ``CORPUS:MODEL``):
 
-Each scale runs in its own subprocess (so memory does not carry over); the parent prints one
-table and writes ``benchmarks/out/bench_indexes.png`` and ``bench_indexes.json``.
+* corpora: ``news20`` (full LIBSVM corpus, 15,935 documents, d = 62,061), ``reuters21578``
+  (ModApte single-topic documents), ``1e5`` / ``1e6`` (synthetic RCV1-like, d = 47,236, ~75
+  nonzeros per document; labelled so in the output);
+* models: ``oasis`` (OASIS, ``--triplets`` or ``CORPUS:MODEL:TRIPLETS``; W nearly dense on
+  frequent features) and ``sors`` (SORS-I, L1-sparse W), trained on the whole corpus (real
+  corpora) or a 10^4-document subset (synthetic).
+
+Per case: the exact index and the ann index with **default settings** (calibrated at build time
+for recall@10 >= 0.95) are built in the same process; reported for each: build time, peak RSS of
+the build (VmHWM, reset before each phase), size on disk, queries/s on 1 and 2 threads (best of
+``--repeats``, after a warm-up), and recall@10 against the exact top-10 (ties counted) on
+
+* **self-queries**: ``--queries`` corpus documents, answered with their own document allowed;
+* **held-out queries**: the same documents with their own document removed from both the exact
+  and the ann answer (for the synthetic corpora: separate documents that are not in the index).
+
+Then the stage breakdown on the self-queries ("which stage finds which neighbours"): the share of
+the exact top-10 that each candidate stage alone brings into a pool of the calibrated size:
+expanded-document postings (the default stage), posting lists of the raw corpus X (the identity
+part of M only), and a FAISS IVF stage over a rank-128 SVD of Y = X M^T. Optionally a
+``pyseismic-lsr`` row (``--seismic``; needs ``pip install pyseismic-lsr``) over the same expanded
+queries M^T q cut to their heaviest components, re-ranked exactly.
+
+Each case runs in its own subprocess (memory does not carry over); trained models are cached in
+``--model-cache``. Results: ``benchmarks/out/bench_indexes.json`` and a Markdown table on stdout.
 
 Usage::
 
-    SPARSESIM_DATA=../shared/data python benchmarks/bench_indexes.py            # 1e4, 1e5, 1e6
-    python benchmarks/bench_indexes.py --scales news20,1e5 --queries 500 --n-jobs 1
+    SPARSESIM_DATA=/path/to/data python benchmarks/bench_indexes.py --cases news20:oasis,reuters21578:oasis
+    python benchmarks/bench_indexes.py --cases 1e5:oasis,1e5:sors --triplets 10000
 
-The 10^5 and 10^6 corpora are synthetic (``sparsesim.data.synthetic.rcv1_like``: d = 47,236,
-~75 nonzeros per document, Zipf term frequencies) and are labelled so in the output.
+Speed numbers depend on the machine and on its load; the JSON records ``os.getloadavg()``.
 """
 
 from __future__ import annotations
@@ -25,13 +42,13 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-
-from sparsesim import indexes as ix
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -56,236 +73,299 @@ def peak_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-# ANN query-time variations: (label, options)
-SWEEP = [
-    ("sparse stage only", {"dense_pool": 0}),
-    ("dense stage only (FAISS)", {"n_postings": 0}),
-    ("dense only, pool 1000", {"n_postings": 0, "dense_pool": 1000}),
-    ("n_postings=50", {"n_postings": 50}),
-    ("n_postings=200", {"n_postings": 200}),
-    ("n_postings=1000", {"n_postings": 1000}),
-    ("sparse_pool=50", {"sparse_pool": 50}),
-    ("sparse_pool=300", {"sparse_pool": 300}),
-    ("nprobe=8", {"nprobe": 8}),
-    ("nprobe=128", {"nprobe": 128}),
-    ("dense_pool=50", {"dense_pool": 50}),
-    ("dense_pool=300", {"dense_pool": 300}),
-]
+def disk_gib(path: pathlib.Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**30
 
 
-def load_scale(scale: str, n_queries: int, seed: int):
+def load_corpus(name: str, n_queries: int, seed: int):
+    """(X, y, Q_self_rows, Q_heldout or None, description)."""
     from sparsesim.data import load_dataset
     from sparsesim.data.synthetic import rcv1_like
 
-    if scale == "news20":
-        data = load_dataset("news20")
-        perm = np.random.default_rng(seed).permutation(data.n_documents)
-        corpus, queries = perm[:10_000], perm[10_000:10_000 + n_queries]
-        return (data.X[corpus], data.y[corpus], data.X[queries],
-                "news20 (real, LIBSVM TF-IDF, d=62,061)")
-    n = int(float(scale))
+    rng = np.random.default_rng(seed)
+    if name in ("news20", "reuters21578"):
+        data = load_dataset(name)
+        rows = np.sort(rng.choice(data.n_documents, size=min(n_queries, data.n_documents - 11), replace=False))
+        return data.X, data.y, rows, None, f"{name} (real, d={data.n_features:,})"
+    n = int(float(name))
     data = rcv1_like(n + n_queries, seed=seed)
-    return (data.X[:n], data.y[:n], data.X[n:],
-            f"synthetic RCV1-like (d=47,236, ~75 nnz/doc, seed {seed})")
+    rows = np.sort(rng.choice(n, size=n_queries, replace=False))
+    return (data.X[:n], data.y[:n], rows, data.X[n:],
+            f"synthetic RCV1-like (d={data.n_features:,}, ~75 nnz/doc, seed {seed})")
 
 
-def recall_at(found_rows, truth_rows) -> float:
-    hits = [np.intersect1d(a, b).size / b.size for a, b in zip(found_rows, truth_rows)]
-    return float(np.mean(hits))
+def get_model(corpus: str, algorithm: str, X, y, n_triplets: int, seed: int, cache: pathlib.Path):
+    from sparsesim.learners.bilinear import OASIS, SORS
+    from sparsesim.models import BilinearSimilarity
+
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{corpus}-{algorithm}-{n_triplets}-{seed}.npz"
+    if path.is_file():
+        return BilinearSimilarity.load(path), None
+    # real corpora: the whole corpus (as a user trains); synthetic: a 10^4-document subset
+    sub = np.arange(X.shape[0] if X.shape[0] <= 20_000 else 10_000)
+    start = time.perf_counter()
+    if algorithm == "oasis":
+        est = OASIS(n_triplets=n_triplets, random_state=seed)
+    else:
+        est = SORS(regularizer="l1", n_triplets=n_triplets, random_state=seed)
+    model = est.fit(X[sub], y[sub]).model_
+    seconds = time.perf_counter() - start
+    model.save(path)
+    return model, seconds
 
 
 REPEATS = 3
 
 
-def timed_query(index, Q, k, n_jobs, **options):
-    """Best wall time of REPEATS runs over all queries (the machine is shared; the best run is the
-    least disturbed one), after a warm-up call that loads the compiled kernels."""
-    index.query_rows(Q[:8], top_k=k, n_jobs=n_jobs, **options)
-    best = best_cpu = np.inf
+def timed(fn):
+    """Best wall time of REPEATS calls (after one warm-up call)."""
+    fn()
+    best = np.inf
     for _ in range(REPEATS):
-        start, cpu = time.perf_counter(), time.process_time()
-        rows, scores = index.query_rows(Q, top_k=k, n_jobs=n_jobs, **options)
+        start = time.perf_counter()
+        out = fn()
         best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, time.process_time() - cpu)
-    timed_query.cpu_seconds = best_cpu
-    return rows, scores, best
+    return out, best
 
 
-def run_scale(scale: str, n_queries: int, n_jobs: int, n_triplets: int, seed: int) -> dict:
-    from sparsesim.learners.bilinear import OASIS
-
-    k = 10
-    t0 = time.perf_counter()
-    X, y, Q, source = load_scale(scale, n_queries, seed)
-    data_seconds = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sub = np.arange(min(10_000, X.shape[0]))
-    model = OASIS(n_triplets=n_triplets, random_state=seed).fit(X[sub], y[sub]).model_
-    train_seconds = time.perf_counter() - t0
-    out = {"scale": scale, "n_documents": int(X.shape[0]), "n_features": int(X.shape[1]),
-           "n_queries": int(Q.shape[0]), "source": source, "data_seconds": data_seconds,
-           "model": {"algorithm": "oasis", "n_triplets": n_triplets, "train_docs": int(sub.size),
-                     "nnz_W": int(model.W.nnz), "train_seconds": train_seconds},
-           "n_jobs": n_jobs, "rows": []}
-    print(f"[{scale}] data {data_seconds:.0f}s, model nnz(W)={model.W.nnz:,} in {train_seconds:.0f}s", flush=True)
-
-    reset_peak()
-    exact = ix.build_index(model, X, kind="exact", n_jobs=n_jobs)
-    build_peak = peak_gib()
-    reset_peak()
-    truth, truth_scores, seconds = timed_query(exact, Q, k, n_jobs)
-    query_peak = peak_gib()
-    exact_qps = Q.shape[0] / seconds
-    exact_cpu_qps = Q.shape[0] / timed_query.cpu_seconds
-    out["rows"].append({"index": "exact", "config": f"strategy={exact.strategy_}", "build_seconds": exact.build_seconds_,
-                        "build_peak_gib": build_peak, "query_peak_gib": query_peak, "qps": exact_qps,
-                        "cpu_qps": exact_cpu_qps, "recall": 1.0, "speedup": 1.0, "cpu_speedup": 1.0})
-    print(f"[{scale}] exact ({exact.strategy_}): build {exact.build_seconds_:.1f}s, {exact_qps:.1f} q/s", flush=True)
-    del exact
-
-    reset_peak()
-    ann = ix.build_index(model, X, kind="ann", n_jobs=n_jobs)
-    build_peak = peak_gib()
-    reset_peak()
-    rows, scores, seconds = timed_query(ann, Q, k, n_jobs)
-    query_peak = peak_gib()
-    defaults = ann.params()
-    desc = (f"dim={ann.dim}, IVF nlist={ann.nlist_}, nprobe={ann.nprobe}, dense_pool={ann.dense_pool}, "
-            f"n_postings={ann.default_n_postings()}, sparse_pool={ann.sparse_pool}, heavy rows={ann.heavy_rows_.size}")
-    rec = recall_at(rows, truth)
-    # the scores an ANN index returns are exact bilinear scores: check on the first 20 queries
-    m = min(20, Q.shape[0])
-    exact_of_returned = model.score_pairs(Q[np.repeat(np.arange(m), k)], X[rows[:m].ravel()]).reshape(m, k)
-    out["ann_score_error"] = float(np.max(np.abs(exact_of_returned - scores[:m])))
-    out["rows"].append({"index": "ann (defaults)", "config": desc, "build_seconds": ann.build_seconds_,
-                        "build_peak_gib": build_peak, "query_peak_gib": query_peak, "qps": Q.shape[0] / seconds,
-                        "cpu_qps": Q.shape[0] / timed_query.cpu_seconds, "recall": rec,
-                        "speedup": Q.shape[0] / seconds / exact_qps,
-                        "cpu_speedup": Q.shape[0] / timed_query.cpu_seconds / exact_cpu_qps})
-    print(f"[{scale}] ann: build {ann.build_seconds_:.1f}s, {Q.shape[0] / seconds:.1f} q/s, recall@10 {rec:.3f}",
-          flush=True)
-    for label, options in SWEEP:
-        rows, _, seconds = timed_query(ann, Q, k, n_jobs, **options)
-        rec = recall_at(rows, truth)
-        out["rows"].append({"index": "ann", "config": label, "build_seconds": None, "build_peak_gib": None,
-                            "query_peak_gib": None, "qps": Q.shape[0] / seconds,
-                            "cpu_qps": Q.shape[0] / timed_query.cpu_seconds, "recall": rec,
-                            "speedup": Q.shape[0] / seconds / exact_qps,
-                            "cpu_speedup": Q.shape[0] / timed_query.cpu_seconds / exact_cpu_qps})
-        print(f"[{scale}]   {label}: {Q.shape[0] / seconds:.1f} q/s, recall@10 {rec:.3f}", flush=True)
-    out["ann_defaults"] = defaults
-    out["process_peak_gib"] = None
+def drop_self(rows, scores, exclude, k):
+    out = np.empty((rows.shape[0], k))
+    for r in range(rows.shape[0]):
+        out[r] = scores[r][rows[r] != exclude[r]][:k]
     return out
 
 
-def format_table(results: list[dict]) -> str:
-    lines = ["| corpus | documents | index | configuration | build s | peak RSS build / query GiB | queries/s | "
-             "recall@10 | speed-up vs exact | queries per CPU-s (speed-up) |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
-    for res in results:
-        name = "news20" if res["scale"] == "news20" else "synthetic"
-        for row in res["rows"]:
-            build = "" if row["build_seconds"] is None else f"{row['build_seconds']:.1f}"
-            peak = "" if row["build_peak_gib"] is None else f"{row['build_peak_gib']:.2f} / {row['query_peak_gib']:.2f}"
-            lines.append(f"| {name} | {res['n_documents']:,} | {row['index']} | {row['config']} | {build} | {peak} | "
-                         f"{row['qps']:.1f} | {row['recall']:.3f} | {row['speedup']:.1f}x | "
-                         f"{row['cpu_qps']:.1f} ({row['cpu_speedup']:.1f}x) |")
-    return "\n".join(lines)
+def run_case(corpus: str, algorithm: str, args) -> dict:
+    from sparsesim.indexes import build_index
+    from sparsesim.indexes import _kernels as K
+    from sparsesim.indexes.ann import impact_postings
+    from sparsesim.indexes.base import prepare_rows
+    from sparsesim.indexes.calibration import recall_counting_ties
 
-
-def plot(results: list[dict], path: pathlib.Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    labelled = {"sparse stage only", "dense stage only (FAISS)", "dense only, pool 1000"}
-    fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 4), squeeze=False)
-    for ax, res in zip(axes[0], results):
-        for row in res["rows"]:
-            if row["index"] == "exact":
-                ax.scatter(row["qps"], row["recall"], marker="s", s=70, color="black", label="exact (baseline)",
-                           zorder=3)
-            elif row["index"] == "ann (defaults)":
-                ax.scatter(row["qps"], row["recall"], marker="*", s=180, color="tab:red", label="ANN, defaults",
-                           zorder=4)
+    k = 10
+    X, y, qrows, Qh, source = load_corpus(corpus, args.queries, args.seed)
+    model, train_seconds = get_model(corpus, algorithm, X, y, args.triplets, args.seed, pathlib.Path(args.model_cache))
+    X = prepare_rows(model, X, "corpus")
+    Q = X[qrows]
+    corpus_bytes = 12 * X.nnz + 8 * (X.shape[0] + 1)
+    model_bytes = 12 * model.W.nnz + 8 * (X.shape[1] + 1)
+    out = {"corpus": corpus, "source": source, "n_documents": int(X.shape[0]), "n_features": int(X.shape[1]),
+           "model": {"algorithm": algorithm, "n_triplets": args.triplets, "nnz_W": int(model.W.nnz),
+                     "train_seconds": train_seconds},
+           "corpus_plus_model_gib": (corpus_bytes + model_bytes) / 2**30,
+           "n_self_queries": int(Q.shape[0]), "n_heldout_queries": int(Q.shape[0] if Qh is None else Qh.shape[0]),
+           "heldout": "self-queries with their own document removed" if Qh is None else "documents not in the index",
+           "loadavg_start": os.getloadavg(), "rows": []}
+    print(f"[{corpus}:{algorithm}] n={X.shape[0]:,} nnz(W)={model.W.nnz:,}", flush=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-idx-"))
+    results = {}
+    try:
+        for kind in ("exact", "ann"):
+            reset_peak()
+            start = time.perf_counter()
+            index = build_index(model, X, kind=kind)
+            build_seconds = time.perf_counter() - start
+            build_peak = peak_gib()
+            index.save(tmp / kind)
+            row = {"index": kind, "build_seconds": build_seconds, "build_peak_gib": build_peak,
+                   "disk_gib": disk_gib(tmp / kind)}
+            for jobs in (1, 2):
+                (rows, scores), sec = timed(lambda: index.query_rows(Q, k + 1, n_jobs=jobs))
+                row[f"qps_{jobs}"] = Q.shape[0] / sec
+            results[kind] = {"self": index.query_rows(Q, k), "self11": (rows, scores)}
+            if Qh is not None:
+                (hrows, hscores), sec = timed(lambda: index.query_rows(Qh, k, n_jobs=1))
+                results[kind]["heldout"] = hscores
+                row["qps_heldout_1"] = Qh.shape[0] / sec
+            if kind == "ann":
+                row["setting"] = index.search_setting()
+                row["calibration"] = index.calibration_
+                ann = index
             else:
-                ax.scatter(row["qps"], row["recall"], s=22, color="tab:blue", alpha=0.7)
-                if row["config"] in labelled:
-                    ax.annotate(row["config"], (row["qps"], row["recall"]), fontsize=6.5, xytext=(3, -9),
-                                textcoords="offset points")
-        ax.axhline(0.95, color="grey", lw=0.8, ls="--")
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("queries / s (one thread, log scale)")
-        ax.set_ylabel("recall@10 vs exact top-10")
-        kind = "news20, real" if res["scale"] == "news20" else "synthetic RCV1-like"
-        ax.set_title(f"{res['n_documents']:,} documents ({kind})", fontsize=9)
-        ax.set_ylim(-0.02, 1.04)
-        ax.legend(fontsize=7, loc="center left")
-    fig.suptitle("Exact vs ANN bilinear top-10 (OASIS model, 10^4 triplets); blue: ANN query-time variations",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+                del index
+            out["rows"].append(row)
+            print(f"[{corpus}:{algorithm}] {kind}: build {build_seconds:.1f}s peak {build_peak:.2f} GiB "
+                  f"disk {row['disk_gib']:.2f} GiB, {row['qps_1']:.0f} q/s (1 thread) {row['qps_2']:.0f} (2)", flush=True)
+        ex, an = results["exact"], results["ann"]
+        truth = ex["self"][1]
+        rec_self = float(recall_counting_ties(an["self"][1], truth).mean())
+        if Qh is None:
+            t_h = drop_self(*ex["self11"], qrows, k)
+            a_h = drop_self(*an["self11"], qrows, k)
+        else:
+            t_h, a_h = ex["heldout"], an["heldout"]
+        rec_held = float(recall_counting_ties(a_h, t_h).mean())
+        arow = out["rows"][1]
+        arow.update(recall_self=rec_self, recall_heldout=rec_held, speedup_1=arow["qps_1"] / out["rows"][0]["qps_1"],
+                    speedup_2=arow["qps_2"] / out["rows"][0]["qps_2"])
+        out["rows"][0].update(recall_self=1.0, recall_heldout=1.0, speedup_1=1.0, speedup_2=1.0)
+        cal = ann.calibration_
+        out["calibrated_recall"] = cal["recall"]
+        out["calibration_check_gap"] = rec_held - cal["recall"]
+        print(f"[{corpus}:{algorithm}] ann recall self {rec_self:.3f} held-out {rec_held:.3f} "
+              f"(calibrated {cal['recall']:.3f}, setting {cal['setting']}) x{arow['speedup_1']:.1f} exact", flush=True)
+
+        # -- which stage finds which neighbours (candidate pools alone, exact re-ranking) --------
+        setting = ann.search_setting()
+        pool = setting["sparse_pool"]
+        truth_rows = ex["self"][0]
+
+        def share(cands):
+            return float(np.mean([np.isin(t, c).mean() for t, c in zip(truth_rows, cands)]))
+
+        def sparse_cands(P, n_postings):
+            o = np.empty((Q.shape[0], pool), dtype=np.int64)
+            K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, X.shape[0],
+                                n_postings, pool, o)
+            return o
+
+        stages = {"expanded postings (default stage)": share(sparse_cands(ann.postings_, setting["n_postings"])),
+                  "raw-corpus postings (identity part only)": share(sparse_cands(impact_postings(X),
+                                                                                 max(setting["n_postings"], 256)))}
+        del ann
+        if not args.no_dense:
+            reset_peak()
+            dense = build_index(model, X, kind="ann", dim=128, n_postings=0, target_recall=None, dense_pool=pool,
+                                rerank_memory=0)
+            stages["FAISS IVF over rank-128 SVD of Y (dense stage)"] = share(
+                dense._dense_candidates(Q, pool, 32, 128, 1))
+            stages["dense stage build peak GiB"] = peak_gib()
+            del dense
+        out["stages_pool"] = pool
+        out["stages"] = stages
+        print(f"[{corpus}:{algorithm}] stages (pool {pool}): {stages}", flush=True)
+        if args.seismic:
+            out["seismic"] = seismic_row(model, X, Q, truth)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["loadavg_end"] = os.getloadavg()
+    return out
+
+
+def seismic_row(model, X, Q, truth_scores, k: int = 10) -> dict:
+    """pyseismic-lsr (an optional peer, ``pip install pyseismic-lsr``) over the raw corpus X, queried
+    with the expanded queries M^T q cut to their 300 heaviest positive components; its candidates
+    are re-ranked with the exact score q'.x. Times: search only, and end to end (expansion +
+    search + re-ranking), one thread."""
+    try:
+        import seismic
+    except ImportError:
+        return {"skipped": "pyseismic-lsr is not installed (pip install pyseismic-lsr)"}
+    from sparsesim.indexes.calibration import recall_counting_ties
+
+    n, d = X.shape
+    reset_peak()
+    start = time.perf_counter()
+    ds = seismic.SeismicDataset(dim=d)
+    ds.add_documents_by_id([str(i) for i in range(n)], X.indices.astype(np.int64), X.data.astype(np.float32),
+                           X.indptr.astype(np.int64))
+    index = seismic.SeismicIndex.build_from_dataset(ds, num_threads=1)
+    build_seconds = time.perf_counter() - start
+    out = {"build_seconds": build_seconds, "build_peak_gib": peak_gib(), "settings": []}
+    del ds
+    M = model.M.tocsr()
+    start = time.perf_counter()
+    QM = (Q @ M).tocsr()  # rows are (M^T q)^T
+    comps, vals = [], []
+    for r in range(QM.shape[0]):
+        lo, hi = QM.indptr[r], QM.indptr[r + 1]
+        v, c = QM.data[lo:hi], QM.indices[lo:hi]
+        top = np.argsort(-v)[:300]
+        top = top[v[top] > 0]
+        comps.append(np.array([str(i) for i in c[top]]).astype(seismic.get_seismic_string()))
+        vals.append(v[top].astype(np.float32))
+    expand_seconds = time.perf_counter() - start
+    qids = np.array([str(r) for r in range(Q.shape[0])]).astype(seismic.get_seismic_string())
+    for query_cut, pool, heap in ((10, 50, 0.9), (20, 50, 0.9), (50, 50, 0.9), (100, 100, 0.8), (300, 100, 0.7)):
+        start = time.perf_counter()
+        res = index.batch_search(qids, comps, vals, pool, query_cut, heap, num_threads=1)
+        search_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        found = np.full((Q.shape[0], k), -np.inf)
+        for hits in res:
+            if not hits:
+                continue
+            r = int(hits[0][0])  # results carry their query id
+            cands = np.array([int(h[2]) for h in hits], dtype=np.int64)
+            scores = X[cands] @ QM[r].toarray().ravel()
+            best = np.sort(scores)[::-1][:k]
+            found[r, :best.size] = best
+        rerank_seconds = time.perf_counter() - start
+        recall = float(recall_counting_ties(found, truth_scores).mean())
+        out["settings"].append({"query_cut": query_cut, "pool": pool, "heap_factor": heap, "recall_self": recall,
+                                "qps_search_only": Q.shape[0] / search_seconds,
+                                "qps_end_to_end": Q.shape[0] / (expand_seconds + search_seconds + rerank_seconds)})
+        print(f"    seismic query_cut={query_cut} pool={pool}: recall {recall:.3f}, "
+              f"{Q.shape[0] / search_seconds:.0f} q/s search only, "
+              f"{Q.shape[0] / (expand_seconds + search_seconds + rerank_seconds):.0f} end to end", flush=True)
+    return out
+
+
+def fmt_table(results: list[dict]) -> str:
+    lines = ["| corpus | docs | model (nnz W) | index | build s | build peak GiB | disk GiB (corpus+model) | "
+             "q/s 1 thread | q/s 2 threads | x exact (1 thr) | recall@10 self | recall@10 held-out | calibrated |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for res in results:
+        for row in res["rows"]:
+            cal = row.get("calibration")
+            calib = f"{cal['recall']:.3f} ({', '.join(f'{k}={v}' for k, v in cal['setting'].items())})" if cal else ""
+            lines.append(
+                f"| {res['corpus']} | {res['n_documents']:,} | {res['model']['algorithm']} ({res['model']['nnz_W'] / 1e6:.1f}M) "
+                f"| {row['index']} | {row['build_seconds']:.1f} | {row['build_peak_gib']:.2f} | "
+                f"{row['disk_gib']:.2f} ({res['corpus_plus_model_gib']:.2f}) | {row['qps_1']:.0f} | {row['qps_2']:.0f} | "
+                f"{row['speedup_1']:.1f}x | {row['recall_self']:.3f} | {row['recall_heldout']:.3f} | {calib} |")
+    return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scales", default="news20,1e5,1e6", help="comma-separated: news20, 1e5, 1e6, ...")
-    parser.add_argument("--queries", type=int, default=1000, help="held-out queries per scale (default 1000)")
-    parser.add_argument("--queries-1e6", type=int, default=300, help="queries at 10^6 and above (default 300)")
-    parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument("--n-triplets", type=int, default=10_000)
+    parser.add_argument("--cases", default="news20:oasis,news20:sors,reuters21578:oasis,reuters21578:sors,1e5:oasis",
+                        help="comma-separated CORPUS:MODEL[:TRIPLETS] (corpora news20, reuters21578, 1e5, 1e6; models "
+                             "oasis, sors)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--triplets", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (best kept)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-dense", action="store_true", help="skip the FAISS stage-breakdown build")
+    parser.add_argument("--seismic", action="store_true", help="add the pyseismic-lsr row when installed")
+    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
-    parser.add_argument("--plot-only", action="store_true", help="redraw table and plot from bench_indexes.json")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
     global REPEATS
     REPEATS = max(1, args.repeats)
     if args.one:
-        n_q = args.queries if args.one == "news20" or float(args.one) < 1e6 else args.queries_1e6
-        res = run_scale(args.one, n_q, args.n_jobs, args.n_triplets, args.seed)
-        res["process_peak_gib"] = None
+        corpus, algorithm, *triplets = args.one.split(":")
+        if triplets:
+            args.triplets = int(float(triplets[0]))
+        res = run_case(corpus, algorithm, args)
         import resource
 
         res["process_max_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        pathlib.Path(args.json).write_text(json.dumps(res, indent=2))
+        pathlib.Path(args.json).write_text(json.dumps(res, indent=2, default=float))
         return 0
-
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
-    if args.plot_only:
-        results = json.loads((out_dir / "bench_indexes.json").read_text())
-        print(format_table(results))
-        plot(results, out_dir / "bench_indexes.png")
-        return 0
-    for scale in args.scales.split(","):
-        scale = scale.strip()
-        path = out_dir / f"bench_indexes_{scale}.json"
-        cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--one", scale, "--json", str(path),
-               "--queries", str(args.queries), "--queries-1e6", str(args.queries_1e6), "--n-jobs", str(args.n_jobs),
-               "--n-triplets", str(args.n_triplets), "--seed", str(args.seed), "--repeats", str(args.repeats)]
-        subprocess.run(cmd, check=True, env=dict(os.environ))
+    for case in args.cases.split(","):
+        case = case.strip()
+        path = out_dir / f"bench_indexes_{case.replace(':', '_')}.json"
+        cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--one", case, "--json", str(path),
+               "--queries", str(args.queries), "--triplets", str(args.triplets), "--seed", str(args.seed),
+               "--repeats", str(args.repeats), "--model-cache", args.model_cache]
+        cmd += ["--no-dense"] if args.no_dense else []
+        cmd += ["--seismic"] if args.seismic else []
+        done = subprocess.run(cmd, env=dict(os.environ))
+        if done.returncode != 0:
+            print(f"case {case} failed (exit {done.returncode}); continuing", flush=True)
+            continue
         results.append(json.loads(path.read_text()))
     (out_dir / "bench_indexes.json").write_text(json.dumps(results, indent=2))
-    print()
-    print(f"n_jobs={args.n_jobs}; model: OASIS, {args.n_triplets} triplets on (a 10^4-document subset of) the corpus")
+    print(fmt_table(results))
     for res in results:
-        print(f"- {res['scale']}: {res['source']}; {res['n_queries']} held-out queries; nnz(W)={res['model']['nnz_W']:,}; "
-              f"process max RSS {res['process_max_rss_gib']:.2f} GiB; max |score returned by ANN - exact score of "
-              f"that document| = {res['ann_score_error']:.2e}")
-    print()
-    print(format_table(results))
-    plot(results, out_dir / "bench_indexes.png")
-    print(f"\nwrote {out_dir / 'bench_indexes.png'} and {out_dir / 'bench_indexes.json'}")
+        print(f"- {res['corpus']}:{res['model']['algorithm']}: stages (pool {res['stages_pool']}): {res['stages']}")
     return 0
 
 

@@ -397,11 +397,17 @@ class AnnIndex(Index):
         self.heavy_rows_ = self._choose_heavy_rows(Xp)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(Xp, jobs)
-        MT_light = _light_transpose(self._m(), self.heavy_rows_)
-        heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs)
-        del MT_light
-        self.postings_ = _postings_from_heaps(*heaps, Xp.shape[0])
-        del heaps
+        if self.n_postings == 0 or self.sparse_pool == 0:  # the dense stage alone: no postings
+            self.postings_length_ = 1
+            self.postings_ = sp.csr_matrix((self.n_features, Xp.shape[0]), dtype=np.float32)
+            self.postings_.indices = self.postings_.indices.astype(np.int32)
+            self.postings_.indptr = self.postings_.indptr.astype(np.int64)
+        else:
+            MT_light = _light_transpose(self._m(), self.heavy_rows_)
+            heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs)
+            del MT_light
+            self.postings_ = _postings_from_heaps(*heaps, Xp.shape[0])
+            del heaps
         self.postings_model_ = self.model.checksum()
         if self._dense_on:
             faiss = _faiss()
@@ -595,13 +601,17 @@ class AnnIndex(Index):
         if self.postings_model_ != self.model.checksum():
             raise InvalidInputError("the index's postings were built with an earlier model; refit() it before "
                                     "adding documents")
-        # the list length a fresh build over all documents would use (it grows with the corpus)
-        self.postings_length_ = max(self.postings_length_, self._postings_length(n_old + Xp.shape[0]))
-        heaps = _heaps_from_postings(self.postings_, self.postings_length_)
-        MT_light = _light_transpose(self._m(), self.heavy_rows_)
-        heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, Z_new, self.postings_length_, jobs,
-                                  heaps=heaps, doc0=n_old)
-        self.postings_ = _postings_from_heaps(*heaps, n_old + Xp.shape[0])
+        if self.n_postings == 0 or self.sparse_pool == 0:
+            P = self.postings_
+            self.postings_ = sp.csr_matrix((P.data, P.indices, P.indptr), shape=(self.n_features, n_old + Xp.shape[0]))
+        else:
+            # the list length a fresh build over all documents would use (it grows with the corpus)
+            self.postings_length_ = max(self.postings_length_, self._postings_length(n_old + Xp.shape[0]))
+            heaps = _heaps_from_postings(self.postings_, self.postings_length_)
+            MT_light = _light_transpose(self._m(), self.heavy_rows_)
+            heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, Z_new, self.postings_length_, jobs,
+                                      heaps=heaps, doc0=n_old)
+            self.postings_ = _postings_from_heaps(*heaps, n_old + Xp.shape[0])
         self.Z_ = np.vstack([self.Z_, Z_new])
         if self._dense_on:
             faiss = _faiss()
