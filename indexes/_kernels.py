@@ -137,13 +137,15 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, n_docs, limit, p
 
 
 @numba.njit(cache=True, nogil=True)
-def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx, x_val, cands, n_features, k,
-           out_docs, out_scores):
+def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_ptr, x_idx, x_val, cands,
+           n_features, k, out_docs, out_scores):
     """Exact bilinear scores of each query's candidates and its top k.
 
-    S(q, c) = sum_i q_i (M c)_i. For the "heavy" rows of M (``heavy_pos[i] = t >= 0``) the
-    values (M c)_i are precomputed in ``Z[c, t]`` (the dense columns of Y = X M^T); the other
-    ("light") rows are scattered into a dense buffer qm = q_light M and gathered per candidate.
+    S(q, c) = sum_i q_i (M c)_i with M = W (+ I when ``identity``; (m_ptr, m_idx, m_val) is W in
+    CSR, so no copy of I + W is needed at query time). For the "heavy" rows of M
+    (``heavy_pos[i] = t >= 0``) the values (M c)_i are precomputed in ``Z[c, t]`` (the dense
+    columns of Y = X M^T); the other ("light") rows are scattered into a dense buffer
+    qm = q_light M and gathered per candidate.
     So S = x_c . qm + sum_{heavy i in q} q_i Z[c, t(i)], the exact score in float64.
     Candidates (-1 entries skipped) are deduplicated; when fewer than k distinct candidates
     exist, documents 0, 1, ... not yet in the pool are scored to fill it. Writes the k best
@@ -174,6 +176,8 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
             light += m_ptr[i + 1] - m_ptr[i]
             for t in range(m_ptr[i], m_ptr[i + 1]):
                 qm[m_idx[t]] += a * m_val[t]
+            if identity:
+                qm[i] += a
         m = 0
         for t in range(width):
             c = cands[r, t]
@@ -209,6 +213,7 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, heavy_pos, Z, x_ptr, x_idx,
                 i = q_idx[p]
                 if heavy_pos[i] >= 0:
                     continue
+                qm[i] = 0.0
                 for t in range(m_ptr[i], m_ptr[i + 1]):
                     qm[m_idx[t]] = 0.0
 

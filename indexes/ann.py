@@ -419,6 +419,7 @@ class AnnIndex(Index):
             self.faiss_.add(D)
             del D
         self.n_fit_documents_ = Xp.shape[0]
+        self._M = None  # only the build needs I + W; queries read W
         self.calibration_ = None
         if self.target_recall is not None and Xp.shape[0] > 11:
             self.calibrate(calibration_queries)
@@ -472,6 +473,7 @@ class AnnIndex(Index):
         self.heavy_rows_ = self._choose_heavy_rows(self.X_)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(self.X_, max(1, int(self.n_jobs or 1)))
+        self._M = None
 
     def calibration_grid(self, top_k: int = 10) -> list:
         """Search settings the calibration measures: families ordered cheapest first (a family
@@ -654,13 +656,14 @@ class AnnIndex(Index):
 
             parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
         cands = np.hstack(parts) if parts else np.full((nq, 0), -1, dtype=np.int64)
-        M, X = self._m(), self.X_
+        W, X = self.model.W, self.X_  # W itself: I + W is never formed at query time
 
         def rerank_block(lo, hi):
             Qb = Qp[lo:hi]
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
-            K.rerank(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, self._heavy_pos, self.Z_,
+            K.rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(self.model.identity),
+                     self._heavy_pos, self.Z_,
                      X.indptr, X.indices, X.data,
                      np.ascontiguousarray(cands[lo:hi]), self.n_features, k, docs, scores)
             return docs, scores
