@@ -223,8 +223,11 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
         stages = {"expanded postings (default stage)": share(sparse_cands(ann.postings_, setting["n_postings"])),
                   "raw-corpus postings (identity part only)": share(sparse_cands(impact_postings(X),
                                                                                  max(setting["n_postings"], 256)))}
-        del ann
-        if not args.no_dense:
+        del ann, index
+        if args.no_dense or model.W.nnz > 50_000_000:
+            # learning the projection holds I + W, its transpose and a 4,000 x d sample at once
+            stages["FAISS IVF over rank-128 SVD of Y (dense stage)"] = "skipped (--no-dense or nnz(W) > 5e7: memory)"
+        else:
             reset_peak()
             dense = build_index(model, X, kind="ann", dim=128, n_postings=0, target_recall=None, dense_pool=pool,
                                 rerank_memory=0)
