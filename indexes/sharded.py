@@ -178,6 +178,14 @@ def _load_shard(shard_dir, positions_file, model, mmap, verify, n_jobs):
     return Shard(index, positions)
 
 
+def _read_model(path, checksum):
+    model = BilinearSimilarity.load(path)
+    if model.checksum() != checksum:
+        raise ModelMismatchError(f"{path}: the model file a worker read is not the model of this index "
+                                 f"(the workers must see the same file as the client)")
+    return model
+
+
 def _call(shard, method, *args, **kwargs):
     return getattr(shard, method)(*args, **kwargs)
 
@@ -239,18 +247,23 @@ class _OnCluster:
     def _submit(self, func, *args, worker):
         return self.client.submit(func, *args, workers=[worker], allow_other_workers=False, pure=False)
 
-    def place(self, builders, model=None):
+    def place(self, builders, model=None, model_file=None):
         workers = worker_addresses(self.client)
         if not workers:
             raise ClusterError("the Dask scheduler has no workers; start some with `dask worker ADDRESS`")
         self.workers = [workers[i % len(workers)] for i in range(len(builders))]
-        shared = {}
-        if model is not None:
-            [shared["model"]] = self.client.scatter([model], workers=sorted(set(self.workers)), broadcast=True,
-                                                     hash=False)
+        on_worker = {}
+        if model is not None and model_file is not None:
+            # every worker reads the model file itself: the model never passes through this process
+            on_worker = {w: self._submit(_read_model, str(model_file), model.checksum(), worker=w)
+                         for w in sorted(set(self.workers))}
+            self._wait(list(on_worker.values()), "reading the model on the workers", shards=False)
+        elif model is not None:
+            [ref] = self.client.scatter([model], workers=sorted(set(self.workers)), broadcast=True, hash=False)
+            on_worker = {w: ref for w in set(self.workers)}
         futures = []
         for (func, args), worker in zip(builders, self.workers):
-            args = tuple(shared["model"] if a is model and model is not None else a for a in args)
+            args = tuple(on_worker[worker] if a is model and model is not None else a for a in args)
             big = [i for i, a in enumerate(args) if _is_big(a)]
             args = list(args)
             for i in big:  # send a block straight to its worker, not through the task graph
@@ -286,15 +299,16 @@ class _OnCluster:
                                f"answer is returned. Load the index again to place the shards on the "
                                f"workers that remain")
 
-    def _wait(self, tasks, what: str):
+    def _wait(self, tasks, what: str, shards: bool = True):
         # poll the futures (no client-global state) and, every poll_seconds, whether a shard was lost
         next_check = time.monotonic() + self.poll_seconds
         while not all(t.done() for t in tasks):
             time.sleep(0.002)
-            if time.monotonic() >= next_check:
+            if shards and time.monotonic() >= next_check:
                 self._raise_if_lost(tasks, what)
                 next_check = time.monotonic() + self.poll_seconds
-        self._raise_if_lost(tasks, what)
+        if shards:
+            self._raise_if_lost(tasks, what)
         errors = [t for t in tasks if t.status == "error"]
         if errors:
             exc = errors[0].exception()
@@ -355,6 +369,10 @@ class ShardedIndex:
         sorted by address). ``None``: all shards in this process.
     n_jobs : int, default 1
         Threads per shard search.
+    model_file : path-like, optional
+        The saved ``model`` (as written by ``model.save``). On a cluster every worker then reads
+        the model from this file (which it must see under the same path) instead of receiving it
+        from this process: a large model is never serialised here.
     **params
         Parameters of every shard's index (see :class:`ExactIndex`, :class:`AnnIndex`).
 
@@ -373,7 +391,8 @@ class ShardedIndex:
     >>> ids, scores = index.query(Q, top_k=10)                             # doctest: +SKIP
     """
 
-    def __init__(self, model, kind: str = "exact", n_shards: int = 2, client=None, n_jobs: int = 1, **params):
+    def __init__(self, model, kind: str = "exact", n_shards: int = 2, client=None, n_jobs: int = 1,
+                 model_file=None, **params):
         if not isinstance(model, BilinearSimilarity):
             raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
         if kind not in _KINDS:
@@ -386,6 +405,7 @@ class ShardedIndex:
         self.n_shards = int(n_shards)
         self.params = dict(params)
         self.n_jobs = n_jobs
+        self.model_file = None if model_file is None else str(Path(model_file).expanduser().absolute())
         self._place = _InProcess() if client is None else _OnCluster(client)
         self.shard_sizes_ = []
         self.id_kind_ = None
@@ -488,7 +508,7 @@ class ShardedIndex:
 
     def _do_place(self, builders):
         if isinstance(self._place, _OnCluster):
-            self._place.place(builders, model=self.model)
+            self._place.place(builders, model=self.model, model_file=self.model_file)
         else:
             self._place.place(builders)
 
@@ -596,7 +616,10 @@ class ShardedIndex:
         try:
             names = [f"shard-{i:03d}" for i in range(len(self.shard_sizes_))]
             facts = self._place.run("save", [(str(tmp), name) for name in names])
-            self.model.save(tmp / _MODEL)
+            if self.model_file is not None:  # the same model (the workers checked its checksum)
+                shutil.copyfile(self.model_file, tmp / _MODEL)
+            else:
+                self.model.save(tmp / _MODEL)
             files = {_MODEL: {"bytes": (tmp / _MODEL).stat().st_size, "sha256": file_sha256(tmp / _MODEL)}}
             for f in facts:
                 files.update(f)
@@ -750,6 +773,7 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
                 raise FileFormatError(f"{directory / _MANIFEST}: no checksum for {fname}")
         total += sum(p.stat().st_size for p in (directory / shard["dir"]).rglob("*") if p.is_file())
     stored = manifest["model"]
+    model_given = model
     if model is None:
         if _MODEL not in manifest["files"]:
             raise FileFormatError(f"{directory}: no stored model; pass the model")
@@ -768,7 +792,8 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
                                     f"{free / 2**30:.1f} GiB available here; load it onto a Dask cluster "
                                     f"(--scheduler) or memory-mapped")
     index = ShardedIndex(model, kind=manifest["kind"], n_shards=len(manifest["shards"]), client=client,
-                         n_jobs=n_jobs, **manifest["params"])
+                         n_jobs=n_jobs, model_file=directory / _MODEL if model_given is None else None,
+                         **manifest["params"])
     builders = [(_load_shard, (str(directory / s["dir"]), str(directory / s["positions"]), model, mmap,
                                verify, resolve_jobs(n_jobs))) for s in manifest["shards"]]
     index._do_place(builders)

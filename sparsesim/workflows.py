@@ -384,7 +384,8 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
     model = BilinearSimilarity.load(model_path)
     with (connect(scheduler) if scheduler else nullcontext()) as client:
         start = time.perf_counter()
-        index = ShardedIndex(model, kind=kind, n_shards=n_shards, client=client, **(params or {}))
+        index = ShardedIndex(model, kind=kind, n_shards=n_shards, client=client, model_file=model_path,
+                             **(params or {}))
         try:
             if len(parts) == 1:
                 data = load_corpus(parts[0], model=model, options=data_options)

@@ -18,7 +18,7 @@ distributed = pytest.importorskip("distributed", reason="the dask extra is not i
 def cluster():
     """Two worker processes, one thread each, small memory (shared by the module's tests)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                                  dashboard_address=None, host="127.0.0.1") as local:
+                                  dashboard_address=":0", host="127.0.0.1") as local:
         yield local
 
 
@@ -240,6 +240,39 @@ def test_sharded_ann_on_cluster_scores_are_exact(corpus, client):
         np.testing.assert_allclose(scores, np.take_along_axis(exact, np.array(rows), axis=1), atol=1e-9)
     assert AnnIndex  # the shard kind
     sharded.release()
+
+
+def _cached_datasets():
+    from sparsesim.experiments import sors
+
+    return sors._dataset.cache_info().currsize
+
+
+def test_experiment_trials_run_on_the_cluster_with_the_data_scattered_once(cluster, client, monkeypatch, capsys):
+    """`experiment --scheduler`: the SORS trials are Dask tasks; the workers never load the data set
+    themselves (it arrives as one scattered object), and the results equal an in-process run."""
+    import json
+    import sys
+
+    from sparsesim.cli.app import main
+
+    def run(extra):
+        monkeypatch.setattr(sys, "argv", ["sparsesim", "experiment", "--dataset", "news20-sample", "--algorithms",
+                                          "oasis,dot", "--triplets", "150", "--seeds", "0,1", "--json", *extra])
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    local = run([])
+    remote = run(["--scheduler", cluster.scheduler_address, "--n-jobs", "2"])
+    keep = ("algorithm", "seed", "map", "ap@10", "map@10", "nnz")
+    assert [{k: r[k] for k in keep} for r in remote["results"]] == [{k: r[k] for k in keep} for r in local["results"]]
+    assert set(client.run(_cached_datasets).values()) == {0}
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert any("run_one" in p for p in prefixes), prefixes  # the trials did run as Dask tasks
 
 
 def _die_after(seconds):
