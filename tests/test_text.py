@@ -143,3 +143,20 @@ def test_text_query_on_a_vector_model_is_one_error_line(tmp_path, monkeypatch, c
     assert code == 2 and err.startswith("error: ") and "not trained on text" in err and "Traceback" not in err
     code, out, err = run_cli(["query", "-m", model, "-c", "news20-sample", "--text", "  "], monkeypatch, capsys)
     assert code == 2 and err.startswith("error: ")
+
+
+def test_index_add_text_documents_keeps_snippets(folder, tmp_path, monkeypatch, capsys):
+    from sparsesim.indexes import load_index
+
+    model, index = tmp_path / "model.npz", tmp_path / "index"
+    assert run_cli(["train", "-a", "oasis", "-d", folder, "-n", "300", "-o", model], monkeypatch, capsys)[0] == 0
+    assert run_cli(["index", "build", "-m", model, "-d", folder, "-o", index], monkeypatch, capsys)[0] == 0
+    more = tmp_path / "more"
+    (more / "space").mkdir(parents=True)
+    (more / "space" / "orbit.txt").write_text("the rocket reached orbit around the moon")
+    code, _, err = run_cli(["index", "add", "--index", index, "--data", more], monkeypatch, capsys)
+    assert code == 0, err
+    loaded = load_index(index)
+    assert loaded.n_documents == 19 and loaded.snippets_.shape == (19,)
+    assert loaded.snippets_[-1] == "the rocket reached orbit around the moon"
+    assert loaded.ids_[-1] == str(more / "space" / "orbit.txt")
