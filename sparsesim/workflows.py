@@ -58,6 +58,17 @@ def model_data_options(model: BilinearSimilarity | None, options: dict | None = 
     return out
 
 
+def _load_labelled(name_or_path, **options) -> LabelledData:
+    """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
+    (multi-view and multi-task sets are for ``sparsesim experiment``)."""
+    data = load_dataset(name_or_path, **options)
+    if not isinstance(data, LabelledData):
+        raise InvalidInputError(f"data set {bounded(repr(str(name_or_path)), 80)} is a {type(data).__name__} "
+                                "(several views or tasks), not one labelled matrix; train, evaluate, query and "
+                                "index take single-matrix data sets (run it with `sparsesim experiment`)")
+    return data
+
+
 def load_corpus(name_or_path: str, n_features: int | None = None, model: BilinearSimilarity | None = None,
                 options: dict | None = None) -> LabelledData:
     """A registered data set, or a file/folder read the way ``model`` expects (see :func:`model_data_options`)."""
@@ -66,7 +77,7 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
         opts.setdefault("n_features", n_features)
     if not _looks_like_path(str(name_or_path)):
         opts = {}
-    return load_dataset(name_or_path, **opts)
+    return _load_labelled(name_or_path, **opts)
 
 
 def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
@@ -106,7 +117,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
+    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
     kwargs = dict(params or {})
     if spec.kind == "similarity":
@@ -161,7 +172,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     if not out.parent.is_dir():
         raise InvalidInputError(f"cannot write {out}: directory {out.parent} does not exist")
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data = load_dataset(dataset, **data_options) if _looks_like_path(str(dataset)) else load_dataset(dataset)
+    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
     result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
                              seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ..exceptions import DataNotFoundError, FileFormatError, InvalidInputError
 from ..persistence import bounded_stream
+from ..validation import MAX_FEATURES, bounded
 from .containers import LabelledData
 
 __all__ = [
@@ -141,9 +142,12 @@ def read_svmlight(
         # read the indices as written; the base is applied below, where it can be checked
         X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
     except ValueError as exc:
-        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({exc})") from None
+        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({bounded(exc, 300)})") from None
     except (TypeError, UnicodeDecodeError, RuntimeError) as exc:
-        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({exc})") from None
+        raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({bounded(exc, 300)})") from None
+    except OverflowError:
+        raise FileFormatError(f"{path}: a feature index is too large (at most {MAX_FEATURES - 1}) or a value "
+                              "overflows") from None
     if X.shape[0] == 0:
         raise FileFormatError(f"{path}: contains no documents")
     X = sp.csr_matrix(X)
