@@ -257,7 +257,7 @@ class _OnCluster:
             # every worker reads the model file itself: the model never passes through this process
             on_worker = {w: self._submit(_read_model, str(model_file), model.checksum(), worker=w)
                          for w in sorted(set(self.workers))}
-            self._wait(list(on_worker.values()), "reading the model on the workers", shards=False)
+            self._wait(list(on_worker.values()), "reading the model on the workers", shards=False, gather=False)
         elif model is not None:
             [ref] = self.client.scatter([model], workers=sorted(set(self.workers)), broadcast=True, hash=False)
             on_worker = {w: ref for w in set(self.workers)}
@@ -270,7 +270,7 @@ class _OnCluster:
                 [args[i]] = self.client.scatter([args[i]], workers=[worker], hash=False)
             futures.append(self._submit(func, *args, worker=worker))
         self.futures = futures
-        self._wait(futures, "building the shards")
+        self._wait(futures, "building the shards", gather=False)
 
     def run(self, method, args_per_shard, shared=None):
         what = f"running {method!r} on the shards"
@@ -299,7 +299,9 @@ class _OnCluster:
                                f"answer is returned. Load the index again to place the shards on the "
                                f"workers that remain")
 
-    def _wait(self, tasks, what: str, shards: bool = True):
+    def _wait(self, tasks, what: str, shards: bool = True, gather: bool = True):
+        """Wait for ``tasks``; raise ClusterError on a lost shard or a failed task; their results
+        if ``gather`` (never for tasks whose results are shards or models: they stay on the workers)."""
         # poll the futures (no client-global state) and, every poll_seconds, whether a shard was lost
         next_check = time.monotonic() + self.poll_seconds
         while not all(t.done() for t in tasks):
@@ -320,6 +322,8 @@ class _OnCluster:
         if cancelled:
             raise ClusterError(f"{len(cancelled)} task(s) did not finish while {what} (status "
                                f"{cancelled[0].status}); no partial answer is returned")
+        if not gather:
+            return None
         try:
             return self.client.gather(tasks)
         except Exception as exc:  # e.g. the data of a finished task lost before it arrived here
