@@ -189,13 +189,16 @@ def test_missing_distributed_names_the_extra(monkeypatch):
 
 
 # --- sharded index on worker processes ---------------------------------------------------------------
-def test_sharded_on_cluster_is_resident_and_exact(corpus, client, tmp_path):
+def test_sharded_on_cluster_is_resident_and_exact(corpus, client, tmp_path, monkeypatch):
     from sparsesim.indexes import ExactIndex
-    from sparsesim.indexes.sharded import ShardedIndex, load_sharded
+    from sparsesim.indexes.sharded import Shard, ShardedIndex, load_sharded
 
     model, X = corpus
     Q = X[::9]
     ref = ExactIndex(model).fit(X)
+    fetched = []  # everything the client pulls from the workers: never a shard
+    gather = client.gather
+    monkeypatch.setattr(client, "gather", lambda *a, **k: fetched.append(gather(*a, **k)) or fetched[-1])
     sharded = ShardedIndex(model, kind="exact", n_shards=4, client=client).fit(X)
     workers = sorted(client.scheduler_info()["workers"])
     assert sharded.distributed and sorted(set(sharded.shard_workers_)) == workers
@@ -214,6 +217,8 @@ def test_sharded_on_cluster_is_resident_and_exact(corpus, client, tmp_path):
     _same_answers(again.query(Q, top_k=10), ref.query(Q, top_k=10))
     _same_answers(load_sharded(out).query(Q, top_k=10), ref.query(Q, top_k=10))  # or into this process
     again.release()
+    flat = [x for batch in fetched for x in (batch if isinstance(batch, list) else [batch])]
+    assert flat and not any(isinstance(x, (Shard, type(model))) for x in flat)
 
 
 def sharded_sizes(directory):
