@@ -169,6 +169,14 @@ def _csr_of(keys, vals, d, diag):
     return indptr, indices, data
 
 
+@numba.njit(cache=True)
+def _load_entries(keys, vals, new_keys, new_vals, shift, counts):
+    """Insert distinct ``new_keys`` with values ``new_vals`` (absent keys of an empty table)."""
+    for i in range(new_keys.shape[0]):
+        s = find_or_insert(keys, vals, new_keys[i], shift, counts)
+        vals[s] = new_vals[i]
+
+
 class HashStore:
     """Off-diagonal entries of a d x d matrix plus its dense diagonal.
 
@@ -285,6 +293,35 @@ class HashStore:
         n = rehash(self.table, new, shift, np.int64(self.hash_mask))
         self.table = new
         self.counts[:] = n
+
+    def load_csr(self, M: sp.csr_matrix, diag_offset: float = 0.0) -> None:
+        """Set the stored matrix to ``M`` (plus ``diag_offset`` on the diagonal), e.g. the W = M - I of a
+        saved model with ``diag_offset=1.0``: a learner then continues from that model.
+
+        Off-diagonal nonzeros go into an empty table sized for them; per-entry statistics
+        (``last``, ``aux``) start at zero and the diagonal's at zero too.
+        """
+        M = sp.csr_matrix(M)
+        if M.shape != (self.d, self.d):
+            raise ValueError(f"expected a {self.d} x {self.d} matrix, got {M.shape}")
+        rows = np.repeat(np.arange(self.d, dtype=np.int64), np.diff(M.indptr))
+        cols = np.asarray(M.indices, dtype=np.int64)
+        data = np.asarray(M.data, dtype=np.float64)
+        off = (rows != cols) & (data != 0.0)
+        keys = rows[off] * self.d + cols[off]
+        cap = self.capacity
+        while keys.shape[0] > cap * self.rebuild_load:
+            cap *= 2
+        self.table = self._empty_table(cap)
+        self.counts[:] = 0
+        _load_entries(self.table["key"], self.table["val"], keys, data[off], self.shift, self.counts)
+        diag = np.zeros(self.d)
+        on = rows == cols
+        np.add.at(diag, rows[on], data[on])
+        self.diag = diag + float(diag_offset)
+        self.diag_last = np.zeros(self.d, np.int64)
+        self.diag_aux = np.zeros(self.d)
+        self.step = 0
 
     def to_csr(self, diag_offset: float | None = None) -> sp.csr_matrix:
         """The stored matrix as CSR (values as stored: finalize lazy state first).

@@ -117,6 +117,35 @@ class _BaseBilinear(TripletLearner):
             self._resolve_auto(X, triplets)
         return self.engine_.partial_fit(X, triplets, signs), None
 
+    def start_from(self, model: BilinearSimilarity, X=None):
+        """Reset and continue from ``model`` instead of M_1: later :meth:`partial_fit_triplets`
+        calls update its M with this learner's rule (how a served model keeps learning).
+
+        Parameters
+        ----------
+        model : BilinearSimilarity
+            Same ``identity`` as this learner; not normalising (the update sees raw rows).
+        X : sparse matrix, optional
+            Corpus the ``"auto"`` parameters are resolved on (default: unit statistics).
+            Per-entry optimiser statistics (AdaSORS's H) start at zero.
+
+        Returns
+        -------
+        self
+        """
+        if not isinstance(model, BilinearSimilarity):
+            raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        if bool(model.identity) != bool(self.identity):
+            raise InvalidInputError(f"the model has identity={model.identity}, the learner identity={self.identity}")
+        if model.normalize:
+            raise InvalidInputError("a normalising model cannot be continued by a triplet learner")
+        self._reset()
+        super()._init_state(model.n_features)
+        X = None if X is None else check_csr(X, n_features=model.n_features)
+        self._resolve_auto(X, np.zeros((1 if X is not None else 0, 3), np.int64))
+        self.engine_.store.load_csr(model.W, 1.0 if self.identity else 0.0)
+        return self
+
     def _triplet_stream(self, y):
         """The SORS protocol: ``n_triplets`` (anchor, same-class, other-class) triplets from ``y``."""
         for chunk in iter_sors_triplets(y, self.n_triplets, seed=self.random_state, chunk_size=self._fit_chunk):

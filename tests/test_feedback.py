@@ -1,0 +1,133 @@
+"""FeedbackLearner: warm start, the same update as offline training, click rule, snapshots, /ask."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.exceptions import InvalidInputError, ResourceLimitError
+from sparsesim.feedback import FeedbackLearner, click_triplets
+from sparsesim.indexes import build_index
+from sparsesim.learners.bilinear import OASIS, SORS
+from sparsesim.models import BilinearSimilarity
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    X = sp.random(60, 30, density=0.2, random_state=0, format="csr")
+    y = np.arange(60) % 3
+    model = OASIS(C=0.5, n_triplets=200, random_state=0).fit(X, y).model_
+    return X, y, model
+
+
+def test_start_from_continues_exactly_like_the_original_learner(corpus):
+    X, y, _ = corpus
+    more = np.array([[0, 3, 4], [5, 8, 1], [2, 5, 7], [9, 12, 10]])
+    for make in (lambda: OASIS(C=0.5, n_triplets=200, random_state=0),
+                 lambda: SORS(lam=1e-4, eta=0.1, n_triplets=200, random_state=0)):
+        a = make().fit(X, y)
+        b = make().start_from(a.model_, X)
+        assert abs(b.model_.W - a.model_.W).max() == 0.0
+        a.partial_fit_triplets(X, more)
+        b.partial_fit_triplets(X, more)
+        assert abs(b.model_.W - a.model_.W).max() < 1e-12
+        assert a.model_.W.nnz > 0
+
+
+def test_click_rule():
+    assert click_triplets(["a", "b", "c", "d"], ["c"]) == [("c", "b"), ("c", "a"), ("c", "d")]
+    assert click_triplets(["a", "b", "c"], ["a"]) == [("a", "b")]
+    assert click_triplets(["a", "b", "c", "d"], ["b", "d"], max_pairs=2) == [("b", "a"), ("b", "c")]
+    assert click_triplets(["a", "b"], ["a", "b"]) == []
+
+
+def test_feedback_equals_offline_update_and_changes_scores(corpus, tmp_path):
+    X, _, model = corpus
+    index = build_index(model, X, kind="exact")
+    records = [{"query": 0, "preferred": 3, "other": 4}, {"query": 5, "preferred": 8, "other": 1},
+               {"query": {"indices": [1, 7], "values": [1.0, 2.0]}, "preferred": 11, "other": 12}]
+    with FeedbackLearner(index, learner=OASIS(C=0.5)) as fl:
+        q0 = X[0]
+        before = fl.score(q0, [3, 4])[0]
+        assert fl.submit(records) == 3
+        fl.flush(timeout=60)
+        after = fl.score(q0, [3, 4])[0]
+        # offline: the same learner started from the same model, the same triplets in order
+        rows = sp.vstack([X[0], X[3], X[4], X[5], X[8], X[1],
+                          sp.csr_matrix(([1.0, 2.0], ([0, 0], [1, 7])), shape=(1, 30)), X[11], X[12]], format="csr")
+        off = OASIS(C=0.5).start_from(model, X).partial_fit_triplets(rows, np.arange(9).reshape(3, 3)).model_
+        expect = off.score_pairs(sp.vstack([q0, q0]), X[[3, 4]])
+        np.testing.assert_allclose(after, expect, rtol=0, atol=1e-12)
+        # the OASIS step moved the preferred document up relative to the other one
+        if before[0] - before[1] < 1:
+            assert after[0] - after[1] > before[0] - before[1]
+        ids, scores, version = fl.query(X[:1], 5)
+        assert version >= 1
+        np.testing.assert_allclose(scores[0], np.sort(off.score_matrix(X[:1], X)[0])[::-1][:5], atol=1e-12)
+        assert fl.info()["applied"] == 3 and fl.info()["pending"] == 0
+
+
+@pytest.mark.parametrize("bad", [
+    {"query": 0, "preferred": 3},
+    {"query": 0, "preferred": 3, "other": 999},
+    {"query": 0, "preferred": 3, "other": 3},
+    {"query": True, "preferred": 3, "other": 4},
+    {"query": "some text", "preferred": 3, "other": 4},  # model not trained on text
+    {"query": {"indices": [40], "values": [1.0]}, "preferred": 3, "other": 4},
+    {"query": {"indices": [1], "values": [float("nan")]}, "preferred": 3, "other": 4},
+    {"query": 0, "clicked": [9], "shown": [1, 2]},
+    {"query": 0, "clicked": [], "shown": [1, 1]},
+    [],
+    "x",
+])
+def test_bad_feedback_is_a_project_error(corpus, bad):
+    X, _, model = corpus
+    with FeedbackLearner(build_index(model, X, kind="exact")) as fl:
+        with pytest.raises(InvalidInputError):
+            fl.submit(bad)
+        assert fl.info()["received"] == 0
+
+
+def test_full_queue_refuses(corpus):
+    X, _, model = corpus
+    with FeedbackLearner(build_index(model, X, kind="exact"), queue_size=2) as fl:
+        with pytest.raises(ResourceLimitError):
+            fl.submit([{"query": 0, "preferred": 3, "other": 4}] * 3)
+
+
+def test_snapshots_and_resume(corpus, tmp_path):
+    X, _, model = corpus
+    index = build_index(model, X, kind="exact")
+    snap = tmp_path / "snap.npz"
+    fl = FeedbackLearner(index, snapshot=snap, snapshot_every=4, snapshot_seconds=3600)
+    for i in range(10):
+        fl.submit({"query": i, "preferred": (i + 3) % 60, "other": (i + 1) % 60})
+    fl.flush(timeout=60)
+    assert snap.exists()
+    assert fl.info()["snapshot"]["n_applied"] >= 4
+    fl.close()  # final snapshot
+    saved = BilinearSimilarity.load(snap)
+    assert saved.metadata["feedback"]["n_applied"] == 10
+    assert abs(saved.W - fl.model.W).max() == 0.0
+    again = FeedbackLearner(index, snapshot=snap)
+    try:
+        assert again.info()["applied"] == 10 and again.resumed_from == str(snap)
+        np.testing.assert_allclose(again.score(X[:2], [1, 2]), fl.score(X[:2], [1, 2]), atol=1e-12)
+    finally:
+        again.close()
+
+
+def test_ask_returns_the_smallest_margins(corpus):
+    X, _, model = corpus
+    with FeedbackLearner(build_index(model, X, kind="exact")) as fl:
+        fl.query(X[[0, 5]], 6, remember=[0, 5])
+        asked = fl.ask(4)
+        assert len(asked) == 4
+        margins = [abs(a["margin"]) for a in asked]
+        assert margins == sorted(margins)
+        for a in asked:
+            s = fl.score(X[a["query"]], [a["first"], a["second"]])[0]
+            assert abs((s[0] - s[1]) - a["margin"]) < 1e-9
+        with pytest.raises(InvalidInputError):
+            fl.ask(0)
