@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import List, Optional
@@ -693,6 +694,11 @@ def serve(
     max_queries: int = typer.Option(64, "--max-queries", help="Texts or vectors per request."),
     max_body_bytes: int = typer.Option(1 << 20, "--max-body-bytes", help="Largest request body."),
     max_concurrency: int = typer.Option(2, "--max-concurrency", help="Searches computed at once (others wait)."),
+    learn: bool = typer.Option(False, "--learn", help="Learn from POST /feedback (and answer GET /ask) while serving."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="--learn: model file the learned model is "
+                                            "saved to and resumed from (default: INDEX.feedback.npz beside the index)."),
+    snapshot_every: int = typer.Option(1000, "--snapshot-every", help="--learn: applied triplets between snapshots."),
+    snapshot_seconds: float = typer.Option(60.0, "--snapshot-seconds", help="--learn: seconds between snapshots."),
 ):
     """Serve an index over HTTP: POST /query (texts or sparse vectors), GET /info, GET /health,
     and a search page at / comparing the learned similarity with plain cosine."""
@@ -706,9 +712,76 @@ def serve(
         raise InvalidInputError(f"--port must be in 0..65535, got {port}")
     limits = ServiceLimits(max_body_bytes=max_body_bytes, max_queries=max_queries, max_top_k=max_top_k,
                            max_concurrency=max_concurrency)
+    learn_options = None
+    if learn:
+        if snapshot is None:
+            snapshot = index.parent / f"{index.name}.feedback.npz"
+        learn_options = {"snapshot": snapshot, "snapshot_every": snapshot_every, "snapshot_seconds": snapshot_seconds}
     _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
-    run_server(index, host=host, port=port, limits=limits)
+    run_server(index, host=host, port=port, limits=limits, learn=learn_options)
 
+
+@app.command()
+def learn(
+    index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
+    feedback: Path = typer.Option(..., "--feedback", "-f", help="JSONL file: one feedback record per line "
+                                  '(triplet {"query", "preferred", "other"} or click log {"query", "clicked", "shown"}).'),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Model file to write (default: "
+                                       "INDEX.feedback.npz beside the index; what `serve --learn` resumes from)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from --out when it exists (else from the index's model)."),
+    max_click_pairs: int = typer.Option(10, "--max-click-pairs", help="Triplets taken from one click log."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Learn from a batch feedback log with the index's learner (the loop of `serve --learn`,
+    without HTTP) and save the updated model. Every line is checked before anything is learned."""
+    from sparsesim.feedback import FeedbackLearner
+    from sparsesim.persistence import check_output_file
+
+    if out is None:
+        out = index.parent / f"{index.name}.feedback.npz"
+    check_output_file(out, inputs=(feedback,), what="--out")
+    records, lines = [], []
+    try:
+        with open(feedback, encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                    lines.append(lineno)
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"{feedback}: line {lineno} is not JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{feedback}: not UTF-8 text") from None
+    if not records:
+        raise InvalidInputError(f"{feedback}: no feedback records")
+    start = time.perf_counter()
+    learner = FeedbackLearner(index, snapshot=out, resume=resume, snapshot_every=1 << 62, snapshot_seconds=1e12,
+                              max_click_pairs=max_click_pairs)
+    try:
+        for record, lineno in zip(records, lines):  # check everything first: a bad line learns nothing
+            try:
+                learner.parse_feedback([record])
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{feedback}: line {lineno}: {str(exc).replace('feedback[0]', 'record')}") \
+                    from None
+        chunk = 1000
+        for lo in range(0, len(records), chunk):
+            learner.submit(records[lo:lo + chunk])
+            learner.flush()
+    except BaseException:
+        learner.close(snapshot=False)  # a log with a bad record writes nothing
+        raise
+    learner.close()
+    info = learner.info()
+    summary = {"out": str(out), "records": len(records), "triplets": info["applied"] - learner.n_applied_at_start,
+               "applied_total": info["applied"], "updates_with_loss": info["updates_with_loss"],
+               "resumed_from": info["resumed_from"], "seconds": round(time.perf_counter() - start, 3)}
+    if json_out:
+        _emit(summary)
+    else:
+        _echo(f"learned {summary['triplets']} triplets from {len(records)} records "
+              f"({summary['updates_with_loss']} changed the model) -> {out}")
 
 def _curve_with_offsets(run_curve, module, config, budgets, done_before, per_budget):
     """Run the curve budget by budget so one progress bar spans all of them."""

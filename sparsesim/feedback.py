@@ -162,6 +162,8 @@ class FeedbackLearner:
         self.n_received = counters["n_received"]
         self.n_applied = counters["n_applied"]
         self.n_losses = 0
+        self.n_applied_at_start = self.n_applied
+        self._final_snapshot = True
         self._published = (0, self._with_featurizer(start))
         self.snapshot_info = None
         if self.resumed_from is not None:
@@ -382,7 +384,7 @@ class FeedbackLearner:
                 if work:
                     self._apply(work)
                 if work or stop:
-                    self._maybe_snapshot(force=stop)
+                    self._maybe_snapshot(force=stop and self._final_snapshot)
             except Exception as exc:  # kept and raised to callers: the thread must not die silently
                 self._error = exc
             finally:
@@ -439,12 +441,14 @@ class FeedbackLearner:
             time.sleep(0.005)
         self._raise_if_failed()
 
-    def close(self) -> None:
-        """Apply what is queued, write the final snapshot and stop the learner thread."""
+    def close(self, snapshot: bool = True) -> None:
+        """Apply what is queued, write the final snapshot (unless ``snapshot=False``) and stop the
+        learner thread."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._final_snapshot = bool(snapshot)
         self._queue.put(_STOP)
         self._thread.join()
         self._raise_if_failed()

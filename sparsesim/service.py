@@ -17,6 +17,13 @@ Endpoints
 ``GET /info``
     Index kind and size, model facts, index parameters and state (incl. any calibrated recall),
     and the service's limits.
+``POST /feedback`` (``serve --learn``)
+    A feedback record or a list of them: triplets ``{"query": Q, "preferred": ID, "other": ID}`` or
+    click logs ``{"query": Q, "clicked": [IDs], "shown": [IDs]}`` (Q: text, vector or corpus id;
+    see :mod:`sparsesim.feedback`). Answer 202 ``{"queued": n, ...}``; bad feedback 422, a full
+    queue 503. Queries are then answered by the newest learned model version (``"version"``).
+``GET /ask?n=10`` (``serve --learn``)
+    The triplets of recent queries' results the active rule most wants labelled.
 ``GET /``
     A search page: the learned similarity's top-k beside plain cosine's for a typed text.
 
@@ -28,6 +35,7 @@ and concurrent searches (requests wait for one of ``max_concurrency`` slots; uvi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -38,7 +46,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import MissingDependencyError, SparsesimError
+from .exceptions import InvalidInputError, MissingDependencyError, ResourceLimitError, SparsesimError
+from .feedback import FeedbackLearner
 from .topk import top_k_rows
 
 __all__ = ["ServiceLimits", "QueryService", "create_app", "serve"]
@@ -62,6 +71,8 @@ class ServiceLimits:
         Searches computed at once; further requests wait their turn.
     limit_connections : int
         Open connections uvicorn accepts before answering 503.
+    max_feedback : int
+        Feedback records per ``POST /feedback``.
     """
 
     max_body_bytes: int = 1 << 20
@@ -70,6 +81,7 @@ class ServiceLimits:
     max_text_chars: int = 20_000
     max_concurrency: int = 2
     limit_connections: int = 64
+    max_feedback: int = 10_000
 
 
 class RequestError(Exception):
@@ -92,7 +104,8 @@ class QueryService:
         Memory-map the index arrays (read-only).
     """
 
-    def __init__(self, index_dir, limits: ServiceLimits | None = None, mmap: bool = True):
+    def __init__(self, index_dir, limits: ServiceLimits | None = None, mmap: bool = True,
+                 learn: dict | None = None):
         from .indexes import load_index, read_manifest
 
         self.index_dir = Path(index_dir)
@@ -104,6 +117,8 @@ class QueryService:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
         self.snippets = self.index.snippets_
+        # ``learn``: keyword arguments of FeedbackLearner (snapshot, snapshot_every, ...); None serves frozen
+        self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -120,6 +135,7 @@ class QueryService:
                       "dataset": meta.get("dataset"), "checksum": self.manifest["model"].get("checksum")},
             "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
             "limits": asdict(self.limits),
+            "feedback": None if self.feedback is None else self.feedback.info(),
         }
 
     # -- requests ---------------------------------------------------------------------------
@@ -193,10 +209,19 @@ class QueryService:
         Q.sum_duplicates()
         return Q
 
-    def search(self, Q, top_k: int, compare: bool = False, snippets: bool = False) -> dict:
-        """Top-k (learned similarity) per query row, plus plain cosine top-k when ``compare``."""
-        ids, scores = self.index.query(Q, top_k)
+    def search(self, Q, top_k: int, compare: bool = False, snippets: bool = False, remember=None) -> dict:
+        """Top-k (learned similarity) per query row, plus plain cosine top-k when ``compare``.
+
+        When learning from feedback, the newest model version answers (``"version"``) and the
+        queries as sent (``remember``) are kept for ``/ask``.
+        """
+        if self.feedback is not None:
+            ids, scores, version = self.feedback.query(Q, top_k, remember=remember)
+        else:
+            ids, scores = self.index.query(Q, top_k)
         out = {"results": [self._hits(row_ids, row_scores, None, snippets) for row_ids, row_scores in zip(ids, scores)]}
+        if self.feedback is not None:
+            out["version"] = version
         if compare:
             norms = np.sqrt(np.asarray(Q.multiply(Q).sum(axis=1)).ravel())
             Qn = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Q
@@ -258,7 +283,9 @@ def create_app(service: QueryService):
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise RequestError(400, f"the body is not valid JSON ({exc})") from None
             Q, top_k, compare, snippets = service.parse(payload)
-            result = await anyio.to_thread.run_sync(service.search, Q, top_k, compare, snippets, limiter=limiter)
+            remember = payload.get("texts", payload.get("vectors"))
+            result = await anyio.to_thread.run_sync(service.search, Q, top_k, compare, snippets, remember,
+                                                    limiter=limiter)
             return JSONResponse(result)
         except RequestError as exc:
             return error(exc.status, str(exc))
@@ -266,6 +293,46 @@ def create_app(service: QueryService):
             return error(422, str(exc))
         except ClientDisconnect:
             return error(400, "client disconnected")
+
+    async def feedback(request):
+        try:
+            if service.feedback is None:
+                raise RequestError(404, "this server does not learn from feedback (start it with --learn)")
+            body = await read_body(request)
+            try:
+                payload = json.loads(body)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise RequestError(400, f"the body is not valid JSON ({exc})") from None
+            if isinstance(payload, list) and len(payload) > service.limits.max_feedback:
+                raise RequestError(422, f"at most {service.limits.max_feedback} feedback records per request")
+            queued = await anyio.to_thread.run_sync(service.feedback.submit, payload)
+            fb = service.feedback.info()
+            return JSONResponse({"queued": queued, "received": fb["received"], "applied": fb["applied"],
+                                 "version": fb["version"]}, status_code=202)
+        except RequestError as exc:
+            return error(exc.status, str(exc))
+        except ResourceLimitError as exc:
+            return error(503, str(exc))
+        except SparsesimError as exc:
+            return error(422, str(exc))
+        except ClientDisconnect:
+            return error(400, "client disconnected")
+
+    async def ask(request):
+        try:
+            if service.feedback is None:
+                raise RequestError(404, "this server does not learn from feedback (start it with --learn)")
+            raw = request.query_params.get("n", "10")
+            try:
+                n = int(raw)
+            except ValueError:
+                raise RequestError(422, f"n must be an integer, got {raw[:40]!r}") from None
+            asked = await anyio.to_thread.run_sync(service.feedback.ask, n, limiter=limiter)
+            return JSONResponse({"ask": asked})
+        except RequestError as exc:
+            return error(exc.status, str(exc))
+        except InvalidInputError as exc:
+            return error(422, str(exc))
 
     async def health(request):
         return JSONResponse({"status": "ok"})
@@ -283,10 +350,22 @@ def create_app(service: QueryService):
         return error(500, f"internal error ({type(exc).__name__})")
 
     routes = [Route("/", page, methods=["GET"]), Route("/health", health, methods=["GET"]),
-              Route("/info", info, methods=["GET"]), Route("/query", query, methods=["POST"])]
+              Route("/info", info, methods=["GET"]), Route("/query", query, methods=["POST"]),
+              Route("/feedback", feedback, methods=["POST"]), Route("/ask", ask, methods=["GET"])]
     from starlette.exceptions import HTTPException
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error})
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        if service.feedback is not None:  # graceful stop (SIGINT/SIGTERM): apply the queue, final snapshot
+            await anyio.to_thread.run_sync(service.feedback.close)
+            snap = service.feedback.snapshot_info
+            if snap is not None:
+                print(f"feedback snapshot: {snap['path']} ({snap['n_applied']} triplets applied)", file=sys.stderr,
+                      flush=True)
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error},
+                     lifespan=lifespan)
 
 
 def _html_escape(text: str) -> str:
@@ -296,15 +375,20 @@ def _html_escape(text: str) -> str:
 
 
 def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceLimits | None = None,
-          log_level: str = "warning") -> None:
-    """Load the index once and serve it with uvicorn until interrupted."""
+          log_level: str = "warning", learn: dict | None = None) -> None:
+    """Load the index once and serve it with uvicorn until interrupted.
+
+    ``learn`` (keyword arguments of :class:`~sparsesim.feedback.FeedbackLearner`) turns on
+    ``POST /feedback`` and ``GET /ask``; the final snapshot is written when the server stops
+    (application shutdown, before uvicorn exits).
+    """
     try:
         import starlette  # noqa: F401
         import uvicorn
     except ImportError:
         raise MissingDependencyError("sparsesim serve needs Starlette and uvicorn: pip install 'sparsesim[serve]'") from None
 
-    service = QueryService(index_dir, limits=limits)
+    service = QueryService(index_dir, limits=limits, learn=learn)
     app = create_app(service)
     print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents) at "
           f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr, flush=True)
