@@ -154,6 +154,7 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
             distributed.Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(n_workers)
         idle = client.run(_worker_reset)
+        reset_peak()  # the client's peak from here on (not the data preparation before)
         client_base = rss_gib()
         start = time.perf_counter()
         index = ShardedIndex(model, kind="exact", n_shards=n_shards, client=client,
