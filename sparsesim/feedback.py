@@ -15,9 +15,10 @@ one log, the pairs nearest the click first.
 
 One learner thread applies the registered learner's triplet-level update
 (``partial_fit_triplets``, the code offline training runs) to batches taken from a bounded queue;
-the model it starts from is the index's (or the last snapshot's). After every batch the new
-model is published as an immutable version (one reference assignment): a query reads the current
-version once and is answered entirely from it, so reads never wait for writes. Scores are exact
+the model it starts from is the index's (or the last snapshot's). The learned model is published
+as an immutable version (one reference assignment) as soon as the queue is empty, and at least
+every ``publish_seconds`` while feedback keeps arriving: a query reads the current version once
+and is answered entirely from it, so reads never wait for writes. Scores are exact
 under the newest version: over the whole corpus when it has at most ``exact_limit`` documents,
 otherwise over a candidate pool from the index (built with the original model), re-ranked.
 
@@ -118,18 +119,22 @@ class FeedbackLearner:
         Larger corpora: candidates the index returns per query for exact re-ranking.
     recent_queries : int, default 256
         Queries remembered for :meth:`ask`.
+    publish_seconds : float, default 0.05
+        While feedback keeps arriving, a new model version is published at least this often
+        (each publication exports W, O(nnz(W))); it is published at once when the queue empties.
     """
 
     def __init__(self, index, learner=None, snapshot=None, snapshot_every: int = 1000,
                  snapshot_seconds: float = 60.0, resume: bool = True, queue_size: int = 100_000,
                  max_click_pairs: int = 10, exact_limit: int = 200_000, candidate_pool: int = 200,
-                 recent_queries: int = 256):
+                 recent_queries: int = 256, publish_seconds: float = 0.05):
         self.index = index if isinstance(index, Index) else load_index(index, mmap=True)
         self.snapshot_every = check_int(snapshot_every, "snapshot_every", 1)
         self.snapshot_seconds = check_float(snapshot_seconds, "snapshot_seconds", 0.0, low_open=True)
         self.max_click_pairs = check_int(max_click_pairs, "max_click_pairs", 1)
         self.exact_limit = check_int(exact_limit, "exact_limit", 0)
         self.candidate_pool = check_int(candidate_pool, "candidate_pool", 1)
+        self.publish_seconds = check_float(publish_seconds, "publish_seconds", 0.0)
         queue_size = check_int(queue_size, "queue_size", 1)
         self.snapshot_path = None if snapshot is None else Path(snapshot)
         base = self.index.model
@@ -163,6 +168,8 @@ class FeedbackLearner:
         self.n_applied = counters["n_applied"]
         self.n_losses = 0
         self.n_applied_at_start = self.n_applied
+        self._learned = self.n_applied  # applied to the learner; n_applied: in the published version
+        self._publish_time = time.monotonic()
         self._final_snapshot = True
         self._published = (0, self._with_featurizer(start))
         self.snapshot_info = None
@@ -383,6 +390,11 @@ class FeedbackLearner:
             try:
                 if work:
                     self._apply(work)
+                if self._learned != self.n_applied:
+                    snap_due = stop or self._snapshot_due(self._learned)
+                    if (snap_due or self._queue.qsize() == 0
+                            or time.monotonic() - self._publish_time >= self.publish_seconds):
+                        self._publish()
                 if work or stop:
                     self._maybe_snapshot(force=stop and self._final_snapshot)
             except Exception as exc:  # kept and raised to callers: the thread must not die silently
@@ -394,24 +406,33 @@ class FeedbackLearner:
                 return
 
     def _apply(self, work: list[tuple]) -> None:
-        """One batch through the learner's triplet update, then publish the new version."""
+        """One batch through the learner's triplet update (published by :meth:`_publish`)."""
         m = len(work)
         Xs = sp.vstack([sp.vstack([q, self.X[a], self.X[b]]) for q, a, b in work], format="csr")
         triplets = np.arange(3 * m, dtype=np.int64).reshape(m, 3)
         before = self.learner.n_updates_
         self.learner.partial_fit_triplets(Xs, triplets)
+        with self._lock:
+            self._learned += m
+            self.n_losses += self.learner.n_updates_ - before
+
+    def _publish(self) -> None:
+        """Export the learner's model as the next immutable version (one reference assignment)."""
         model = self._with_featurizer(self.learner.model_)
         with self._lock:
-            self.n_applied += m
-            self.n_losses += self.learner.n_updates_ - before
             self._published = (self._published[0] + 1, model)
+            self.n_applied = self._learned
+            self._publish_time = time.monotonic()
+
+    def _snapshot_due(self, applied: int) -> bool:
+        return self.snapshot_path is not None and (
+            applied - self._snap_applied >= self.snapshot_every
+            or time.monotonic() - self._snap_time >= self.snapshot_seconds)
 
     def _maybe_snapshot(self, force: bool = False) -> None:
         if self.snapshot_path is None:
             return
-        due = (self.n_applied - self._snap_applied >= self.snapshot_every
-               or time.monotonic() - self._snap_time >= self.snapshot_seconds)
-        if (force or due) and self.n_applied != self._snap_applied:
+        if (force or self._snapshot_due(self.n_applied)) and self.n_applied != self._snap_applied:
             self.snapshot()
 
     def snapshot(self) -> dict:
@@ -503,6 +524,7 @@ class FeedbackLearner:
         """Counters, model version and the last snapshot (for ``/info``)."""
         with self._lock:
             return {"learner": type(self.learner).__name__, "version": self.version,
+                    "learned": int(self._learned),
                     "received": int(self.n_received), "applied": int(self.n_applied),
                     "pending": int(self.n_received - self.n_applied),
                     "not_snapshotted": int(self.n_applied - self._snap_applied),
