@@ -431,6 +431,8 @@ def check_float(value, name: str, low=None, high=None, low_open: bool = False, h
     if value is None and allow_none:
         return None
     rng = _range_text(low, high, low_open, high_open)
+    if low == 0 and low_open and high is None:
+        return _check_positive(value, name, rng)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
         raise InvalidParameterError(f"{name} must be a number in {rng}, got {bounded(repr(value), 80)}")
     try:
@@ -443,6 +445,19 @@ def check_float(value, name: str, low=None, high=None, low_open: bool = False, h
         raise InvalidParameterError(f"{name} must be a number in {rng}, got {out}")
     if high is not None and (out > high or (high_open and out == high)):
         raise InvalidParameterError(f"{name} must be a number in {rng}, got {out}")
+    return out
+
+
+def _check_positive(value, name, rng):
+    what = f"{name} must be positive (a finite number in {rng})"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise InvalidParameterError(f"{what}, got {bounded(repr(value), 80)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise InvalidParameterError(f"{what}, got a value too large") from None
+    if not math.isfinite(out) or out <= 0:
+        raise InvalidParameterError(f"{what}, got {out}")
     return out
 
 

@@ -102,9 +102,9 @@ def test_every_entry_point_refuses_hostile_matrices():
 def test_parameter_checks_name_the_range():
     with pytest.raises(InvalidParameterError, match=r"n_triplets must be an integer in \[1, inf\), got 2.5"):
         check_int(2.5, "n_triplets", 1)
-    with pytest.raises(InvalidParameterError, match="C must be a finite number"):
+    with pytest.raises(InvalidParameterError, match="C must be positive"):
         check_float(float("inf"), "C", 0, None, low_open=True)
-    with pytest.raises(InvalidParameterError, match=r"C must be a number in \(0, inf\)"):
+    with pytest.raises(InvalidParameterError, match=r"C must be positive \(a finite number in \(0, inf\)\)"):
         check_float(0, "C", 0, None, low_open=True)
     with pytest.raises(InvalidParameterError, match="True or False"):
         check_bool("no", "identity")
