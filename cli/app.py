@@ -639,6 +639,14 @@ def experiment(
         task = bar.task_ids[0]
         runs_bar = report_progress(lambda new, done: bar.update(task, total=(bar.tasks[0].total or 0) + new,
                                                                  advance=done))
+    from sparsesim.distributed import dask_jobs, resolve_scheduler
+
+    address = resolve_scheduler(scheduler)
+    cluster = nullcontext()
+    if address is not None and protocol == "sors":
+        config.scheduler = address  # the protocol scatters its data set to the workers once itself
+    elif address is not None:
+        cluster = dask_jobs(address, n_jobs=n_jobs)  # runs as Dask tasks through joblib's dask backend
     if learning_curve is not None:
         from sparsesim.experiments.learning_curve import learning_curve as run_curve, write_learning_curve
 
@@ -655,7 +663,9 @@ def experiment(
             def advance_all(done, _adv=advance):
                 _adv(done_before[0] + done)
             config.options["progress_callback"] = advance_all
-        with bar, runs_bar:
+        with cluster as session, bar, runs_bar:
+            if session is not None:
+                config.n_jobs = session.n_jobs
             curve = run_curve(module, config, budgets) if advance is None else _curve_with_offsets(
                 run_curve, module, config, budgets, done_before, total)
         files = write_learning_curve(curve, out_dir)
@@ -667,14 +677,6 @@ def experiment(
                 _echo(f"{name:<16} MAP % by triplets  {pts}")
             _echo(f"wrote {files['png']} and {files['json']}")
         return
-    from sparsesim.distributed import dask_jobs, resolve_scheduler
-
-    address = resolve_scheduler(scheduler)
-    cluster = nullcontext()
-    if address is not None and protocol == "sors":
-        config.scheduler = address  # the protocol scatters its data set to the workers once itself
-    elif address is not None:
-        cluster = dask_jobs(address, n_jobs=n_jobs)  # runs as Dask tasks through joblib's dask backend
     with cluster as session, bar, runs_bar:
         if session is not None:
             config.n_jobs = session.n_jobs
