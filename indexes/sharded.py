@@ -51,7 +51,7 @@ from sparsesim import __version__
 from sparsesim.distributed import require_distributed, worker_addresses
 from sparsesim.exceptions import ClusterError, FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import file_sha256
+from sparsesim.persistence import file_sha256, fsync_dir
 
 from . import INDEX_KINDS, load_index
 from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
@@ -639,12 +639,12 @@ class ShardedIndex:
                 json.dump(manifest, handle, indent=2, sort_keys=True)
                 handle.flush()
                 os.fsync(handle.fileno())
-            _fsync_dir(tmp)
+            fsync_dir(tmp)
             if directory.exists():
                 trash = parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
                 os.rename(directory, trash)
             os.rename(tmp, directory)
-            _fsync_dir(parent)
+            fsync_dir(parent)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             if trash is not None and trash.exists() and not directory.exists():
@@ -662,19 +662,6 @@ class ShardedIndex:
     def _check_built(self):
         if not self.shard_sizes_:
             raise InvalidInputError("the sharded index is empty; fit or load it first")
-
-
-def _fsync_dir(path: Path):
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def is_sharded(directory) -> bool:

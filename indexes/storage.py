@@ -52,7 +52,7 @@ import numpy as np
 from sparsesim import __version__
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnsafeTargetError
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, loads_strict, make_temp_dir, read_npy,
+from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_path, loads_strict, make_temp_dir, read_npy,
                                    sweep_stale_temps, target_lock, file_mode)
 from sparsesim.validation import (MAX_FEATURES, bounded, check_csr_arrays, check_finite_array, check_meta)
 
@@ -97,22 +97,6 @@ STATE_SCHEMA = {
     "rerank_memory_": ("int?", 0, 2**50),
     "calibration": ("dict?",),  # checked by AnnIndex against calibration.CALIBRATION_SCHEMA
 }
-
-
-def _fsync_path(path: Path, directory: bool = False):
-    if directory:
-        fsync_dir(path)
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def _model_facts(model: BilinearSimilarity) -> dict:
@@ -181,9 +165,9 @@ def _write_version(index, vdir: Path) -> dict:
     for fname, writer in index._extra_files().items():
         writer(vdir / fname)
         os.chmod(vdir / fname, file_mode())
-        _fsync_path(vdir / fname)
+        fsync_path(vdir / fname)
         names.append(fname)
-    _fsync_path(vdir, directory=True)
+    fsync_path(vdir, directory=True)
     return {fname: {"bytes": (vdir / fname).stat().st_size, "sha256": file_sha256(vdir / fname)} for fname in names}
 
 
@@ -246,7 +230,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 (tmp / data_dir).mkdir(mode=0o777)
                 manifest["files"] = _write_version(index, tmp / data_dir)
                 _write_manifest(tmp / MANIFEST, manifest)
-                _fsync_path(tmp, directory=True)
+                fsync_path(tmp, directory=True)
                 try:
                     os.rename(tmp, directory)
                 except OSError:

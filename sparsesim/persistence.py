@@ -275,10 +275,11 @@ def make_temp_dir(parent: Path, name: str) -> Path:
     return tmp
 
 
-def fsync_dir(path: str | os.PathLike) -> None:
-    """fsync a directory (so a rename in it is durable); ignored where unsupported."""
+def fsync_path(path: str | os.PathLike, directory: bool = False) -> None:
+    """fsync a file, or a directory (so a rename in it is durable); ignored where unsupported."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(path, flags)
     except OSError:  # pragma: no cover - platforms without directory fds
         return
     try:
@@ -287,6 +288,11 @@ def fsync_dir(path: str | os.PathLike) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """fsync a directory (so a rename in it is durable); ignored where unsupported."""
+    fsync_path(path, directory=True)
 
 
 _HELD: dict[str, int] = {}

@@ -131,13 +131,7 @@ def read_svmlight(
 
     path = Path(path)
     zero_based = parse_zero_based(zero_based)
-    try:
-        with open_maybe_compressed(path) as handle:
-            raw = handle.read()
-    except (DataNotFoundError, FileFormatError):
-        raise
-    except _STREAM_ERRORS as exc:
-        raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
+    raw = _read_bytes(path)
     try:
         # read the indices as written; the base is applied below, where it can be checked
         X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
@@ -648,14 +642,19 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
                           tfidf_options)
 
 
-def _read_text_file(path: Path) -> str:
+def _read_bytes(path: Path) -> bytes:
+    """The (decompressed, bounded) bytes of ``path``; a truncated or corrupt file is a FileFormatError."""
     try:
         with open_maybe_compressed(path) as handle:
-            data = handle.read()
+            return handle.read()
     except (DataNotFoundError, FileFormatError):
         raise
     except _STREAM_ERRORS as exc:
         raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
+
+
+def _read_text_file(path: Path) -> str:
+    data = _read_bytes(path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
