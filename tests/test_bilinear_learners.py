@@ -174,7 +174,7 @@ def test_invalid_hyperparameters_refused():
     X, triplets, _ = random_problem()
     with pytest.raises(InvalidInputError, match="regularizer"):
         SORS(regularizer="l2").partial_fit_triplets(X, triplets)
-    with pytest.raises(InvalidInputError, match=r"C must be a number in \(0, inf\)"):
+    with pytest.raises(InvalidInputError, match=r"C must be positive \(a finite number in \(0, inf\)\)"):
         OASIS(C=0).partial_fit_triplets(X, triplets)
 
 

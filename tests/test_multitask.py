@@ -265,7 +265,7 @@ def test_bad_input_raises_clear_errors():
         OMTRSL(n_triplets=10).fit(X, y1, t)
     with pytest.raises(InvalidInputError, match="one task per document"):
         OMTRSL(n_triplets=10).fit(X, y, t[:-1])
-    with pytest.raises(InvalidInputError, match=r"C must be a number in \(0, inf\)"):
+    with pytest.raises(InvalidInputError, match=r"C must be positive \(a finite number in \(0, inf\)\)"):
         OMTRSL(C=0.0, n_triplets=10).fit(X, y, t)
     with pytest.raises(InvalidInputError, match="b must be"):
         OMTRSL(b=-1.0, n_triplets=10).fit(X, y, t)

@@ -76,7 +76,7 @@ def test_bad_grid_and_kind_refused():
     X, y = labelled_problem(n=60)
     with pytest.raises(SparsesimError, match="gamma"):
         tune_similarity("sors-l1", X, y, 300, grid={"gamma": [1.0]})
-    with pytest.raises(InvalidInputError, match=r"eta must be a number in \(0, inf\)"):
+    with pytest.raises(InvalidInputError, match=r"eta must be positive \(a finite number in \(0, inf\)\)"):
         tune_similarity("sors-l1", X, y, 300, grid={"eta": [-1.0]})
     with pytest.raises(InvalidInputError, match="multitask"):
         tune_similarity("omtrsl", X, y, 300)
