@@ -295,6 +295,31 @@ def fsync_dir(path: str | os.PathLike) -> None:
     fsync_path(path, directory=True)
 
 
+def file_state(path: str | os.PathLike) -> tuple | None:
+    """What identifies the file at ``path`` now (inode, size, mtime), or None if there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def replacing_unchanged(path: str | os.PathLike, state: tuple | None):
+    """Hold the write lock of ``path`` and refuse if the file changed since ``state`` was taken.
+
+    A command that reads its target's state when it starts and writes a whole new file at the end
+    (``train --out``, ``tune --out``) wraps its write in this, so of two runs writing one file at
+    the same time the second fails with :class:`~sparsesim.exceptions.ConcurrentWriteError`
+    instead of silently replacing the first one's result.
+    """
+    with target_lock(path):
+        if file_state(path) != state:
+            raise ConcurrentWriteError(f"{path} was written by another process while this run worked; "
+                                       "nothing was written — choose another file or run again")
+        yield
+
+
 _HELD: dict[str, int] = {}
 
 

@@ -23,7 +23,7 @@ from .indexes import build_index, load_index
 from .indexes.sharded import ShardedIndex, is_sharded, load_sharded
 from .indexes.storage import check_index_target
 from .models import BilinearSimilarity
-from .persistence import check_output_file, target_lock
+from .persistence import check_output_file, file_state, replacing_unchanged, target_lock
 from .registry import get_algorithm, make_estimator
 from .topk import top_k_rows
 from .validation import bounded, check_float, check_int, check_n_triplets
@@ -116,6 +116,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     seed = check_int(seed, "--seed", 0, 2**32 - 1)
     train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -129,7 +130,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
                           n_train=int(train.size))
     _record_data(model, data, data_options)
-    model.save(out)
+    with replacing_unchanged(out, out_state):
+        model.save(out)
     return _fit_summary(algorithm, dataset, out, train, est, model)
 
 
@@ -168,9 +170,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
                                 "algorithm (use `sparsesim experiment --tune`)")
     if n_triplets <= 0:
         raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise InvalidInputError(f"cannot write {out}: directory {out.parent} does not exist")
+    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
@@ -184,7 +185,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
                           tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
                                   "n_trials": len(result.trials), "rungs": result.rungs})
     _record_data(model, data, data_options)
-    model.save(out)
+    with replacing_unchanged(out, out_state):
+        model.save(out)
     summary = _fit_summary(algorithm, dataset, out, train, est, model)
     summary.update(best_params=result.best_params, best_validation_map=result.best_score,
                    tuning=result.to_dict())

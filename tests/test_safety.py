@@ -594,3 +594,26 @@ def test_decompression_bomb_refused_quickly(tmp_path, monkeypatch):
     assert path.stat().st_size < 200_000
     with pytest.raises(FileFormatError, match="decompression bomb"):
         load_dataset(str(path))
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_train_out_written_meanwhile_by_another_run_is_refused(tmp_path, monkeypatch, existed):
+    """Two runs writing one model file: the one that finishes second fails and writes nothing."""
+    import sparsesim.workflows as workflows
+
+    out = tmp_path / "model.npz"
+    if existed:
+        out.write_bytes(b"an older model")
+    real_fit = OASIS.fit
+
+    def fit_while_another_run_saves(self, *args, **kwargs):
+        atomic_write(out, lambda handle: handle.write(b"the other run's model"))
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(OASIS, "fit", fit_while_another_run_saves)
+    with pytest.raises(ConcurrentWriteError, match="written by another process"):
+        workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0)
+    assert out.read_bytes() == b"the other run's model"
+    monkeypatch.setattr(OASIS, "fit", real_fit)
+    summary = workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0)  # alone: replaces
+    assert summary["model"] == str(out) and BilinearSimilarity.load(out).n_features > 0
