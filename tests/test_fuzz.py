@@ -35,6 +35,7 @@ from sparsesim.models import BilinearSimilarity  # noqa: E402
 from sparsesim.persistence import bundle_checksum, file_sha256  # noqa: E402
 from sparsesim.registry import ALGORITHMS, make_estimator  # noqa: E402
 from sparsesim.validation import check_csr  # noqa: E402
+from clitools import run_cli  # noqa: E402
 
 from sparsesim.indexes import build_index, load_index  # noqa: E402
 from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
@@ -381,8 +382,6 @@ FLAGS = {"--json", "--refit"}
 @settings(max_examples=60 * SCALE, **FUZZ)
 @given(command=st.sampled_from(sorted(COMMANDS)), data=st.data())
 def test_fuzz_cli_commands(cli_files, command, data, monkeypatch, capsys):
-    from sparsesim.cli.app import main
-
     root = cli_files
     monkeypatch.setenv("SPARSESIM_MAX_TRIPLETS", "2000")  # a valid but long run is refused quickly
     monkeypatch.setenv("SPARSESIM_MAX_RUNS", "2")
@@ -398,13 +397,7 @@ def test_fuzz_cli_commands(cli_files, command, data, monkeypatch, capsys):
         if option not in FLAGS:
             args.append(data.draw(_cli_value(root)))
     before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()}
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(args, monkeypatch, capsys)
     assert code in (0, 2), (args, code, err[-500:])
     assert "Traceback" not in err and "unexpected" not in err, (args, err[-800:])
     if code == 2 and err.startswith("error:"):

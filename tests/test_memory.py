@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsesim.cli.app import main
+from clitools import run_cli
 from sparsesim.exceptions import InvalidInputError, MemoryBudgetError
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
 from sparsesim.memory import available_memory, parse_memory
@@ -74,17 +74,6 @@ def test_adasors_memory_follows_nnz():
     assert exact.engine_.store.n_entries > 5 * exact.model_.W.nnz
     assert bounded.engine_.store.n_entries <= 3 * nnz_bounded
     assert bounded.engine_.store.nbytes < exact.engine_.store.nbytes / 2
-
-
-def run_cli(args, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_budget_error_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):

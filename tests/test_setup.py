@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from clitools import run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
@@ -124,22 +126,10 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     assert code == 0 and err == "", (code, err)
 
 
-def _run_main(args, monkeypatch, capsys):
-    from sparsesim.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["sparsesim", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    return (code, *capsys.readouterr())
-
-
 def test_learning_curve_png_and_json(tmp_path, monkeypatch, capsys):
     import json
 
-    code, out, err = _run_main(["experiment", "-d", "news20-sample", "-a", "oasis,cosine", "--learning-curve",
+    code, out, err = run_cli(["experiment", "-d", "news20-sample", "-a", "oasis,cosine", "--learning-curve",
                                 "200,800", "--out-dir", tmp_path, "--json"], monkeypatch, capsys)
     assert code == 0, err
     curve = json.loads(out)["learning_curve"]
@@ -149,7 +139,7 @@ def test_learning_curve_png_and_json(tmp_path, monkeypatch, capsys):
     png = (tmp_path / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
     assert json.loads((tmp_path / "learning_curve.json").read_text())["budgets"] == [200, 800]
-    code, out, err = _run_main(["experiment", "-d", "news20-sample", "-a", "oasis", "--learning-curve", "200"],
+    code, out, err = run_cli(["experiment", "-d", "news20-sample", "-a", "oasis", "--learning-curve", "200"],
                                monkeypatch, capsys)
     assert code == 2 and "--out-dir" in err
 
@@ -169,11 +159,11 @@ def test_fetch_says_which_sets_need_a_mirror(monkeypatch, capsys, tmp_path):
     import json
 
     monkeypatch.setenv("SPARSESIM_DATA", str(tmp_path))
-    code, out, err = _run_main(["datasets", "list", "--json"], monkeypatch, capsys)
+    code, out, err = run_cli(["datasets", "list", "--json"], monkeypatch, capsys)
     rows = {r["name"]: r for r in json.loads(out)["datasets"]}
     assert rows["news20"]["fetch"] == "upstream" and rows["letter"]["fetch"] == "mirror only"
     assert rows["news20-sample"]["fetch"] == "embedded"
-    code, out, err = _run_main(["datasets", "fetch", "letter"], monkeypatch, capsys)
+    code, out, err = run_cli(["datasets", "fetch", "letter"], monkeypatch, capsys)
     assert code == 2 and "no public upstream" in err and "--from" in err
 
 
