@@ -20,22 +20,19 @@
 
 Trials of one rung run in parallel through :func:`sparsesim.parallel.run_parallel` (joblib; a
 Dask scheduler through :func:`sparsesim.distributed.dask_jobs`). Between rungs the survivors'
-states are held by the caller; above ``park_bytes`` in all they are written to a private
-temporary directory (joblib files this process wrote and reads back; removed at the end) so that
-at most the trials in flight are in memory.
+states are held by the caller; above ``park_bytes`` in all, a survivor keeps only its budget and
+is rebuilt at the next rung by training a fresh learner on the triplets it has seen (chunks equal
+one call, so the rebuilt state is the same), so that at most the trials in flight are in memory
+and nothing is ever serialised and read back.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 
-import joblib
 import numpy as np
 
 from .defaults import AUTO, is_auto
@@ -174,15 +171,19 @@ def _validation_map(est, X_val, y_val) -> float:
     return float(evaluate_retrieval(est.model_.scorer(X_val), y_val)["map"])
 
 
-def _run_trial(algorithm, params, state, X, triplets, start, stop, X_val, y_val, park_path=None):
-    """Continue one candidate from ``state`` (an estimator, a parked file or ``None``) on
+@dataclass(frozen=True)
+class _Replay:
+    """A survivor set aside between rungs: rebuilt from its first ``budget`` triplets when needed."""
+
+    budget: int
+
+
+def _run_trial(algorithm, params, state, X, triplets, start, stop, X_val, y_val, set_aside=False):
+    """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
     ``triplets[start:stop]`` and score it on the validation part."""
-    if isinstance(state, str):
-        est = joblib.load(state)
-    elif state is None:
-        est = get_algorithm(algorithm).make(**params)
-    else:
-        est = state
+    est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
+    if isinstance(state, _Replay) and state.budget > 0:
+        est.partial_fit_triplets(X, triplets[:state.budget])
     t0 = time.perf_counter()
     if stop > start:
         est.partial_fit_triplets(X, triplets[start:stop])
@@ -192,9 +193,8 @@ def _run_trial(algorithm, params, state, X, triplets, start, stop, X_val, y_val,
     row = {"budget": int(stop), "map": score, "nnz": int(model.nnz()), "train_seconds": seconds,
            "resolved_params": dict(getattr(est, "resolved_params_", {}))}
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
-    if park_path is not None:
-        joblib.dump(est, park_path)
-        return park_path, row
+    if set_aside:
+        return _Replay(int(stop)), row
     return est, row
 
 
@@ -238,7 +238,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     scheduler : str, optional
         Dask scheduler address (default ``$SPARSESIM_SCHEDULER``; none: in-process).
     park_bytes : int
-        Above this many bytes of survivor state, survivors wait on disk between rungs.
+        Above this many bytes of survivor state, survivors keep only their budget between rungs
+        and are rebuilt from their triplets at the next rung (more compute, bounded memory).
     progress : callable, optional
         ``progress(done_trial_steps, total_trial_steps)``.
     final : bool
@@ -299,45 +300,36 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                "rungs": [], "eliminated_at": None} for i, c in enumerate(candidates)]
     states: dict[int, object] = {i: None for i in range(len(candidates))}
     alive = list(range(len(candidates)))
-    park_dir = None
     done_steps = 0
     rung_info = []
-    try:
-        with dask_jobs(scheduler, scatter=[X_fit, X_val, triplets], n_jobs=n_jobs) as session:
-            previous = 0
-            for r, (budget, _) in enumerate(rungs):
-                held = sum(_nbytes(s) for s in states.values() if s is not None and not isinstance(s, str))
-                park = park_bytes is not None and held > park_bytes and not session.distributed
-                if park and park_dir is None:
-                    park_dir = tempfile.mkdtemp(prefix="sparsesim-tune-")
-                jobs = [(algorithm, candidates[i], states[i], X_fit, triplets, previous, budget, X_val, y_val,
-                         os.path.join(park_dir, f"trial{i}.joblib") if park else None) for i in alive]
+    with dask_jobs(scheduler, scatter=[X_fit, X_val, triplets], n_jobs=n_jobs) as session:
+        previous = 0
+        for r, (budget, _) in enumerate(rungs):
+            held = sum(_nbytes(s) for s in states.values() if s is not None and not isinstance(s, _Replay))
+            set_aside = park_bytes is not None and held > park_bytes and not session.distributed
+            jobs = [(algorithm, candidates[i], states[i], X_fit, triplets, previous, budget, X_val, y_val,
+                     set_aside) for i in alive]
 
-                def advance(done, _base=done_steps):
-                    if progress is not None:
-                        progress(_base + done, total_steps)
+            def advance(done, _base=done_steps):
+                if progress is not None:
+                    progress(_base + done, total_steps)
 
-                results = run_parallel(_run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
-                done_steps += len(jobs)
-                for i, (state, row) in zip(alive, results):
-                    states[i] = state
-                    trials[i]["rungs"].append(row)
-                scores = {i: trials[i]["rungs"][-1]["map"] for i in alive}
-                order = sorted(alive, key=lambda i: (-scores[i], i))
-                keep_n = max(1, int(math.ceil(len(alive) / factor))) if r < len(rungs) - 1 else 1
-                survivors, dropped = order[:keep_n], order[keep_n:]
-                for i in dropped:
-                    trials[i]["eliminated_at"] = r
-                    if isinstance(states[i], str) and os.path.exists(states[i]):
-                        os.remove(states[i])
-                    states[i] = None
-                rung_info.append({"rung": r, "budget": int(budget), "candidates": len(alive),
-                                  "kept": len(survivors)})
-                alive = survivors
-                previous = budget
-    finally:
-        if park_dir is not None:
-            shutil.rmtree(park_dir, ignore_errors=True)
+            results = run_parallel(_run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
+            done_steps += len(jobs)
+            for i, (state, row) in zip(alive, results):
+                states[i] = state
+                trials[i]["rungs"].append(row)
+            scores = {i: trials[i]["rungs"][-1]["map"] for i in alive}
+            order = sorted(alive, key=lambda i: (-scores[i], i))
+            keep_n = max(1, int(math.ceil(len(alive) / factor))) if r < len(rungs) - 1 else 1
+            survivors, dropped = order[:keep_n], order[keep_n:]
+            for i in dropped:
+                trials[i]["eliminated_at"] = r
+                states[i] = None
+            rung_info.append({"rung": r, "budget": int(budget), "candidates": len(alive),
+                              "kept": len(survivors)})
+            alive = survivors
+            previous = budget
     best = alive[0]
     best_row = trials[best]["rungs"][-1]
     best_params = dict(trials[best]["params"])

@@ -53,6 +53,20 @@ def test_survivors_continue_rather_than_restart():
     assert res.best_params == pytest.approx(winner["params"])
 
 
+def test_survivors_set_aside_over_the_memory_threshold_are_rebuilt_exactly():
+    """Above ``park_bytes`` survivors keep only their budget and are retrained from their triplets
+    at the next rung (nothing is serialised); the search sees the same scores as when held."""
+    X, y = labelled_problem()
+    grid = {"eta": [0.05, 0.5, 5.0], "lam": [1e-5, 1e-4, 1e-3]}  # rungs of 100, 300, 900 triplets
+    held = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    rebuilt = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False,
+                              park_bytes=0)
+    assert [r["budget"] for r in rebuilt.rungs] == [100, 300, 900]  # the last rung rebuilds survivors
+    assert [[r["map"] for r in t["rungs"]] for t in rebuilt.trials] == \
+        [[r["map"] for r in t["rungs"]] for t in held.trials]
+    assert rebuilt.best_params == held.best_params
+
+
 def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner():
     X, y = labelled_problem()
     res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
