@@ -225,9 +225,11 @@ class QueryService:
         if compare:
             norms = np.sqrt(np.asarray(Q.multiply(Q).sum(axis=1)).ravel())
             Qn = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Q
-            dense = np.asarray((Qn @ self._cosine_T).todense())
-            rows, vals = top_k_rows(dense, top_k)
-            out["cosine"] = [self._hits(self.index.ids_[r], v, r, snippets) for r, v in zip(rows, vals)]
+            out["cosine"] = []
+            for q in range(Qn.shape[0]):  # one dense row of n_documents at a time, never queries x corpus
+                dense = (Qn[q] @ self._cosine_T).toarray()
+                rows, vals = top_k_rows(dense, top_k)
+                out["cosine"].append(self._hits(self.index.ids_[rows[0]], vals[0], rows[0], snippets))
         return out
 
     def _hits(self, ids, scores, rows, snippets: bool) -> list[dict]:
