@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from reference_second_order import dense_selective
-from sparsesim.engine.second_order import SparseSecondOrderEngine, query_probability
+from sparsesim.engine.primitives import query_probability
+from sparsesim.engine.second_order import SparseSecondOrderEngine
 from sparsesim.exceptions import DataNotFoundError, InvalidInputError
 from sparsesim.learners.active import PAAS, PARS, _rng_for
 from sparsesim.models import BilinearSimilarity

@@ -55,13 +55,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
+from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .prefetch import prefetch
+from .primitives import QUERY_ACTIVE, QUERY_ALL, QUERY_POLICIES, QUERY_RANDOM, decide_query, sq_norms
 
-QUERY_ALL = 0
-QUERY_ACTIVE = 1
-QUERY_RANDOM = 2
-QUERY_MODES = {"all": QUERY_ALL, "active": QUERY_ACTIVE, "random": QUERY_RANDOM}
 
 
 # --------------------------------------------------------------------------- update rules
@@ -94,32 +92,6 @@ def omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C):
     return min(C, loss / denom)
 
 
-@numba.njit(cache=True, inline="always")
-def query_probability(p, delta):
-    """Pr(Z_t = 1) = delta / (delta + |p_t|) (eq. 5, OMTRSL-Active)."""
-    return delta / (delta + abs(p))
-
-
-@numba.njit(cache=True, inline="always")
-def _decide(mode, u, p, rate):
-    if mode == QUERY_ALL:
-        return True
-    if mode == QUERY_ACTIVE:
-        return u < query_probability(p, rate)
-    return u < rate
-
-
-@numba.njit(cache=True, inline="always")
-def _sq_norms(data, lo, hi, zv, nz):
-    sq_x = 0.0
-    for ii in range(lo, hi):
-        sq_x += data[ii] * data[ii]
-    sq_z = 0.0
-    for jj in range(nz):
-        sq_z += zv[jj] * zv[jj]
-    return sq_x, sq_z
-
-
 @numba.njit(cache=True)
 def skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
     """OMTRSL-Random: decide before the margin whether y_t is asked; record a skipped triplet.
@@ -127,7 +99,7 @@ def skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
     Returns True when triplet t is skipped (then ``queried[t] = 0``, ``losses[t] = 0``,
     ``margins[t] = NaN``: the margin is never computed).
     """
-    if mode != QUERY_RANDOM or _decide(mode, uniforms[t], 0.0, rate):
+    if mode != QUERY_RANDOM or decide_query(mode, uniforms[t], 0.0, rate, rate):
         return False
     queried[t] = 0
     losses[t] = 0.0
@@ -147,7 +119,7 @@ def step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz, a
     M^k = I + S + O_k).
     """
     margins[t] = p
-    if mode == QUERY_ACTIVE and not _decide(mode, uniforms[t], p, rate):
+    if mode == QUERY_ACTIVE and not decide_query(mode, uniforms[t], p, rate, rate):
         queried[t] = 0
         losses[t] = 0.0
         return False, 0.0, 0.0
@@ -158,7 +130,7 @@ def step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz, a
         losses[t] = 0.0
         return False, 0.0, 0.0
     losses[t] = loss
-    sq_x, sq_z = _sq_norms(data, lo, hi, zv, nz)
+    sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
     g = y * omtrsl_tau(loss, sq_x, sq_z, alpha, beta, C)
     return True, g * alpha, g * beta
 
@@ -791,10 +763,10 @@ class MultiTaskEngine:
         self.n_tasks = int(n_tasks)
         self.b = float(b)
         self.C = float(C)
-        if query not in QUERY_MODES:
-            raise ValueError(f"unknown query mode {query!r}; use one of {', '.join(QUERY_MODES)}")
+        if query not in QUERY_POLICIES:
+            raise ValueError(f"unknown query mode {query!r}; use one of {', '.join(QUERY_POLICIES)}")
         self.query = query
-        self.mode = QUERY_MODES[query]
+        self.mode = QUERY_POLICIES[query]
         self.rate = float(rate)
         self.alpha, self.beta = task_coefficients(self.b, self.n_tasks)
         n_mats = self.n_tasks + (1 if self.beta != 0.0 else 0)
@@ -863,37 +835,31 @@ class MultiTaskEngine:
         if not X.has_sorted_indices:
             X = X.copy()
             X.sort_indices()
-        row_nnz = np.diff(X.indptr)
-        max_row = int(row_nnz.max()) if row_nnz.size else 0
-        zi = np.empty(2 * max_row + 1, np.int64)
-        zv = np.empty(2 * max_row + 1)
         indptr = X.indptr.astype(np.int64, copy=False)
         indices = X.indices.astype(np.int64, copy=False)
         data = X.data.astype(np.float64, copy=False)
         if self.storage == "dense":
+            zi, zv = triplet_scratch(X, 0)
             train_dense(self.W, self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
                         0, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, np.zeros(self.d),
                         losses, margins, queried)
         else:
-            keybuf = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
-            slots = np.empty_like(keybuf)
-            xslots = np.empty_like(keybuf)
+            zi, zv, keybuf, slots, xslots = triplet_scratch(X, 3)
             st = self.store
-            pos = 0
-            while pos < n:
+
+            def call(pos):
                 t, x = st.table, st.overflow
                 common = (x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d,
                           self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
                           pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
                           xslots, losses, margins, queried)
                 if st.compact:
-                    pos, need = train_paired_compact(t["key"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
-                                                     st.kbits, (1 << st.tbits) - 1, *common)
-                else:
-                    pos, need = train_paired(t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift,
-                                             st.max_used(), *common)
-                if pos < n:
-                    st.reserve(max(need, 1))
+                    return train_paired_compact(t["key"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
+                                                st.kbits, (1 << st.tbits) - 1, *common)
+                return train_paired(t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift,
+                                    st.max_used(), *common)
+
+            run_growing(call, 0, n, st.reserve)
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         self.n_queries += int(queried.sum())
@@ -920,7 +886,6 @@ __all__ = [
     "task_coefficients",
     "relationship_inverse",
     "omtrsl_tau",
-    "query_probability",
     "train_dense",
     "skipped_by_random_query",
     "step_coefficients",

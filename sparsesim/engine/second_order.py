@@ -5,8 +5,9 @@ M scores ``p = x^T M (x1 - x2) = <M, X>`` with ``X = x z^T``, ``z = x1 - x2`` an
 ``phi = vec(X)`` (row-major: phi[i * d + j] = x_i z_j, the paper's vec). Hinge loss
 ``l = max(0, 1 - y p)``.
 
-Query policies (the label y is asked for only when Z_t = 1; a uniform u_t in [0, 1) is drawn
-for every triplet by the caller, so a run is reproducible and resumable):
+Query policies (:mod:`sparsesim.engine.primitives`; the label y is asked for only when Z_t = 1;
+a uniform u_t in [0, 1) is drawn for every triplet by the caller, so a run is reproducible and
+resumable):
 
 * all (passive):   Z_t = 1
 * active:          Z_t = 1 iff u_t < delta / (delta + |p_t|)                       (eq. 3)
@@ -39,7 +40,8 @@ Two stores:
 
 Kernels return early (status NEED_ROOM) when the hash table could pass its load limit, and
 (status NEED_LABEL) when a label must be asked from a Python oracle; the caller grows the
-table or asks the oracle and calls again from the same triplet.
+table (:func:`sparsesim.engine.driver.run_growing`) or asks the oracle and calls again from the
+same triplet.
 """
 
 from __future__ import annotations
@@ -49,19 +51,15 @@ import numpy as np
 
 from ..exceptions import InvalidInputError
 from .bilinear import merge_difference, oasis_tau
+from .driver import YIELD, run_growing, triplet_scratch
 from .hashstore import HashStore, find, find_or_insert
+from .primitives import QUERY_POLICIES, decide_query, sq_norms
 
 # update rules
 PA = 0
 CW = 1
 AROW = 2
 RULES = {"pa": PA, "cw": CW, "arow": AROW}
-
-# query policies
-QUERY_ALL = 0
-QUERY_ACTIVE = 1
-QUERY_RANDOM = 2
-POLICIES = {"all": QUERY_ALL, "active": QUERY_ACTIVE, "random": QUERY_RANDOM}
 
 # kernel status
 DONE = 0
@@ -73,21 +71,7 @@ NEED_UPDATE = 3
 # ------------------------------------------------------------------ small pure update rules
 
 
-@numba.njit(cache=True, inline="always")
-def query_probability(delta, p):
-    """Pr(Z_t = 1) = delta / (delta + |p_t|)  (eq. 3)."""
-    return delta / (delta + abs(p))
-
-
-@numba.njit(cache=True, inline="always")
-def decide_query(policy, u, p, delta, rate):
-    """Z_t for policy ``policy`` given the caller's uniform draw ``u`` and the margin ``p``."""
-    if policy == QUERY_ALL:
-        return True
-    if policy == QUERY_ACTIVE:
-        return u < query_probability(delta, p)
-    return u < rate
-
+_DIAGONAL = -2  # slot code of a diagonal entry (kept dense beside the table)
 
 # what a kernel does with a triplet after the query step
 SKIP = 0      # not queried, or queried with zero hinge loss: the model stays
@@ -217,10 +201,10 @@ def train_sparse(
                 if j == i:
                     v = diag[i]
                     sg = diag_aux[i]
-                    slots[m] = -1
+                    slots[m] = _DIAGONAL
                 else:
                     s = find(keys, base + j, shift)
-                    slots[m] = s
+                    slots[m] = s  # -1: absent
                     if s >= 0:
                         v = vals[s]
                         sg = auxs[s] if second else 1.0
@@ -243,41 +227,34 @@ def train_sparse(
         if action == SKIP:
             continue
         if rule == PA:
-            sq_x = 0.0
-            for ii in range(lo, hi):
-                sq_x += data[ii] * data[ii]
-            sq_z = 0.0
-            for jj in range(nz):
-                sq_z += zv[jj] * zv[jj]
+            sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
             scale = oasis_tau(loss, sq_x, sq_z, C) * y  # Algorithm 1: tau = min(C, l / ||X||_F^2)
             kappa = 0.0
             s2 = 0.0
         else:
             kappa, s2 = second_order_scalars(rule, loss, conf, eta, gamma, r, sigma_updated)
             scale = 0.0
-        # pass 2: write the update on the same entries (cached slots stay valid)
+        # pass 2: write the update on the same entries through the slots cached by pass 1
         m = 0
         for ii in range(lo, hi):
-            i = indices[ii]
             xi = data[ii]
-            base = i * d
             for jj in range(nz):
-                j = zi[jj]
                 xij = xi * zv[jj]
-                if j == i:
-                    diag[i], diag_aux[i] = entry_update(diag[i], diag_aux[i], xij, y, scale, kappa, s2, rule, eta,
-                                                        sigma_updated)
-                else:
-                    s = slots[m]
-                    if s < 0:
-                        s = find_or_insert(keys, vals, base + j, shift, counts)
-                        sg = 1.0  # Sigma_1 = I
-                    else:
-                        sg = auxs[s] if second else 1.0  # PA's store has no aux field (a one-element dummy)
-                    vals[s], sg = entry_update(vals[s], sg, xij, y, scale, kappa, s2, rule, eta, sigma_updated)
-                    if second:
-                        auxs[s] = sg
+                s = slots[m]
                 m += 1
+                if s == _DIAGONAL:
+                    j = zi[jj]
+                    diag[j], diag_aux[j] = entry_update(diag[j], diag_aux[j], xij, y, scale, kappa, s2, rule, eta,
+                                                        sigma_updated)
+                    continue
+                if s < 0:
+                    s = find_or_insert(keys, vals, indices[ii] * d + zi[jj], shift, counts)
+                    sg = 1.0  # Sigma_1 = I
+                else:
+                    sg = auxs[s] if second else 1.0  # PA's store has no aux field (a one-element dummy)
+                vals[s], sg = entry_update(vals[s], sg, xij, y, scale, kappa, s2, rule, eta, sigma_updated)
+                if second:
+                    auxs[s] = sg
     return stop, DONE, 0
 
 
@@ -458,13 +435,8 @@ class _EngineBase:
                  sigma_step="previous", query_budget=None):
         self.d = int(d)
         self.rule = RULES[rule]
-        self.policy = POLICIES[policy]
-        self.delta = float(delta)
-        self.rate = float(rate)
-        self.C = float(C)
-        self.eta = float(eta)
-        self.gamma = float(gamma)
-        self.r = float(r)
+        self.policy = QUERY_POLICIES[policy]
+        self.delta, self.rate, self.C, self.eta, self.gamma, self.r = map(float, (delta, rate, C, eta, gamma, r))
         self.sigma_updated = sigma_step == "updated"
         self.qstate = np.array([0, -1 if query_budget is None else int(query_budget)], np.int64)
         self.n_seen = 0
@@ -558,29 +530,25 @@ class SparseSecondOrderEngine(_EngineBase):
             self.store = AuxStore(self.d, diag_init, initial_capacity)
 
     def _stepper(self, X, triplets, signs, uniforms, have_labels, margins, queried, losses):
-        row_nnz = np.diff(X.indptr)
-        max_row = int(row_nnz.max()) if row_nnz.size else 0
-        zi = np.empty(2 * max_row + 1, np.int64)
-        zv = np.empty(2 * max_row + 1)
-        slots = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+        zi, zv, slots = triplet_scratch(X)
         st = self.store
         n = triplets.shape[0]
         params = self._params()
 
         def step(pos, pending):
-            while True:
-                pos2, status, need = train_sparse(
+            status = [DONE]
+
+            def call(p):
+                # a pending label belongs to triplet ``pos``: no longer once the kernel has passed it
+                nxt, status[0], need = train_sparse(
                     st.table["key"], st.table["val"], st.field("aux"), st.counts, st.shift, st.max_used(),
                     st.diag, st.diag_aux, self.d, X.indptr, X.indices, X.data,
-                    triplets, signs, uniforms, pos, n, *params,
-                    have_labels, pending, self.qstate, margins, queried, losses, zi, zv, slots,
+                    triplets, signs, uniforms, p, n, *params,
+                    have_labels, pending if p == pos else 0.0, self.qstate, margins, queried, losses, zi, zv, slots,
                 )
-                if status != NEED_ROOM:
-                    return pos2, status, need
-                st.reserve(max(need, 1))
-                if pos2 != pos:  # the pending label belonged to triplet ``pos``, already processed
-                    pending = 0.0
-                pos = pos2
+                return nxt, need if status[0] == NEED_ROOM else YIELD
+
+            return run_growing(call, pos, n, st.reserve), status[0], 0
 
         return step
 

@@ -1,0 +1,48 @@
+"""Compiled primitives shared by the engine's kernels: query policies and squared norms.
+
+Selective sampling (Hao et al., CIKM 2015 eq. 3; IJCAI 2017 eq. 5) asks for the label y_t of a
+triplet with margin p_t only when Z_t = 1:
+
+* all (passive):   Z_t = 1
+* active:          Z_t = 1 iff u_t < delta / (delta + |p_t|)
+* random:          Z_t = 1 iff u_t < rate
+
+``u_t`` is the caller's uniform draw in [0, 1), so a run is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+import numba
+
+QUERY_ALL = 0
+QUERY_ACTIVE = 1
+QUERY_RANDOM = 2
+QUERY_POLICIES = {"all": QUERY_ALL, "active": QUERY_ACTIVE, "random": QUERY_RANDOM}
+
+
+@numba.njit(cache=True, inline="always")
+def query_probability(delta, p):
+    """Pr(Z_t = 1) = delta / (delta + |p_t|) (CIKM 2015 eq. 3, IJCAI 2017 eq. 5)."""
+    return delta / (delta + abs(p))
+
+
+@numba.njit(cache=True, inline="always")
+def decide_query(policy, u, p, delta, rate):
+    """Z_t under ``policy`` for the uniform draw ``u`` and the margin ``p``."""
+    if policy == QUERY_ALL:
+        return True
+    if policy == QUERY_ACTIVE:
+        return u < query_probability(delta, p)
+    return u < rate
+
+
+@numba.njit(cache=True, inline="always")
+def sq_norms(data, lo, hi, zv, nz):
+    """(||x||^2, ||z||^2) for x = data[lo:hi] and z = zv[:nz]: ||x z^T||_F^2 is their product."""
+    sq_x = 0.0
+    for ii in range(lo, hi):
+        sq_x += data[ii] * data[ii]
+    sq_z = 0.0
+    for jj in range(nz):
+        sq_z += zv[jj] * zv[jj]
+    return sq_x, sq_z
