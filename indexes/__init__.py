@@ -25,6 +25,7 @@ from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
 from .storage import check_faiss, read_index, read_manifest, save_index
+from .verify import verify_derived
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
            "read_manifest"]
@@ -56,6 +57,12 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         Not an index directory, unknown kind, newer format, missing, truncated or corrupt file.
     ModelMismatchError
         ``model`` is not the model the index was built with.
+
+    Notes
+    -----
+    Besides the file checks of :func:`~sparsesim.indexes.storage.read_index`, the arrays derived
+    from the corpus and the model (posting values, re-ranking values, projections) are checked
+    against them with randomized probes (:func:`~sparsesim.indexes.verify.verify_derived`).
     """
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
     if stored.kind not in INDEX_KINDS:
@@ -67,6 +74,10 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         except InvalidInputError as exc:
             raise FileFormatError(f"{stored.extra_files.get('faiss.index', stored.directory)}: "
                                   f"{bounded(exc, 300)}") from None
+    try:
+        verify_derived(index)  # arrays derived from corpus + model, against them (indexes/verify.py)
+    except FileFormatError as exc:
+        raise FileFormatError(f"{stored.directory}: {bounded(exc, 300)}") from None
     return index
 
 

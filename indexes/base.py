@@ -27,7 +27,9 @@ def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
     X = check_csr(X, name=name, n_features=model.n_features)
     if model.normalize:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        X = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
+        scale = np.repeat(1.0 / np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
+        X = sp.csr_matrix((X.data * scale, X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
+        X.has_sorted_indices = True
     X.indices = X.indices.astype(np.int32, copy=False)
     X.indptr = X.indptr.astype(np.int64, copy=False)
     return X

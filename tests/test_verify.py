@@ -1,0 +1,133 @@
+"""Derived index arrays (Y = X M^T postings, re-ranking values Z, projections) are checked against
+the stored corpus and model at load: a re-hashed file with other finite values there is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.exceptions import FileFormatError
+from sparsesim.indexes import build_index, load_index
+from sparsesim.indexes.storage import manifest_checksum
+from sparsesim.indexes.verify import verify_derived
+from sparsesim.learners.bilinear import OASIS
+from sparsesim.models import BilinearSimilarity
+from sparsesim.persistence import file_sha256
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    X = sp.random(150, 40, density=0.15, format="csr", random_state=2)
+    y = np.repeat(np.arange(5), 30)
+    model = OASIS(n_triplets=300, random_state=0).fit(X, y).model_
+    normed = BilinearSimilarity(model.W, identity=True, normalize=True)
+    root = tmp_path_factory.mktemp("verify")
+    build_index(model, X, kind="exact", strategy="corpus").save(root / "exact")
+    build_index(normed, X, kind="exact", strategy="corpus").save(root / "exact-normed")
+    build_index(model, X, kind="ann", dim=8, n_postings=50, heavy_min_nnz=1).save(root / "ann")
+    return root, model, X
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit(directory: Path, name: str, fn):
+    """Replace one array with other *finite* values of the same dtype and shape, then re-hash
+    every file and the manifest: a hostile but consistent index."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    data = directory / manifest["data_dir"]
+    path = data / f"{name}.npy"
+    arr = np.load(path).copy()
+    new = np.asarray(fn(arr)).astype(arr.dtype)
+    assert new.shape == arr.shape and np.all(np.isfinite(new)) and not np.array_equal(new, arr)
+    np.save(path, new, allow_pickle=False)
+    for fname, facts in manifest["files"].items():
+        facts["bytes"] = (data / fname).stat().st_size
+        facts["sha256"] = file_sha256(data / fname)
+    manifest["manifest_checksum"] = manifest_checksum(manifest)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _one(a, f):
+    """``a`` with its entry 0 (flat) replaced by ``f(value)``."""
+    out = a.copy()
+    out.flat[0] = f(out.flat[0])
+    return out
+
+
+ATTACKS = {
+    # exact index: Y^T = (X M^T)^T values
+    "exact postings: one value doubled": ("exact", "postings.data", lambda a: _one(a, lambda v: 2 * v + 1)),
+    "exact postings: values permuted": ("exact", "postings.data", lambda a: a[::-1]),
+    "exact postings: all scaled": ("exact", "postings.data", lambda a: 1.5 * a),
+    "exact postings: one value +1e-3": ("exact", "postings.data", lambda a: _one(a, lambda v: v + 1e-3)),
+    "exact postings: one value zeroed": ("exact", "postings.data", lambda a: _one(a, lambda v: 0.0)),
+    # normalising model: the stored corpus rows must be unit rows
+    "normalised corpus row scaled": ("exact-normed", "corpus.data", lambda a: _one(a, lambda v: 3 * v)),
+    # ann: the exact re-ranking values Z
+    "ann heavy values: one changed": ("ann", "heavy.Z", lambda a: _one(a, lambda v: v + 0.25)),
+    "ann heavy values: rows swapped": ("ann", "heavy.Z", lambda a: np.roll(a, 1, axis=0)),
+    "ann heavy rows renamed": ("ann", "heavy.rows", lambda a: _swap_first_heavy_row(a)),
+    "ann projection B scaled": ("ann", "projection.B", lambda a: 2 * a),
+    "ann candidate postings: all values replaced": ("ann", "postings.data", lambda a: np.full_like(a, 0.5)),
+    "ann candidate postings: impact order broken": ("ann", "postings.data", lambda a: a[::-1]),
+}
+
+
+def _swap_first_heavy_row(rows):
+    out = rows.copy()
+    free = np.setdiff1d(np.arange(40), rows)
+    out[0] = free[0]
+    return out
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("mmap", [False, True])
+def test_hostile_derived_arrays_refused(indexes, tmp_path, attack, mmap):
+    root, _, _ = indexes
+    kind, name, fn = ATTACKS[attack]
+    d = _copy(root / kind, tmp_path / "idx")
+    _edit(d, name, fn)
+    with pytest.raises(FileFormatError, match="altered"):
+        load_index(d, mmap=mmap)
+
+
+@pytest.mark.parametrize("kind", ["exact", "exact-normed", "ann"])
+def test_genuine_indexes_pass_every_probe(indexes, kind):
+    root, _, X = indexes
+    for seed in range(20):  # many probe draws: no false alarm from rounding
+        verify_derived(load_index(root / kind, mmap=bool(seed % 2)), seed=seed)
+
+
+def test_grown_and_recalibrated_indexes_pass(indexes, tmp_path):
+    root, model, X = indexes
+    extra = sp.random(30, 40, density=0.15, format="csr", random_state=9)
+    for kind in ("exact", "ann"):
+        index = load_index(root / kind)
+        index.add(extra, ids=list(range(1000, 1030)))
+        index.save(tmp_path / f"{kind}-grown")
+        verify_derived(load_index(tmp_path / f"{kind}-grown"))
+    # a retrained model swapped into a postings-only ann index: Z is recomputed, postings are of the old model
+    y = np.repeat(np.arange(5), 30)
+    retrained = OASIS(n_triplets=200, random_state=1).fit(X, y).model_
+    index = build_index(model, X, kind="ann", n_postings=50, heavy_min_nnz=1)
+    index.calibrate(model=retrained)
+    index.save(tmp_path / "swapped")
+    verify_derived(load_index(tmp_path / "swapped"))
+
+
+def test_single_tampered_entry_detected_with_fresh_probes(indexes, tmp_path):
+    """The probes are drawn afresh on every load; a change to one value is caught every time."""
+    root, _, _ = indexes
+    d = _copy(root / "exact", tmp_path / "idx")
+    _edit(d, "postings.data", lambda a: _one(a, lambda v: v * (1 + 1e-6) + 1e-9))
+    for _ in range(10):
+        with pytest.raises(FileFormatError):
+            load_index(d)
