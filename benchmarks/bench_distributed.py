@@ -184,7 +184,7 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
 # --- phase 3: scaling by simulation (subprocess) -----------------------------------------------------
 def scaling(work: pathlib.Path, fractions=(8, 4, 2, 1)) -> dict:
     from sparsesim.indexes import ExactIndex
-    from sparsesim.indexes.sharded import _merge
+    from sparsesim.indexes.shard import merge_parts as _merge
     from sparsesim.models import BilinearSimilarity
 
     model = BilinearSimilarity.load(work / "model.npz")

@@ -157,32 +157,37 @@ class ExactIndex(Index):
         return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
 
     def _query_query(self, Qp, k, n_jobs):
-        M = self._m()
-        X = self.X_
-        n, d = self.n_documents, self.n_features
         b = self.block_size
+        parts = [self._score_expanded(self._expand(Qp[qlo:qlo + b]), k, n_jobs) for qlo in range(0, Qp.shape[0], b)]
+        return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+
+    def _expand(self, Qb) -> np.ndarray:
+        """``(Q_b M)^T`` of a prepared query block: dense, contiguous, features x queries.
+
+        The transformed block the ``"query"`` strategy multiplies with the corpus; it depends on
+        the model only, so the shards of a sharded index share one per block.
+        """
+        qm = np.zeros((Qb.shape[0], self.n_features))  # Q_b M, scattered row by row (contiguous writes)
+        M = self._m()
+        K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qm)
+        return np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
+
+    def _score_expanded(self, qmt, k, n_jobs):
+        """Top-k rows and scores of the corpus for an expanded block ``qmt`` (see :meth:`_expand`)."""
+        X = self.X_
+        n = self.n_documents
         chunk = max(self.chunk_size, k)
         bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
-        all_docs, all_vals = [], []
-        for qlo in range(0, Qp.shape[0], b):
-            Qb = Qp[qlo:qlo + b]
-            qm = np.zeros((Qb.shape[0], d))  # Q_b M, scattered row by row (contiguous writes)
-            K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qm)
-            qmt = np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
-            del qm
 
-            def part(lo, hi):
-                out = np.empty((hi - lo, qmt.shape[1]))
-                K.csr_times_dense(X.indptr, X.indices, X.data, lo, hi, qmt, out)
-                return top_k_rows(out.T, k, offset=lo)
+        def part(lo, hi):
+            out = np.empty((hi - lo, qmt.shape[1]))
+            K.csr_times_dense(X.indptr, X.indices, X.data, lo, hi, qmt, out)
+            return top_k_rows(out.T, k, offset=lo)
 
-            results = threaded(part, bounds, n_jobs)
-            docs = np.hstack([r[0] for r in results])
-            vals = np.hstack([r[1] for r in results])
-            docs, vals = merge_top_k(docs, vals, k)
-            all_docs.append(docs)
-            all_vals.append(vals)
-        return np.vstack(all_docs), np.vstack(all_vals)
+        results = threaded(part, bounds, n_jobs)
+        docs = np.hstack([r[0] for r in results])
+        vals = np.hstack([r[1] for r in results])
+        return merge_top_k(docs, vals, k)
 
     # -- storage ----------------------------------------------------------------------------
     def _arrays(self) -> dict:

@@ -45,158 +45,22 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from sparsesim import __version__
-from sparsesim.distributed import require_distributed, worker_addresses
-from sparsesim.exceptions import ClusterError, FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import file_sha256, fsync_dir
 
-from . import INDEX_KINDS, load_index
+from . import INDEX_KINDS
 from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
-from .storage import manifest_checksum, save_index
+from .placement import InProcess, OnCluster
+from .shard import MANIFEST as _MANIFEST, MODEL_FILE as _MODEL, Shard, build_shard, build_shard_from_file, call_shard, load_shard, merge_parts
 
 __all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "SHARDED_FORMAT"]
 
 SHARDED_FORMAT = "sparsesim-sharded-index"
 SHARDED_VERSION = 1
-_MANIFEST = "manifest.json"
-_MODEL = "model.npz"
 _KINDS = INDEX_KINDS
-
-
-# --- one shard (lives in this process or on a worker) -----------------------------------------------
-class Shard:
-    """An index over some documents plus the global position of each of its rows.
-
-    Parameters
-    ----------
-    index : Index
-        The shard's own index (ids are the user ids of its documents).
-    positions : ndarray of int64
-        Position of every row in the whole sharded corpus (increasing).
-    """
-
-    def __init__(self, index, positions):
-        self.index = index
-        self.positions = np.asarray(positions, dtype=np.int64)
-        if self.positions.shape != (index.n_documents,):
-            raise InvalidInputError(f"a shard of {index.n_documents} documents needs as many positions, "
-                                    f"got {self.positions.shape}")
-
-    @property
-    def n_documents(self) -> int:
-        return self.index.n_documents
-
-    def search(self, Qp, k: int, n_jobs: int = 1, options: dict | None = None):
-        """Per query the ``min(k, n)`` best (positions, scores, ids); ``Qp`` already prepared.
-
-        ``options`` are the index kind's search options (e.g. ``{"nprobe": 64}`` for ann).
-        """
-        k = min(k, self.n_documents)
-        rows, scores = self.index._query_rows(Qp, k, n_jobs, **(options or {}))
-        return self.positions[rows], scores, self.index.ids_[rows]
-
-    def clashes(self, ids) -> np.ndarray:
-        """The ``ids`` that are already ids of this shard."""
-        ids = np.asarray(ids)
-        if ids.size == 0 or (ids.dtype.kind == "i") != (self.index.ids_.dtype.kind == "i"):
-            return ids[:0]
-        return np.intersect1d(self.index.ids_, ids)
-
-    def add(self, Xp, ids, positions):
-        self.index.add(Xp, ids=ids)
-        self.positions = np.concatenate([self.positions, np.asarray(positions, dtype=np.int64)])
-        return self.n_documents
-
-    def shift(self, offset: int):
-        self.positions = self.positions + int(offset)
-        return self.n_documents
-
-    def facts(self) -> dict:
-        return {"n_documents": self.n_documents, "id_kind": "int" if self.index.ids_.dtype.kind == "i" else "str"}
-
-    def ids(self) -> np.ndarray:
-        return self.index.ids_
-
-    def save(self, directory, name: str) -> dict:
-        """Write ``directory/name/`` (the index) and ``directory/name.positions.npy``; their facts."""
-        directory = Path(directory)
-        save_index(self.index, directory / name)
-        _drop_model_copy(directory / name)  # the model is stored once, beside the shards
-        pos_file = directory / f"{name}.positions.npy"
-        with open(pos_file, "wb") as handle:
-            np.save(handle, self.positions, allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        out = {}
-        for fname in (f"{name}/{_MANIFEST}", f"{name}.positions.npy"):
-            path = directory / fname
-            out[fname] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
-        return out
-
-
-def _drop_model_copy(shard_dir: Path):
-    """Remove ``model.npz`` from a freshly written shard directory and from its manifest.
-
-    A shard is loaded with the model stored once at the top of the sharded index (whose
-    manifest records the shard manifest's sha256 and the model's checksum).
-    """
-    manifest_path = shard_dir / _MANIFEST
-    manifest = json.loads(manifest_path.read_text())
-    if manifest.get("files", {}).pop(_MODEL, None) is None:
-        return
-    (shard_dir / str(manifest.get("data_dir") or "") / _MODEL).unlink()
-    if "manifest_checksum" in manifest:
-        manifest["manifest_checksum"] = manifest_checksum(manifest)
-    with open(manifest_path, "w") as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=True, allow_nan=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _build_shard(model, X, ids, start, kind, params, n_jobs):
-    index = _KINDS[kind](model, n_jobs=n_jobs, **params).fit(X, ids=ids)
-    return Shard(index, np.arange(start, start + index.n_documents, dtype=np.int64))
-
-
-def _build_shard_from_file(model, path, loader, kind, params, n_jobs):
-    X, ids = loader(path)
-    return _build_shard(model, X, ids, 0, kind, params, n_jobs)
-
-
-def _load_shard(shard_dir, positions_file, model, mmap, verify, n_jobs):
-    index = load_index(shard_dir, model=model, mmap=mmap, verify=verify, n_jobs=n_jobs)
-    try:
-        positions = np.load(positions_file, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise FileFormatError(f"{positions_file}: not a readable array ({exc})") from None
-    if positions.dtype.kind != "i" or positions.shape != (index.n_documents,):
-        raise FileFormatError(f"{positions_file}: {positions.shape} {positions.dtype}, expected "
-                              f"({index.n_documents},) integers")
-    return Shard(index, positions)
-
-
-def _read_model(path, checksum):
-    model = BilinearSimilarity.load(path)
-    if model.checksum() != checksum:
-        raise ModelMismatchError(f"{path}: the model file a worker read is not the model of this index "
-                                 f"(the workers must see the same file as the client)")
-    return model
-
-
-def _call(shard, method, *args, **kwargs):
-    return getattr(shard, method)(*args, **kwargs)
-
-
-def _merge(parts, k: int):
-    """Merge per-shard (positions, scores, ids) lists into the k best per query: (ids, scores)."""
-    pos = np.hstack([p for p, _, _ in parts])
-    val = np.hstack([v for _, v, _ in parts])
-    ids = np.hstack([i for _, _, i in parts])
-    order = np.lexsort((pos, -val), axis=1)[:, :k]
-    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(val, order, axis=1)
 
 
 def _model_facts(model: BilinearSimilarity) -> dict:
@@ -204,159 +68,7 @@ def _model_facts(model: BilinearSimilarity) -> dict:
             "normalize": model.normalize}
 
 
-# --- where the shards live ---------------------------------------------------------------------------
-class _InProcess:
-    """Shards held in this process; the same calls as on a cluster."""
 
-    def __init__(self):
-        self.shards = []
-        self.workers = []
-
-    def describe(self) -> str:
-        return "in-process"
-
-    def place(self, builders):
-        self.shards = [func(*args) for func, args in builders]
-        self.workers = ["local"] * len(self.shards)
-
-    def run(self, method, args_per_shard, shared=None):
-        out = []
-        for shard, args in zip(self.shards, args_per_shard):
-            extra = () if shared is None else (shared,)
-            out.append(getattr(shard, method)(*extra, *args))
-        return out
-
-    def release(self):
-        self.shards = []
-
-
-class _OnCluster:
-    """Shards resident on Dask workers: one future per shard, pinned to its worker."""
-
-    poll_seconds = 0.2
-
-    def __init__(self, client):
-        require_distributed()
-        self.client = client
-        self.futures = []
-        self.workers = []
-
-    def describe(self) -> str:
-        return f"on {len(set(self.workers))} Dask worker(s)"
-
-    def _submit(self, func, *args, worker):
-        return self.client.submit(func, *args, workers=[worker], allow_other_workers=False, pure=False)
-
-    def place(self, builders, model=None, model_file=None):
-        workers = worker_addresses(self.client)
-        if not workers:
-            raise ClusterError("the Dask scheduler has no workers; start some with `dask worker ADDRESS`")
-        self.workers = [workers[i % len(workers)] for i in range(len(builders))]
-        on_worker = {}
-        if model is not None and model_file is not None:
-            # every worker reads the model file itself: the model never passes through this process
-            on_worker = {w: self._submit(_read_model, str(model_file), model.checksum(), worker=w)
-                         for w in sorted(set(self.workers))}
-            self._wait(list(on_worker.values()), "reading the model on the workers", shards=False, gather=False)
-        elif model is not None:
-            [ref] = self.client.scatter([model], workers=sorted(set(self.workers)), broadcast=True, hash=False)
-            on_worker = {w: ref for w in set(self.workers)}
-        futures = []
-        for (func, args), worker in zip(builders, self.workers):
-            args = tuple(on_worker[worker] if a is model and model is not None else a for a in args)
-            big = [i for i, a in enumerate(args) if _is_big(a)]
-            args = list(args)
-            for i in big:  # send a block straight to its worker, not through the task graph
-                [args[i]] = self.client.scatter([args[i]], workers=[worker], hash=False)
-            futures.append(self._submit(func, *args, worker=worker))
-        self.futures = futures
-        self._wait(futures, "building the shards", gather=False)
-
-    def run(self, method, args_per_shard, shared=None):
-        what = f"running {method!r} on the shards"
-        self._raise_if_lost([], what)
-        extra = ()
-        tasks = []
-        try:
-            if shared is not None:  # one copy per worker holding shards, not one per task
-                [ref] = self.client.scatter([shared], workers=sorted(set(self.workers)), broadcast=True,
-                                            hash=False)
-                extra = (ref,)
-            tasks = [self._submit(_call, fut, method, *extra, *args, worker=worker)
-                     for fut, worker, args in zip(self.futures, self.workers, args_per_shard)]
-        except Exception as exc:  # a worker vanished between the check and the scatter
-            self._raise_if_lost(tasks, what)
-            raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: {exc}") from None
-        return self._wait(tasks, what)
-
-    def _raise_if_lost(self, tasks, what: str):
-        lost = self._lost_shards()
-        if lost:
-            if tasks:
-                self.client.cancel(tasks)
-            shard, worker, reason = lost[0]
-            raise ClusterError(f"shard {shard} was lost while {what}: its worker {worker} {reason}; no partial "
-                               f"answer is returned. Load the index again to place the shards on the "
-                               f"workers that remain")
-
-    def _wait(self, tasks, what: str, shards: bool = True, gather: bool = True):
-        """Wait for ``tasks``; raise ClusterError on a lost shard or a failed task; their results
-        if ``gather`` (never for tasks whose results are shards or models: they stay on the workers)."""
-        # poll the futures (no client-global state) and, every poll_seconds, whether a shard was lost
-        next_check = time.monotonic() + self.poll_seconds
-        while not all(t.done() for t in tasks):
-            time.sleep(0.002)
-            if shards and time.monotonic() >= next_check:
-                self._raise_if_lost(tasks, what)
-                next_check = time.monotonic() + self.poll_seconds
-        if shards:
-            self._raise_if_lost(tasks, what)
-        errors = [t for t in tasks if t.status == "error"]
-        if errors:
-            exc = errors[0].exception()
-            self.client.cancel(tasks)
-            if isinstance(exc, (InvalidInputError, FileFormatError, ModelMismatchError, ClusterError)):
-                raise exc
-            raise ClusterError(f"a worker failed while {what}: {type(exc).__name__}: {exc}")
-        cancelled = [t for t in tasks if t.status != "finished"]
-        if cancelled:
-            raise ClusterError(f"{len(cancelled)} task(s) did not finish while {what} (status "
-                               f"{cancelled[0].status}); no partial answer is returned")
-        if not gather:
-            return None
-        try:
-            return self.client.gather(tasks)
-        except Exception as exc:  # e.g. the data of a finished task lost before it arrived here
-            self._raise_if_lost(tasks, what)
-            raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-
-    def _lost_shards(self):
-        alive = set(worker_addresses(self.client))
-        gone = [(i, worker, "left the cluster" if worker not in alive else f"shard {fut.status}")
-                for i, (fut, worker) in enumerate(zip(self.futures, self.workers))
-                if worker not in alive or fut.status in ("lost", "cancelled")]
-        if not gone:
-            finished = [(i, fut) for i, fut in enumerate(self.futures) if fut.status == "finished"]
-            try:
-                holders = self.client.who_has([fut for _, fut in finished])
-            except Exception:  # the scheduler already forgot a shard  # noqa: BLE001
-                holders = None
-            gone = [(i, self.workers[i], "dropped the shard's data") for i, fut in finished
-                    if holders is None or not holders.get(fut.key)]
-        return gone
-
-    def release(self):
-        if self.futures:
-            self.client.cancel(self.futures)
-        self.futures = []
-
-
-def _is_big(value) -> bool:
-    return sp.issparse(value) or (isinstance(value, np.ndarray) and value.nbytes > 1 << 16)
-
-
-# --- the sharded index ---------------------------------------------------------------------------------
 class ShardedIndex:
     """An exact or ANN index split into shards, in-process or resident on a Dask cluster.
 
@@ -410,7 +122,7 @@ class ShardedIndex:
         self.params = dict(params)
         self.n_jobs = n_jobs
         self.model_file = None if model_file is None else str(Path(model_file).expanduser().absolute())
-        self._place = _InProcess() if client is None else _OnCluster(client)
+        self._place = InProcess() if client is None else OnCluster(client)
         self.shard_sizes_ = []
         self.id_kind_ = None
         self.build_seconds_ = 0.0
@@ -430,7 +142,7 @@ class ShardedIndex:
 
     @property
     def distributed(self) -> bool:
-        return isinstance(self._place, _OnCluster)
+        return isinstance(self._place, OnCluster)
 
     def __repr__(self):
         return (f"ShardedIndex(kind={self.kind!r}, n_documents={self.n_documents}, shards={self.shard_sizes_}, "
@@ -457,7 +169,7 @@ class ShardedIndex:
             raise InvalidInputError(f"{n} documents cannot fill {self.n_shards} shards; use fewer shards")
         all_ids = normalize_ids(ids, n)
         bounds = np.linspace(0, n, self.n_shards + 1).astype(np.int64)
-        builders = [(_build_shard, (self.model, Xp[lo:hi], all_ids[lo:hi], int(lo), self.kind, self.params,
+        builders = [(build_shard, (self.model, Xp[lo:hi], all_ids[lo:hi], int(lo), self.kind, self.params,
                                     resolve_jobs(self.n_jobs)))
                     for lo, hi in zip(bounds[:-1], bounds[1:])]
         self._do_place(builders)
@@ -486,7 +198,7 @@ class ShardedIndex:
         if not paths:
             raise InvalidInputError("fit_files needs at least one file")
         self.n_shards = len(paths)
-        builders = [(_build_shard_from_file, (self.model, path, loader, self.kind, self.params,
+        builders = [(build_shard_from_file, (self.model, path, loader, self.kind, self.params,
                                               resolve_jobs(self.n_jobs))) for path in paths]
         self._do_place(builders)
         facts = self._place.run("facts", [()] * self.n_shards)
@@ -511,7 +223,7 @@ class ShardedIndex:
                                     "several files); give every document its own id")
 
     def _do_place(self, builders):
-        if isinstance(self._place, _OnCluster):
+        if isinstance(self._place, OnCluster):
             self._place.place(builders, model=self.model, model_file=self.model_file)
         else:
             self._place.place(builders)
@@ -545,7 +257,7 @@ class ShardedIndex:
             return [], np.empty((0, k))
         jobs = resolve_jobs(self.n_jobs)
         parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
-        ids, scores = _merge(parts, k)
+        ids, scores = merge_parts(parts, k)
         return list(ids), scores
 
     def query_records(self, Q, top_k: int = 10, query_ids=None, **options) -> list[dict]:
@@ -600,10 +312,10 @@ class ShardedIndex:
         return self
 
     def _run_on(self, shard: int, method: str, args):
-        if isinstance(self._place, _InProcess):
+        if isinstance(self._place, InProcess):
             return getattr(self._place.shards[shard], method)(*args)
         place = self._place
-        task = place._submit(_call, place.futures[shard], method, *args, worker=place.workers[shard])
+        task = place._submit(call_shard, place.futures[shard], method, *args, worker=place.workers[shard])
         return place._wait([task], f"the call {method!r}")[0]
 
     # -- storage -----------------------------------------------------------------------------------
@@ -785,7 +497,7 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
     index = ShardedIndex(model, kind=manifest["kind"], n_shards=len(manifest["shards"]), client=client,
                          n_jobs=n_jobs, model_file=directory / _MODEL if model_given is None else None,
                          **manifest["params"])
-    builders = [(_load_shard, (str(directory / s["dir"]), str(directory / s["positions"]), model, mmap,
+    builders = [(load_shard, (str(directory / s["dir"]), str(directory / s["positions"]), model, mmap,
                                verify, resolve_jobs(n_jobs))) for s in manifest["shards"]]
     index._do_place(builders)
     index.shard_sizes_ = [int(s["n_documents"]) for s in manifest["shards"]]
