@@ -175,6 +175,72 @@ def test_fuzz_bad_parameters_every_algorithm(case, value):
         assert _clean(exc), f"{name}.{param}={value!r}: {type(exc).__name__}: {exc}"
 
 
+def _online_classifiers():
+    """(name, estimator factory, fit args) of every online classifier: the registered ones and the
+    PA components they are built from."""
+    from sparsesim.learners.kernel_pa import KernelPassiveAggressive
+    from sparsesim.learners.linear_pa import PassiveAggressiveBinary
+
+    out = [(name, lambda name=name: make_estimator(name)) for name in sorted(ALGORITHMS)
+           if ALGORITHMS[name].kind in ("transfer", "multitask-classifier")]
+    return out + [("PassiveAggressiveBinary", PassiveAggressiveBinary), ("KernelPassiveAggressive", KernelPassiveAggressive)]
+
+
+ONLINE_CASES = [(name, factory, p) for name, factory in _online_classifiers()
+                for p in sorted(factory().get_params(deep=False))]
+
+
+def _online_problem(est, name):
+    if name in ("PassiveAggressiveBinary", "KernelPassiveAggressive"):
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(20, 6))
+        return (sp.csr_matrix(X) if name == "PassiveAggressiveBinary" else X, np.where(X[:, 0] > 0, 1, -1)), {}
+    problem = make_problem(learner_kind(est))
+    return problem.fit_args, problem.fit_kwargs
+
+
+@settings(max_examples=60 * SCALE, **FUZZ)
+@given(case=st.sampled_from(ONLINE_CASES), value=HOSTILE_VALUES)
+def test_fuzz_online_classifier_parameters_on_first_partial_fit(case, value):
+    """An online classifier's first ``partial_fit`` checks its parameters as ``fit`` does: both refuse
+    a bad value with a project error, or both accept it."""
+    name, factory, param = case
+    outcomes = []
+    for method in ("fit", "partial_fit"):
+        est = factory()
+        fast = {k: v for k, v in fast_params(est).items() if k != param}
+        est.set_params(**fast, **{param: value})
+        args, kwargs = _online_problem(est, name)
+        try:
+            getattr(est, method)(*args, **kwargs)
+            outcomes.append("ok")
+        except Exception as exc:  # noqa: BLE001
+            assert _clean(exc), f"{name}.{method} {param}={value!r}: {type(exc).__name__}: {exc}"
+            outcomes.append("refused")
+    assert outcomes[0] == outcomes[1], f"{name} {param}={value!r}: fit {outcomes[0]}, first partial_fit {outcomes[1]}"
+
+
+def test_first_partial_fit_checks_parameters():
+    """The named cases: a bad value is refused on the first ``partial_fit``, naming the parameter."""
+    from sparsesim.exceptions import InvalidParameterError
+    from sparsesim.learners.linear_pa import PassiveAggressiveBinary
+
+    X = sp.random(10, 5, density=0.5, format="csr", random_state=0)
+    y = np.array([1, -1] * 5)
+    with pytest.raises(InvalidParameterError, match="C must be"):
+        PassiveAggressiveBinary(C="abc").partial_fit(X, y)
+    with pytest.raises(InvalidParameterError, match="fit_intercept"):
+        PassiveAggressiveBinary(fit_intercept="yes").partial_fit(X, y)
+    est = make_estimator("omtllog", epoch=float("nan"))
+    args, kwargs = _online_problem(est, "omtllog")
+    with pytest.raises(InvalidParameterError, match="epoch"):
+        est.partial_fit(*args, **kwargs)
+    est = make_estimator("oht1-pa", C=[1, 2])
+    args, kwargs = _online_problem(est, "oht1-pa")
+    with pytest.raises(InvalidParameterError, match="C must be"):
+        est.partial_fit(*args, **kwargs)
+
+
 @settings(max_examples=40 * SCALE, **FUZZ)
 @given(kind=st.sampled_from(["exact", "ann"]), data=st.data())
 def test_fuzz_bad_index_parameters(kind, data):

@@ -26,6 +26,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
+from ..validation import check_params
 from .linear_pa import PA_VARIANTS, _signed_labels, pa_step_size
 
 
@@ -144,6 +145,7 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
         self.sigma = sigma
 
     def _init_state(self, n_features: int) -> None:
+        check_params(self)  # types and ranges (sparsesim.validation), on fit and the first partial_fit
         _check_variant(self.variant)
         if not self.sigma > 0 or not self.C > 0:
             raise InvalidInputError(f"sigma and C must be positive, got sigma={self.sigma}, C={self.C}")

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
-from ..validation import check_csr
+from ..validation import check_csr, check_params
 
 PA_VARIANTS = ("pa", "pa1", "pa2")
 
@@ -83,12 +83,15 @@ class PassiveAggressiveBinary(ClassifierMixin, BaseEstimator):
         Online mistakes (prediction sign before the update differed from the label).
     """
 
+    _param_spec = {"fit_intercept": ("bool",)}
+
     def __init__(self, variant: str = "pa1", C: float = 1.0, fit_intercept: bool = False):
         self.variant = variant
         self.C = C
         self.fit_intercept = fit_intercept
 
     def _init_state(self, n_features: int) -> None:
+        check_params(self)  # types and ranges (sparsesim.validation), on fit and the first partial_fit
         if self.variant not in PA_VARIANTS:
             raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
         self.coef_ = np.zeros(n_features)

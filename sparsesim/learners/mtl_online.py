@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from ..exceptions import InvalidInputError
 from ..models import MultiTaskLinearModel, json_value
-from ..validation import check_csr, check_task_streams
+from ..validation import check_csr, check_params, check_task_streams
 from .base import OnlineClassifier
 
 __all__ = ["Round", "iter_rounds", "make_round", "OnlineMultiTaskClassifier"]
@@ -125,6 +125,7 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
 
     # ---- public API
     def _start(self, n_tasks: int, n_features: int) -> None:
+        check_params(self)  # types and ranges (sparsesim.validation), also on the first partial_fit
         self.n_tasks_ = n_tasks
         self.n_features_in_ = n_features
         self.n_rounds_ = 0
@@ -157,7 +158,11 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
         # contention, so the online loop runs single-threaded (parallelism is across runs).
         with threadpool_limits(limits=1, user_api="blas"):
             for t, rnd in enumerate(iter_rounds(X, y)):
-                p = self._learn_round(rnd)
+                try:
+                    p = self._learn_round(rnd)
+                except np.linalg.LinAlgError:  # e.g. a step size so large the state overflowed
+                    raise InvalidInputError(f"{type(self).__name__}: the online update diverged at round {t} "
+                                            f"(non-finite state); use smaller step sizes") from None
                 for j, i in enumerate(rnd.tasks):
                     margins[i][t] = p[j]
                 wrong = np.sign(p) != rnd.y

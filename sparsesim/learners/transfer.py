@@ -37,6 +37,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
+from ..validation import check_params as check_param_spec
 from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
 from .base import OnlineClassifier
 from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, _signed_labels
@@ -405,11 +406,13 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
     # -- estimator API --------------------------------------------------------------------------
     def fit_source(self, X_source, y_source, pair_target, pair_source):
         """Fit the source hypothesis (:class:`KNNSourceHypothesis`) on labelled source documents and pairs."""
+        check_param_spec(self)
         self.check_params()
         self.source_ = self.make_source().fit(X_source, y_source, pair_target, pair_source)
         return self
 
     def _init_state(self, n_features: int, n_rows: int) -> None:
+        check_param_spec(self)  # types and ranges first (sparsesim.validation), also on the first partial_fit
         self.check_params()
         if self.kernel == "gaussian":
             self.target_ = KernelPassiveAggressive(variant=self.variant, C=self.C, sigma=self.sigma)
