@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -42,12 +45,16 @@ def test_click_rule():
     assert click_triplets(["a", "b"], ["a", "b"]) == []
 
 
-def test_feedback_equals_offline_update_and_changes_scores(corpus, tmp_path):
+@pytest.mark.parametrize("compact, tol", [(False, 1e-12), (True, 1e-6)])
+def test_feedback_equals_offline_update_and_changes_scores(corpus, compact, tol):
+    # float64 store (compact=False): the published versions (base + low-rank factors of the OASIS
+    # steps) equal the learner's own model to rounding; the default float32 store rounds every
+    # entry it writes, which the factors do not, so the two differ at float32 precision
     X, _, model = corpus
     index = build_index(model, X, kind="exact")
     records = [{"query": 0, "preferred": 3, "other": 4}, {"query": 5, "preferred": 8, "other": 1},
                {"query": {"indices": [1, 7], "values": [1.0, 2.0]}, "preferred": 11, "other": 12}]
-    with FeedbackLearner(index, learner=OASIS(C=0.5)) as fl:
+    with FeedbackLearner(index, learner=OASIS(C=0.5, compact=compact)) as fl:
         q0 = X[0]
         before = fl.score(q0, [3, 4])[0]
         assert fl.submit(records) == 3
@@ -56,16 +63,44 @@ def test_feedback_equals_offline_update_and_changes_scores(corpus, tmp_path):
         # offline: the same learner started from the same model, the same triplets in order
         rows = sp.vstack([X[0], X[3], X[4], X[5], X[8], X[1],
                           sp.csr_matrix(([1.0, 2.0], ([0, 0], [1, 7])), shape=(1, 30)), X[11], X[12]], format="csr")
-        off = OASIS(C=0.5).start_from(model, X).partial_fit_triplets(rows, np.arange(9).reshape(3, 3)).model_
-        expect = off.score_pairs(sp.vstack([q0, q0]), X[[3, 4]])
-        np.testing.assert_allclose(after, expect, rtol=0, atol=1e-12)
+        off = OASIS(C=0.5, compact=compact).start_from(model, X).partial_fit_triplets(rows, np.arange(9).reshape(3, 3))
+        expect = off.model_.score_pairs(sp.vstack([q0, q0]), X[[3, 4]])
+        np.testing.assert_allclose(after, expect, rtol=tol, atol=tol)
+        assert abs(fl.model.W - off.model_.W).max() <= tol * max(1.0, abs(off.model_.W).max())
         # the OASIS step moved the preferred document up relative to the other one
         if before[0] - before[1] < 1:
             assert after[0] - after[1] > before[0] - before[1]
         ids, scores, version = fl.query(X[:1], 5)
         assert version >= 1
-        np.testing.assert_allclose(scores[0], np.sort(off.score_matrix(X[:1], X)[0])[::-1][:5], atol=1e-12)
+        np.testing.assert_allclose(scores[0], np.sort(off.model_.score_matrix(X[:1], X)[0])[::-1][:5],
+                                   rtol=tol, atol=tol)
         assert fl.info()["applied"] == 3 and fl.info()["pending"] == 0
+        assert fl.info()["publishing"].startswith("low-rank")
+
+
+def test_low_rank_versions_fold_into_the_base_and_match_the_learner(corpus):
+    """Many batches, several rebases: every published version is the learner's model (float64 store)."""
+    X, _, model = corpus
+    rng = np.random.default_rng(3)
+    with FeedbackLearner(build_index(model, X, kind="exact"), learner=OASIS(C=0.5, compact=False),
+                         rebase_every=7, max_batch=4) as fl:
+        for _ in range(10):
+            t = rng.choice(60, size=(5, 3), replace=True)
+            fl.submit([{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in t if p != o])
+            fl.flush(timeout=60)
+            assert abs(fl.model.W - fl.learner.model_.W).max() < 1e-12
+        info = fl.info()
+        assert info["rebases"] >= 2 and info["factored_updates"] < 7
+        assert info["version"] >= 10
+
+
+def test_sors_publishes_full_exports(corpus):
+    X, _, model = corpus
+    with FeedbackLearner(build_index(model, X, kind="exact"), learner=SORS(lam=1e-4, eta=0.1)) as fl:
+        fl.submit([{"query": 0, "preferred": 3, "other": 4}])
+        fl.flush(timeout=60)
+        assert fl.info()["publishing"] == "full export of W"
+        assert abs(fl.model.W - fl.learner.model_.W).max() == 0.0
 
 
 @pytest.mark.parametrize("bad", [
@@ -131,3 +166,65 @@ def test_ask_returns_the_smallest_margins(corpus):
             assert abs((s[0] - s[1]) - a["margin"]) < 1e-9
         with pytest.raises(InvalidInputError):
             fl.ask(0)
+
+
+def test_drift_check_rebuilds_the_candidate_index_while_queries_answer(corpus, monkeypatch):
+    """Above exact_limit the candidates come from an index built with an older model: the refresher
+    measures their recall under the newest version and rebuilds them (in the background) when it
+    falls below min_recall; queries answer throughout and match exhaustive scoring afterwards."""
+    import sparsesim.feedback.candidates as feedback_module
+
+    X, y, model = corpus
+    slow_builds = []
+
+    def slow_build(*args, **kwargs):  # a build long enough for queries to arrive meanwhile
+        slow_builds.append(time.monotonic())
+        time.sleep(0.5)
+        return build_index(*args, **kwargs)
+
+    monkeypatch.setattr(feedback_module, "build_index", slow_build)
+    fl = FeedbackLearner(build_index(model, X, kind="exact"), learner=OASIS(C=0.5, compact=False), exact_limit=0,
+                         candidate_pool=10, drift_check_every=1, min_recall=1.0, max_batch=8)
+    answered, errors, during, stop = [], [], [], threading.Event()
+
+    def ask_queries():
+        while not stop.is_set():
+            try:
+                _, _, v = fl.query(X[:3], 10)
+                answered.append(v)
+                if fl.candidate_info["refreshing"]:
+                    during.append(v)
+            except Exception as exc:  # noqa: BLE001 - the test reports any failure
+                errors.append(exc)
+
+    worker = threading.Thread(target=ask_queries)
+    worker.start()
+    try:
+        rng = np.random.default_rng(0)
+        # feedback against the labels: the model changes a lot, the old candidates go stale
+        for _ in range(6):
+            t = [(int(a), int(rng.choice(np.flatnonzero(y != y[a]))), int(rng.choice(np.flatnonzero(y == y[a]))))
+                 for a in rng.choice(60, 20)]
+            fl.submit([{"query": a, "preferred": p, "other": o} for a, p, o in t if p != a and o != a])
+            fl.flush(timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            info = fl.info()["candidates"]
+            if info["refreshes"] >= 1 and not info["refreshing"] and info["checked_at_version"] == fl.version:
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join()
+    info = fl.info()["candidates"]
+    assert not errors
+    assert slow_builds and info["refreshes"] >= 1
+    assert info["recall_before_refresh"] < 1.0 <= info["recall"] + 1e-12
+    assert during, "no query was answered while the candidate index was rebuilt"
+    assert fl._candidates is not fl.index and info["built_from_version"] >= 1
+    # rebuilt from the newest version, the candidates give the exhaustive top-k
+    assert fl.refresh_candidates()["built_from_version"] == fl.version
+    ids, scores, _ = fl.query(X[:5], 10)
+    exact = fl.model.score_matrix(X[:5], X)
+    np.testing.assert_allclose(scores, -np.sort(-exact, axis=1)[:, :10], atol=1e-9)
+    fl.close()

@@ -122,15 +122,17 @@ def test_feedback_changes_scores_as_the_update_rule_says(index_dir, tmp_path):
     assert type(learner).__name__ == "OASIS" and learner.C == model.metadata["resolved_params"]["C"]
     offline = learner.start_from(model, X).partial_fit_triplets(rows, np.arange(15).reshape(5, 3)).model_
     expect = offline.score_matrix(q, X)[0]
+    # the served versions (base + low-rank factors of the OASIS steps) carry float64 values, the
+    # learner's default store rounds each entry it writes to float32: equal to float32 precision
     for doc, s in served.items():
-        assert s == pytest.approx(expect[row[doc]], abs=1e-9)
+        assert s == pytest.approx(expect[row[doc]], rel=1e-6, abs=1e-6)
     old = {h["id"]: h["score"] for h in before["results"][0]}
     assert served != old
     assert served[food[0]] - served[sport[0]] > old[food[0]] - old[sport[0]]
     # the final snapshot (SIGTERM) holds every applied triplet
     saved = BilinearSimilarity.load(tmp_path / "snap.npz")
     assert saved.metadata["feedback"]["n_applied"] == 5
-    assert abs(saved.W - offline.W).max() < 1e-12
+    assert abs(saved.W - offline.W).max() < 1e-6 * max(1.0, abs(offline.W).max())
 
 
 BAD_FEEDBACK = [

@@ -169,6 +169,7 @@ class TripletLearner(SparsesimEstimator):
         finally:
             self.train_seconds_ += time.perf_counter() - start
             self._model_cache = None
+        self.last_losses_ = losses  # hinge loss of each triplet of this call before its update (0: no update)
         self._count(triplets.shape[0], losses, queried)
         return self
 

@@ -1,26 +1,22 @@
 """A served index that keeps learning from feedback (:class:`FeedbackLearner`).
 
-Feedback is a triplet ``{"query": Q, "preferred": ID, "other": ID}`` -- for query Q the document
-``preferred`` should score higher than ``other`` -- or a click log
-``{"query": Q, "shown": [ID, ...], "clicked": [ID, ...]}``. A query Q is a text (models trained on
-text), a sparse vector ``{"indices": [...], "values": [...]}`` (zero-based columns) or the id of
-a corpus document; an integer, or a string that is a corpus id, names a document, any other
-string is a text.
-
-Click rule (Joachims, "Accurately interpreting clickthrough data", SIGIR 2005): ``shown`` is the
-list in the order it was displayed. Every clicked document is preferred over every document
-shown above it that was not clicked ("click > skip above"), and over the first unclicked document
-shown right below it ("click > no-click next"). At most ``max_click_pairs`` triplets come from
-one log, the pairs nearest the click first.
+Feedback records and the click rule: :mod:`sparsesim.feedback.records`.
 
 One learner thread applies the registered learner's triplet-level update
 (``partial_fit_triplets``, the code offline training runs) to batches taken from a bounded queue;
 the model it starts from is the index's (or the last snapshot's). The learned model is published
-as an immutable version (one reference assignment) as soon as the queue is empty, and at least
-every ``publish_seconds`` while feedback keeps arriving: a query reads the current version once
-and is answered entirely from it, so reads never wait for writes. Scores are exact
-under the newest version: over the whole corpus when it has at most ``exact_limit`` documents,
-otherwise over a candidate pool from the index (built with the original model), re-ranked.
+as an immutable :class:`~sparsesim.feedback.versions.ModelVersion` (one reference assignment): a query
+reads the current version once and is answered entirely from it, so reads never wait for writes.
+OASIS versions are published after every batch without copying W (the base model plus the
+low-rank factors of the updates since it, folded into a new base every ``rebase_every``
+triplets); other learners' versions are a full export of W, published when the queue empties
+and at least every ``publish_seconds`` while feedback keeps arriving. Scores are exact under
+the newest version: over the whole corpus when it has at most ``exact_limit`` documents,
+otherwise over a candidate pool from an index re-ranked exactly. That candidate index was
+built with an older model; a refresher thread re-checks its recall against exact scoring on
+``drift_sample`` corpus documents every ``drift_check_every`` versions and, when it falls below
+``min_recall``, rebuilds the candidate index with the newest model in the background and swaps
+it in by reference (queries keep using the old one until then).
 
 Snapshots: every ``snapshot_every`` applied triplets, every ``snapshot_seconds`` and at
 :meth:`FeedbackLearner.close` the model is written with the atomic model save (temporary file,
@@ -30,8 +26,6 @@ fsync, rename), so the snapshot file is always a complete model; a new learner w
 
 from __future__ import annotations
 
-import math
-import numbers
 import queue
 import threading
 import time
@@ -41,56 +35,24 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import FileFormatError, InvalidInputError, ResourceLimitError
-from .indexes import load_index
-from .indexes.base import Index
-from .models import BilinearSimilarity
-from .registry import make_estimator
-from .validation import bounded, check_csr, check_float, check_int
+from ..engine.bilinear import OASIS as OASIS_MODE
+from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError
+from ..indexes import load_index
+from ..indexes.base import Index
+from ..models import BilinearSimilarity
+from ..registry import make_estimator
+from ..topk import top_k_rows
+from ..validation import check_csr, check_float, check_int
+from .candidates import CandidateStage
+from .records import FeedbackRecords, _plain
+from .versions import ModelVersion, oasis_factors
 
-__all__ = ["FeedbackLearner", "click_triplets"]
+__all__ = ["FeedbackLearner"]
 
 _STOP = object()
 
 
-def click_triplets(shown: list, clicked: list, max_pairs: int = 10) -> list[tuple]:
-    """(preferred, other) pairs of one click log by the rule in the module docstring.
-
-    Parameters
-    ----------
-    shown : list
-        Ids in the order they were displayed (unique).
-    clicked : list
-        Ids clicked; each must be in ``shown``.
-    max_pairs : int, default 10
-
-    Returns
-    -------
-    list of (preferred_id, other_id)
-
-    Examples
-    --------
-    >>> click_triplets(["a", "b", "c", "d"], ["c"])
-    [('c', 'b'), ('c', 'a'), ('c', 'd')]
-    """
-    position = {v: i for i, v in enumerate(shown)}
-    clicked_set = set(clicked)
-    pairs = []
-    for c in clicked:
-        pc = position[c]
-        above = [shown[i] for i in range(pc - 1, -1, -1) if shown[i] not in clicked_set]
-        below = next((shown[i] for i in range(pc + 1, len(shown)) if shown[i] not in clicked_set), None)
-        pairs.extend((c, s) for s in above)
-        if below is not None:
-            pairs.append((c, below))
-    return pairs[:max_pairs]
-
-
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
-class FeedbackLearner:
+class FeedbackLearner(FeedbackRecords, CandidateStage):
     """A model + index + learner that answers queries and learns from feedback at the same time.
 
     Parameters
@@ -120,14 +82,28 @@ class FeedbackLearner:
     recent_queries : int, default 256
         Queries remembered for :meth:`ask`.
     publish_seconds : float, default 0.05
-        While feedback keeps arriving, a new model version is published at least this often
-        (each publication exports W, O(nnz(W))); it is published at once when the queue empties.
+        Learners other than OASIS: while feedback keeps arriving, a new model version is
+        published at least this often (each publication exports W, O(nnz(W))); it is published
+        at once when the queue empties. OASIS publishes after every batch.
+    rebase_every : int, default 2000
+        OASIS: updates held as low-rank factors before they are folded into a new base model.
+    max_batch : int, default 64
+        Triplets the learner thread applies in one call (the time it holds the interpreter).
+    drift_check_every : int, default 20
+        Corpora above ``exact_limit``: versions between two recall checks of the candidate index.
+    drift_sample : int, default 50
+        Corpus documents (held out from their own answer) the recall check scores exactly.
+    min_recall : float, default 0.9
+        Recall@10 of the candidate stage under the newest model below which the candidate index
+        is rebuilt with the newest model.
     """
 
     def __init__(self, index, learner=None, snapshot=None, snapshot_every: int = 1000,
                  snapshot_seconds: float = 60.0, resume: bool = True, queue_size: int = 100_000,
                  max_click_pairs: int = 10, exact_limit: int = 200_000, candidate_pool: int = 200,
-                 recent_queries: int = 256, publish_seconds: float = 0.05):
+                 recent_queries: int = 256, publish_seconds: float = 0.05, rebase_every: int = 2000,
+                 max_batch: int = 64, drift_check_every: int = 20, drift_sample: int = 50,
+                 min_recall: float = 0.9):
         self.index = index if isinstance(index, Index) else load_index(index, mmap=True)
         self.snapshot_every = check_int(snapshot_every, "snapshot_every", 1)
         self.snapshot_seconds = check_float(snapshot_seconds, "snapshot_seconds", 0.0, low_open=True)
@@ -135,6 +111,11 @@ class FeedbackLearner:
         self.exact_limit = check_int(exact_limit, "exact_limit", 0)
         self.candidate_pool = check_int(candidate_pool, "candidate_pool", 1)
         self.publish_seconds = check_float(publish_seconds, "publish_seconds", 0.0)
+        self.rebase_every = check_int(rebase_every, "rebase_every", 1)
+        self.max_batch = check_int(max_batch, "max_batch", 1)
+        self.drift_check_every = check_int(drift_check_every, "drift_check_every", 1)
+        self.drift_sample = check_int(drift_sample, "drift_sample", 2)
+        self.min_recall = check_float(min_recall, "min_recall", 0.0, 1.0)
         queue_size = check_int(queue_size, "queue_size", 1)
         self.snapshot_path = None if snapshot is None else Path(snapshot)
         base = self.index.model
@@ -163,6 +144,9 @@ class FeedbackLearner:
             raise InvalidInputError(f"{type(self.learner).__name__} cannot continue from a saved model "
                                     "(no start_from); use oasis, sors-* or adasors-*")
         self.learner.start_from(start, self.X)
+        engine = getattr(self.learner, "engine_", None)
+        self._lowrank = getattr(engine, "mode", None) == OASIS_MODE and getattr(engine, "C", None) is not None
+        self._factors: list[tuple] = []  # OASIS: (A, B) of batches applied but not yet published
         self._lock = threading.Lock()  # counters and snapshot facts
         self.n_received = counters["n_received"]
         self.n_applied = counters["n_applied"]
@@ -171,7 +155,8 @@ class FeedbackLearner:
         self._learned = self.n_applied  # applied to the learner; n_applied: in the published version
         self._publish_time = time.monotonic()
         self._final_snapshot = True
-        self._published = (0, self._with_featurizer(start))
+        self._published = ModelVersion(0, self._with_featurizer(start))
+        self.n_rebases = 0
         self.snapshot_info = None
         if self.resumed_from is not None:
             self.snapshot_info = {"path": str(self.snapshot_path), "n_applied": self.n_applied,
@@ -182,6 +167,17 @@ class FeedbackLearner:
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._error = None
         self._closed = False
+        # the candidate stage (corpora above exact_limit) and its drift checks
+        self._candidates = self.index
+        self.candidate_info = {"built_from_version": 0, "recall": None, "checked_at_version": None,
+                               "refreshes": 0, "refreshing": False, "min_recall": self.min_recall}
+        self._drift_wake = threading.Event()
+        self._checked_version = 0
+        self._refresher = None
+        if self.X.shape[0] > self.exact_limit:
+            self._refresher = threading.Thread(target=self._refresh_loop, name="sparsesim-candidate-refresh",
+                                               daemon=True)
+            self._refresher.start()
         self._thread = threading.Thread(target=self._run, name="sparsesim-feedback-learner", daemon=True)
         self._thread.start()
 
@@ -209,57 +205,13 @@ class FeedbackLearner:
     # -- reading --------------------------------------------------------------------------------
     @property
     def model(self) -> BilinearSimilarity:
-        """The newest published model version."""
-        return self._published[1]
+        """The newest published model version as one model."""
+        return self._published.model()
 
     @property
     def version(self) -> int:
         """Number of model versions published since start (0: the starting model)."""
-        return self._published[0]
-
-    def query_vectors(self, items) -> sp.csr_matrix:
-        """Feature rows (CSR, one per item) of queries given as texts, sparse vectors or corpus ids."""
-        if not isinstance(items, (list, tuple)) or not items:
-            raise InvalidInputError("queries must be a non-empty list")
-        return sp.vstack([self._query_row(q, f"query[{i}]") for i, q in enumerate(items)], format="csr")
-
-    def _query_row(self, q, name: str) -> sp.csr_matrix:
-        d = self.index.n_features
-        if isinstance(q, bool):
-            raise InvalidInputError(f"{name} must be a text, a vector or a corpus id, got a boolean")
-        if isinstance(q, numbers.Integral) or (isinstance(q, str) and not self._int_ids and q in self._rows):
-            return self.X[self._row_of(q, name)]
-        if isinstance(q, str):
-            if self.featurizer is None:
-                raise InvalidInputError(f"{name}: this model was not trained on text; give a vector or a corpus id")
-            if not q.strip():
-                raise InvalidInputError(f"{name} is an empty text")
-            return sp.csr_matrix(self.featurizer.transform([q]))
-        if isinstance(q, dict):
-            if set(q) != {"indices", "values"}:
-                raise InvalidInputError(f'{name} must be an object with exactly "indices" and "values"')
-            idx, val = q["indices"], q["values"]
-            if not isinstance(idx, list) or not isinstance(val, list) or len(idx) != len(val) or len(idx) > d:
-                raise InvalidInputError(f"{name}: indices and values must be lists of equal length (at most {d})")
-            if any(isinstance(j, bool) or not isinstance(j, numbers.Integral) or not 0 <= j < d for j in idx):
-                raise InvalidInputError(f"{name}: indices must be integers in [0, {d})")
-            if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) for v in val):
-                raise InvalidInputError(f"{name}: values must be finite numbers")
-            row = sp.csr_matrix((np.asarray(val, np.float64), (np.zeros(len(idx), np.int64),
-                                                               np.asarray(idx, np.int64))), shape=(1, d))
-            return check_csr(row, name=name, n_features=d)
-        raise InvalidInputError(f"{name} must be a text, a vector or a corpus id, got {type(q).__name__}")
-
-    def _row_of(self, doc_id, name: str) -> int:
-        key = doc_id
-        if isinstance(doc_id, bool) or not isinstance(doc_id, (numbers.Integral, str)):
-            raise InvalidInputError(f"{name} must be a document id, got {bounded(repr(doc_id), 60)}")
-        if isinstance(doc_id, numbers.Integral):
-            key = int(doc_id)
-        row = self._rows.get(key)
-        if row is None:
-            raise InvalidInputError(f"{name}: unknown document id {bounded(repr(doc_id), 80)}")
-        return row
+        return self._published.number
 
     def query(self, Q, top_k: int = 10, remember=None):
         """Top-k documents of each query row under the newest model version.
@@ -278,80 +230,44 @@ class FeedbackLearner:
         version : int
             The model version that answered.
         """
-        version, model = self._published
+        current = self._published
         Q = check_csr(Q, name="queries", n_features=self.index.n_features)
         n = self.X.shape[0]
         k = check_int(top_k, "top_k", 1, n)
-        QM = model.transform_queries(Q)
-        if n <= self.exact_limit:
-            scores = (QM @ self._XT).toarray()
-            rows = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-            vals = np.take_along_axis(scores, rows, axis=1)
-        else:
-            pool = max(k, min(self.candidate_pool, n))
-            cand, _ = self.index.query_rows(Q, pool)
-            rows = np.empty((Q.shape[0], k), np.int64)
-            vals = np.empty((Q.shape[0], k))
-            for i in range(Q.shape[0]):
-                s = np.asarray((QM[i] @ self._XT[:, cand[i]]).todense()).ravel()
-                order = np.argsort(-s, kind="stable")[:k]
-                rows[i], vals[i] = cand[i][order], s[order]
+        rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
         if remember is not None:
             for i, item in enumerate(remember):
                 self._recent.append((item, Q[i], rows[i][: min(k, 10)]))
-        return [self.index.ids_[r] for r in rows], vals, version
+        return [self.index.ids_[r] for r in rows], vals, current.number
+
+    def _top_rows(self, version: ModelVersion, Q, k: int, exact: bool, candidates=None):
+        """Row numbers and scores of the top ``k`` under ``version``: exhaustive, or the candidate
+        index's pool re-ranked exactly. One query row at a time: its q M as one dense vector
+        of n_features, its scores ``X @ (q M)`` (never a queries x corpus block)."""
+        rows = np.empty((Q.shape[0], k), np.int64)
+        vals = np.empty((Q.shape[0], k))
+        cand = None
+        if not exact:
+            pool = max(k, min(self.candidate_pool, self.X.shape[0]))
+            cand, _ = (candidates or self._candidates).query_rows(Q, pool)
+        for i in range(Q.shape[0]):
+            qm = version.dense_query(Q[i])
+            if exact:
+                top, s = top_k_rows((self.X @ qm)[None, :], k)
+                rows[i], vals[i] = top[0], s[0]
+            else:
+                c = np.sort(np.asarray(cand[i], np.int64))  # ties: the lower document number first
+                top, s = top_k_rows((self.X[c] @ qm)[None, :], k)
+                rows[i], vals[i] = c[top[0]], s[0]
+        return rows, vals
 
     def score(self, Q, doc_ids) -> np.ndarray:
         """S(q_i, x_j) under the newest model for query rows ``Q`` and documents ``doc_ids``."""
         rows = [self._row_of(d, "doc_ids") for d in doc_ids]
-        return (self.model.transform_queries(Q) @ self._XT[:, rows]).toarray()
+        Q = check_csr(Q, name="queries", n_features=self.index.n_features)
+        return (self._published.transform_queries(Q) @ self._XT[:, rows]).toarray()
 
     # -- feedback -------------------------------------------------------------------------------
-    def parse_feedback(self, records) -> list[tuple]:
-        """Check feedback records; return ``(query_row, preferred_row, other_row)`` triplets.
-
-        Raises
-        ------
-        InvalidInputError
-            A record that is not a triplet or click log, an unknown id, a bad query.
-        """
-        if isinstance(records, dict):
-            records = [records]
-        if not isinstance(records, list) or not records:
-            raise InvalidInputError("feedback must be a record or a non-empty list of records")
-        out = []
-        for i, rec in enumerate(records):
-            name = f"feedback[{i}]"
-            if not isinstance(rec, dict) or "query" not in rec:
-                raise InvalidInputError(f'{name} must be an object with "query"')
-            keys = set(rec)
-            if keys == {"query", "preferred", "other"}:
-                pairs = [(rec["preferred"], rec["other"])]
-            elif keys == {"query", "clicked", "shown"}:
-                shown, clicked = rec["shown"], rec["clicked"]
-                if not isinstance(shown, list) or not isinstance(clicked, list) or not shown:
-                    raise InvalidInputError(f"{name}: shown and clicked must be lists (shown non-empty)")
-                if len(shown) > 1000:
-                    raise InvalidInputError(f"{name}: at most 1000 shown documents")
-                for j, doc in enumerate(shown + clicked):
-                    self._row_of(doc, f"{name}.shown/clicked[{j}]")
-                if len(set(shown)) != len(shown) or len(set(clicked)) != len(clicked):
-                    raise InvalidInputError(f"{name}: shown and clicked must not repeat ids")
-                missing = [c for c in clicked if c not in set(shown)]
-                if missing:
-                    raise InvalidInputError(f"{name}: clicked id {bounded(repr(missing[0]), 60)} was not shown")
-                pairs = click_triplets(shown, clicked, self.max_click_pairs)
-            else:
-                raise InvalidInputError(f'{name} must have "query", "preferred", "other" or "query", "clicked", '
-                                        f'"shown"; got {bounded(sorted(map(str, keys)), 120)}')
-            qrow = self._query_row(rec["query"], f"{name}.query")
-            for a, b in pairs:
-                ra, rb = self._row_of(a, f"{name}.preferred"), self._row_of(b, f"{name}.other")
-                if ra == rb:
-                    raise InvalidInputError(f"{name}: preferred and other are the same document")
-                out.append((qrow, ra, rb))
-        return out
-
     def submit(self, records) -> int:
         """Check feedback and queue its triplets for the learner thread; returns how many were queued.
 
@@ -380,7 +296,7 @@ class FeedbackLearner:
         while True:
             item = self._queue.get()
             batch = [item]
-            while len(batch) < 512:
+            while len(batch) < self.max_batch:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
@@ -392,7 +308,7 @@ class FeedbackLearner:
                     self._apply(work)
                 if self._learned != self.n_applied:
                     snap_due = stop or self._snapshot_due(self._learned)
-                    if (snap_due or self._queue.qsize() == 0
+                    if (self._lowrank or snap_due or self._queue.qsize() == 0
                             or time.monotonic() - self._publish_time >= self.publish_seconds):
                         self._publish()
                 if work or stop:
@@ -408,21 +324,45 @@ class FeedbackLearner:
     def _apply(self, work: list[tuple]) -> None:
         """One batch through the learner's triplet update (published by :meth:`_publish`)."""
         m = len(work)
-        Xs = sp.vstack([sp.vstack([q, self.X[a], self.X[b]]) for q, a, b in work], format="csr")
-        triplets = np.arange(3 * m, dtype=np.int64).reshape(m, 3)
+        queries = [w[0] for w in work]
+        if all(isinstance(q, int) for q in queries):
+            Q = self.X[np.array(queries, np.int64)]
+        else:
+            Q = sp.vstack([self.X[q] if isinstance(q, int) else q for q in queries], format="csr")
+        P = self.X[np.array([w[1] for w in work], np.int64)]
+        N = self.X[np.array([w[2] for w in work], np.int64)]
+        Xs = sp.vstack([Q, P, N], format="csr")
+        triplets = np.arange(m, dtype=np.int64)[:, None] + np.array([0, m, 2 * m], np.int64)
         before = self.learner.n_updates_
         self.learner.partial_fit_triplets(Xs, triplets)
+        if self._lowrank:
+            self._factors.append(oasis_factors(Q, (P - N).tocsr(), self.learner.last_losses_,
+                                               self.learner.engine_.C))
         with self._lock:
             self._learned += m
             self.n_losses += self.learner.n_updates_ - before
 
     def _publish(self) -> None:
-        """Export the learner's model as the next immutable version (one reference assignment)."""
-        model = self._with_featurizer(self.learner.model_)
+        """The next immutable version (one reference assignment): OASIS the current version plus
+        the factors of the batches since, folded into a new base every ``rebase_every`` updates;
+        other learners a full export of W."""
+        current = self._published
+        if self._lowrank:
+            factors, self._factors = self._factors, []
+            A = sp.vstack([f[0] for f in factors], format="csr")
+            B = sp.vstack([f[1] for f in factors], format="csr")
+            nxt = current.with_updates(current.number + 1, A, B)
+            if nxt.n_pending >= self.rebase_every:
+                nxt = nxt.rebased()
+                self.n_rebases += 1
+        else:
+            nxt = ModelVersion(current.number + 1, self._with_featurizer(self.learner.model_))
         with self._lock:
-            self._published = (self._published[0] + 1, model)
+            self._published = nxt
             self.n_applied = self._learned
             self._publish_time = time.monotonic()
+        if self._refresher is not None and nxt.number - self._checked_version >= self.drift_check_every:
+            self._drift_wake.set()
 
     def _snapshot_due(self, applied: int) -> bool:
         return self.snapshot_path is not None and (
@@ -439,7 +379,8 @@ class FeedbackLearner:
         """Write the newest model to the snapshot file atomically; returns the snapshot facts."""
         if self.snapshot_path is None:
             raise InvalidInputError("no snapshot path was given")
-        version, model = self._published
+        current = self._published
+        version, model = current.number, current.model()
         applied = self.n_applied
         meta = dict(model.metadata)
         meta["feedback"] = {"n_applied": int(applied), "version": int(version)}
@@ -472,6 +413,9 @@ class FeedbackLearner:
             self._final_snapshot = bool(snapshot)
         self._queue.put(_STOP)
         self._thread.join()
+        self._drift_wake.set()
+        if self._refresher is not None:
+            self._refresher.join()
         self._raise_if_failed()
 
     def _raise_if_failed(self):
@@ -500,12 +444,12 @@ class FeedbackLearner:
         """
         n = check_int(n, "n", 1, 1000)
         b = check_float(b, "b", 0.0, low_open=True)
-        model = self.model
+        current = self._published
         cands, seen = [], set()
         for item, qrow, rows in list(self._recent)[::-1]:
             if len(rows) < 2:
                 continue
-            s = np.asarray((model.transform_queries(qrow) @ self._XT[:, rows]).todense()).ravel()
+            s = (current.transform_queries(qrow) @ self._XT[:, rows]).toarray().ravel()
             key_q = repr(item)
             for i in range(len(rows) - 1):
                 key = (key_q, int(rows[i]), int(rows[i + 1]))
@@ -531,5 +475,9 @@ class FeedbackLearner:
                     "updates_with_loss": int(self.n_losses), "resumed_from": self.resumed_from,
                     "snapshot": self.snapshot_info, "snapshot_every": self.snapshot_every,
                     "snapshot_seconds": self.snapshot_seconds,
+                    "publishing": ("low-rank factors, folded every %d updates" % self.rebase_every)
+                    if self._lowrank else "full export of W",
+                    "factored_updates": self._published.n_pending, "rebases": self.n_rebases,
                     "scoring": "exact" if self.X.shape[0] <= self.exact_limit else
-                    f"index candidates ({self.candidate_pool}) re-ranked exactly"}
+                    f"index candidates ({self.candidate_pool}) re-ranked exactly",
+                    "candidates": None if self._refresher is None else dict(self.candidate_info)}
