@@ -28,7 +28,8 @@ Endpoints
     A search page: the learned similarity's top-k beside plain cosine's for a typed text.
 
 Limits (bad requests get a 4xx JSON ``{"error": ...}``; the server keeps answering):
-request body size (413), texts/vectors per request and ``top_k`` (422), malformed JSON (400),
+request body size (413), texts/vectors per request and ``top_k`` (422), malformed JSON (400), a
+``Content-Type`` other than ``application/json`` (415; a request without one is read as JSON),
 and concurrent searches (requests wait for one of ``max_concurrency`` slots; uvicorn answers
 503 beyond ``limit_connections`` open connections).
 """
@@ -262,6 +263,9 @@ def create_app(service: QueryService):
         return JSONResponse({"error": message}, status_code=status)
 
     async def read_body(request) -> bytes:
+        ctype = request.headers.get("content-type")  # a request without one is read as JSON
+        if ctype is not None and ctype.split(";")[0].strip().lower() != "application/json":
+            raise RequestError(415, f"send the body as application/json, not {ctype[:60]!r}")
         declared = request.headers.get("content-length")
         if declared is not None:
             try:
@@ -277,13 +281,17 @@ def create_app(service: QueryService):
             chunks.append(chunk)
         return b"".join(chunks)
 
+    def parse_json(body: bytes):
+        # ValueError covers JSONDecodeError, UnicodeDecodeError and numbers beyond Python's digit limit
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise RequestError(400, f"the body is not valid JSON ({str(exc)[:200]})") from None
+
     async def query(request):
         try:
             body = await read_body(request)
-            try:
-                payload = json.loads(body)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise RequestError(400, f"the body is not valid JSON ({exc})") from None
+            payload = parse_json(body)
             Q, top_k, compare, snippets = service.parse(payload)
             remember = payload.get("texts", payload.get("vectors"))
             result = await anyio.to_thread.run_sync(service.search, Q, top_k, compare, snippets, remember,
@@ -301,10 +309,7 @@ def create_app(service: QueryService):
             if service.feedback is None:
                 raise RequestError(404, "this server does not learn from feedback (start it with --learn)")
             body = await read_body(request)
-            try:
-                payload = json.loads(body)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise RequestError(400, f"the body is not valid JSON ({exc})") from None
+            payload = parse_json(body)
             if isinstance(payload, list) and len(payload) > service.limits.max_feedback:
                 raise RequestError(422, f"at most {service.limits.max_feedback} feedback records per request")
             queued = await anyio.to_thread.run_sync(service.feedback.submit, payload)
