@@ -7,9 +7,9 @@ news20-tasks
     The LIBSVM news20 training file (15,935 documents, the paper's news20) restricted to the four
     top-level categories the paper uses: comp (5 newsgroups), rec (4), sci (4), talk (4). A
     task's classes are its newsgroups (misc.forsale, alt.atheism and soc.religion.christian
-    are left out). **The LIBSVM labels 1..20 are not in alphabetical newsgroup order.** We
-    matched them to the names of the 20news-bydate text (R ``lda`` copy, with vocabulary) two
-    independent ways (``scripts/check_news20_labels.py``): the 20 x 20 cosine structure of the
+    are left out). **The LIBSVM labels 1..20 are not in alphabetical newsgroup order.** They are
+    matched to the names of the 20news-bydate text (R ``lda`` copy, with vocabulary) two
+    independent ways (``tests/test_news20_labels.py``): the 20 x 20 cosine structure of the
     class centroids, and a vocabulary alignment by per-class document-frequency profiles,
     which agree on :data:`NEWS20_LIBSVM_NAMES` (the order of the table on Rennie's 20
     Newsgroups page, groups in columns: comp, sci, forsale, rec, talk.politics, religion).
@@ -39,7 +39,7 @@ from .catalog import DATASETS, DatasetSpec, get_dataset_spec, register_dataset
 from .containers import LabelledData
 from .readers import l2_normalize, tfidf
 
-# LIBSVM news20 label (1..20) -> newsgroup, as established by scripts/check_news20_labels.py.
+# LIBSVM news20 label (1..20) -> newsgroup, as established by tests/test_news20_labels.py.
 NEWS20_LIBSVM_NAMES = {
     1: "comp.graphics", 2: "comp.os.ms-windows.misc", 3: "comp.sys.ibm.pc.hardware",
     4: "comp.sys.mac.hardware", 5: "comp.windows.x",
@@ -110,7 +110,7 @@ def load_news20_tasks(spec: DatasetSpec, **options) -> LabelledData:
         "files": base.info["files"],
         "source": spec.source,
         "libsvm_rows": keep,
-        "label_order_check": "scripts/check_news20_labels.py",
+        "label_order_check": "tests/test_news20_labels.py",
     }
     if rep == "default":
         cols = top_df_features(X, opts["n_features"])
