@@ -280,7 +280,13 @@ class BilinearSimilarity:
                 raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
         if arrays:
             raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
-        return cls(W, identity=meta["identity"], normalize=meta["normalize"], metadata=meta, featurizer=featurizer)
+        model = cls(W, identity=meta["identity"], normalize=meta["normalize"], metadata=meta, featurizer=featurizer)
+        # facts derived from W must be W's (the metadata is shown to users)
+        sparsity = meta.get("sparsity")
+        if meta["nnz"] != model.nnz() or (sparsity is not None and abs(sparsity - model.sparsity()) > 1e-12):
+            raise FileFormatError(f"{path}: the metadata says nnz(M) = {meta['nnz']}, sparsity {sparsity}; the stored "
+                                  f"matrix has {model.nnz()}, {model.sparsity()} (the file was altered)")
+        return model
 
     def __repr__(self):
         return (f"BilinearSimilarity(d={self.n_features}, nnz(M)={self.nnz()}, "

@@ -131,3 +131,24 @@ def test_single_tampered_entry_detected_with_fresh_probes(indexes, tmp_path):
     for _ in range(10):
         with pytest.raises(FileFormatError):
             load_index(d)
+
+
+@pytest.mark.parametrize("edit", [lambda m: m.update(nnz=m["nnz"] + 1), lambda m: m.update(nnz=0),
+                                  lambda m: m.update(sparsity=0.5)])
+def test_model_metadata_derived_from_w_must_match(indexes, tmp_path, edit):
+    """nnz(M) and the sparsity in a model file's metadata are facts of W: a re-hashed file that
+    states others is refused."""
+    from sparsesim.persistence import bundle_checksum
+
+    _, model, _ = indexes
+    model.save(tmp_path / "m.npz")
+    BilinearSimilarity.load(tmp_path / "m.npz")  # the genuine file loads
+    with np.load(tmp_path / "m.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    edit(meta)
+    meta["checksum"] = bundle_checksum(arrays, meta)
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(tmp_path / "h.npz", **arrays)
+    with pytest.raises(FileFormatError, match="altered"):
+        BilinearSimilarity.load(tmp_path / "h.npz")

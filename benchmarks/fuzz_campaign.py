@@ -7,9 +7,17 @@ Families (all generated fresh from ``--seed``; everything is written under ``--w
   files, hostile model files and hostile index directories given to ``evaluate``/``query``;
   each run is a ``sparsesim`` subprocess.
 * ``library``: malformed CSR matrices at fit/scorer/index build/query, bad parameters for every
-  registered algorithm and both index kinds, hostile (re-hashed) model and index files; run in
-  worker subprocesses (a worker that dies is a dead process, the case is recorded and a new
-  worker continues).
+  registered algorithm (at ``fit``, and at the first ``partial_fit`` of every online classifier,
+  which must agree with ``fit``) and both index kinds, hostile (re-hashed) model and index files,
+  and hostile *derived* index arrays (posting values, re-ranking values, projections, unit corpus
+  rows replaced by other finite values and re-hashed: refused, or the answer equals the exact
+  answer over the stored corpus and model); run in worker subprocesses (a worker that dies is a
+  dead process, the case is recorded and a new worker continues).
+* ``service``: malformed requests to two real ``sparsesim serve`` processes (frozen, and
+  ``--learn``): bodies that are not JSON, JSON of random shape, NaN/Infinity and huge numbers,
+  deep nesting, oversized bodies, wrong content types, unknown paths and methods, bad vectors,
+  ``top_k`` of every type, bad feedback triplets and ``/ask`` values. Each must get a 4xx JSON
+  error (or a 2xx answer when valid), and ``/health`` must answer after it.
 * ``kill``: ``kill -9`` at a random moment of ``train --out``, ``index build --out`` and
   ``index add``; the target must then hold the old complete version or the new one.
 * ``concurrent``: two ``index add`` runs on one index at once; both must succeed and keep both
@@ -23,7 +31,8 @@ over the accepted data, or non-JSON output).
 
 Usage::
 
-    python scripts/fuzz_campaign.py --work /tmp/campaign --cli 700 --library 1500 --kill 40 --concurrent 20
+    python benchmarks/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --service 400 \
+        --kill 12 --concurrent 6 --seed 2028
 """
 
 from __future__ import annotations
@@ -94,6 +103,8 @@ def make_fixtures(root: Path):
     model = BilinearSimilarity.load(root / "m.npz")
     build_index(model, data.X[:300], kind="exact").save(root / "base-exact")
     build_index(model, data.X[:300], kind="ann", dim=16).save(root / "base-ann")
+    normed = BilinearSimilarity(model.W, identity=model.identity, normalize=True)
+    build_index(normed, data.X[:300], kind="exact", strategy="corpus").save(root / "base-normed")
     (root / "bad.svm").write_bytes(b"1 3:x\n\xff\xfe garbage\n")
     (root / "dir").mkdir(exist_ok=True)
     if not (root / "fifo").exists():
@@ -222,6 +233,315 @@ def mutate_index(rng, src: Path, out: Path) -> str:
     except (TypeError, ValueError):
         pass
     return action
+
+
+# arrays derived from the corpus and the model, per fixture index
+DERIVED = {"base-exact": ["postings.data"], "base-ann": ["heavy.Z", "projection.B", "postings.data"],
+           "base-normed": ["corpus.data", "postings.data"]}
+
+
+def _rehash_index(out: Path):
+    from sparsesim.indexes.storage import manifest_checksum
+    from sparsesim.persistence import file_sha256
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    data = out / manifest["data_dir"]
+    for fname, facts in manifest["files"].items():
+        facts["bytes"] = (data / fname).stat().st_size
+        facts["sha256"] = file_sha256(data / fname)
+    manifest["manifest_checksum"] = manifest_checksum(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def mutate_derived(rng, root: Path, out: Path) -> str:
+    """A copy of a fixture index with one derived array replaced by other *finite* values, re-hashed."""
+    src = str(rng.choice(sorted(DERIVED)))
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(root / src, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    name = str(rng.choice(DERIVED[src]))
+    path = out / manifest["data_dir"] / f"{name}.npy"
+    arr = np.load(path).copy()
+    flat = arr.reshape(-1)
+    how = str(rng.choice(["one", "few", "scale", "permute", "noise", "swap", "zero", "tiny", "sign"]))
+    pos = rng.integers(flat.size, size=int(rng.integers(1, 6)) if how == "few" else 1)
+    if how in ("one", "few"):
+        flat[pos] = flat[pos] * rng.uniform(-3, 3) + rng.normal(size=pos.size)
+    elif how == "scale":
+        flat *= rng.choice([0.5, 0.9, 1.1, 2.0, -1.0])
+    elif how == "permute":
+        flat[:] = flat[rng.permutation(flat.size)]
+    elif how == "noise":
+        flat += rng.normal(0, 0.01 * (np.abs(flat).mean() + 1e-12), flat.size)
+    elif how == "swap":
+        if arr.ndim == 2 and arr.shape[0] > 1:
+            a, b = rng.choice(arr.shape[0], 2, replace=False)
+            arr[[a, b]] = arr[[b, a]]
+        else:
+            a, b = rng.choice(flat.size, 2, replace=False)
+            flat[[a, b]] = flat[[b, a]]
+    elif how == "zero":
+        flat[pos] = 0.0
+    elif how == "tiny":
+        flat[pos] = flat[pos] * (1 + 1e-6) + 1e-9
+    else:
+        flat[pos] = -flat[pos]
+    np.save(path, arr.astype(np.load(path, mmap_mode="r").dtype), allow_pickle=False)
+    _rehash_index(out)
+    return f"{src}/{name}/{how}"
+
+
+def check_answers(index, root: Path) -> str:
+    """'ok' when the index answers with the exact scores of the stored corpus and model (an exact index
+    also with the exact top-k), else 'wrong'."""
+    from sparsesim.data import load_dataset
+
+    Q = load_dataset(str(root / "q.svm"), n_features=index.n_features).X[:4]
+    ids, scores = index.query(Q, top_k=5)
+    S = index.model.score_matrix(Q, index.X_)
+    rows = {v: i for i, v in enumerate(index.ids_.tolist())}
+    for q in range(Q.shape[0]):
+        got = [rows[i.item() if hasattr(i, "item") else i] for i in ids[q]]
+        if not np.allclose(scores[q], S[q, got], rtol=1e-6, atol=1e-9):
+            return "wrong"
+        if index.kind == "exact" and not np.allclose(np.sort(scores[q])[::-1], np.sort(S[q])[::-1][:5],
+                                                     rtol=1e-6, atol=1e-9):
+            return "wrong"
+    return "ok"
+
+
+def _online_classifiers():
+    from sparsesim.learners.kernel_pa import KernelPassiveAggressive
+    from sparsesim.learners.linear_pa import PassiveAggressiveBinary
+    from sparsesim.registry import ALGORITHMS, make_estimator
+
+    out = [(n, lambda n=n: make_estimator(n)) for n in sorted(ALGORITHMS)
+           if ALGORITHMS[n].kind in ("transfer", "multitask-classifier")]
+    return out + [("PassiveAggressiveBinary", PassiveAggressiveBinary), ("KernelPassiveAggressive", KernelPassiveAggressive)]
+
+
+def online_param_case(rng) -> str:
+    """A hostile parameter value on an online classifier: ``fit`` and the first ``partial_fit`` must
+    both refuse it with a project error, or both accept it."""
+    from sparsesim.checks import fast_params, learner_kind, make_problem
+    from sparsesim.exceptions import SparsesimError
+
+    classifiers = _online_classifiers()
+    name, factory = classifiers[rng.integers(len(classifiers))]
+    param = str(rng.choice(sorted(factory().get_params(deep=False))))
+    value = HOSTILE[rng.integers(len(HOSTILE))]
+    outcomes = []
+    for method in ("fit", "partial_fit"):
+        est = factory()
+        est.set_params(**{k: v for k, v in fast_params(est).items() if k != param}, **{param: value})
+        if name in ("PassiveAggressiveBinary", "KernelPassiveAggressive"):
+            X = np.random.default_rng(0).normal(size=(20, 6))
+            args, kwargs = ((sp.csr_matrix(X) if name == "PassiveAggressiveBinary" else X), np.where(X[:, 0] > 0, 1, -1)), {}
+        else:
+            problem = make_problem(learner_kind(est))
+            args, kwargs = problem.fit_args, problem.fit_kwargs
+        try:
+            getattr(est, method)(*args, **kwargs)
+            outcomes.append("ok")
+        except SparsesimError:
+            outcomes.append("clean-error")
+    if outcomes[0] != outcomes[1]:
+        return "wrong"
+    return outcomes[0]
+
+
+# --------------------------------------------------------------------------- service family
+def _random_json(rng, depth: int = 0):
+    pick = int(rng.integers(0, 9 if depth < 3 else 6))
+    if pick == 0:
+        return None
+    if pick == 1:
+        return bool(rng.integers(2))
+    if pick == 2:
+        return [0, -1, 1, 5, 2**31, 2**63, 10**30, -2**63][rng.integers(8)]
+    if pick == 3:
+        return float(rng.choice([0.5, -1.0, 1e308, 1e-320, 2.5]))
+    if pick in (4, 5):
+        return str(rng.choice(["", " ", "goal", "abc", "\x00", "é" * 10, "a" * 3000, "texts", "1"]))
+    if pick in (6, 7):
+        return [_random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))]
+    keys = ["texts", "vectors", "top_k", "compare", "snippets", "query", "preferred", "other", "clicked", "shown",
+            "indices", "values", "x"]
+    return {str(rng.choice(keys)): _random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))}
+
+
+def _random_vector(rng, d: int):
+    n = int(rng.integers(0, 5))
+    idx = [int(rng.integers(0, d)) if rng.random() < 0.6 else
+           [-1, d, d + 1, 2**31, 2**63, 10**30, 1.5, "3", None, True][rng.integers(10)] for _ in range(n)]
+    val = [float(rng.normal()) if rng.random() < 0.7 else
+           ["1", None, True, [1.0], 1e308, -1e308, 10**400][rng.integers(7)] for _ in range(n)]
+    vec = {"indices": idx, "values": val}
+    mutation = rng.integers(0, 8)
+    if mutation == 0:
+        val.append(1.0)
+    elif mutation == 1:
+        vec["weights"] = [1]
+    elif mutation == 2:
+        vec.pop("values")
+    elif mutation == 3:
+        vec["indices"] = _random_json(rng, 2)
+    return vec
+
+
+def service_request(rng, d: int, ids: list):
+    """(server, method, path, headers, body) of one random, mostly malformed, request."""
+    kind = str(rng.choice(["query", "query", "query", "feedback", "feedback", "ask", "raw", "raw", "method"]))
+    server = "learn" if kind in ("feedback", "ask") or rng.random() < 0.5 else "frozen"
+    ctype = str(rng.choice(["application/json"] * 4 + ["text/plain", "application/x-www-form-urlencoded",
+                                                        "multipart/form-data", "application/json; charset=utf-8"]))
+    headers = {"content-type": ctype} if rng.random() < 0.9 else {}
+    if kind == "query":
+        payload = {}
+        which = str(rng.choice(["texts", "vectors", "vectors", "both", "neither"]))
+        if which in ("texts", "both"):
+            payload["texts"] = [str(rng.choice(["goal", "", "a" * 30000])) if rng.random() < 0.6 else _random_json(rng, 2)
+                                for _ in range(rng.integers(0, 4))] if rng.random() < 0.8 else _random_json(rng, 2)
+        if which in ("vectors", "both"):
+            payload["vectors"] = [_random_vector(rng, d) for _ in range(rng.integers(0, 4))] if rng.random() < 0.8 \
+                else _random_json(rng, 2)
+        if rng.random() < 0.7:
+            payload["top_k"] = [1, 5, 0, -1, 50, 51, 301, 10**9, 2**63, 1.0, "5", None, True, 10**400][rng.integers(14)]
+        for key in ("compare", "snippets"):
+            if rng.random() < 0.3:
+                payload[key] = [True, False, 1, "yes", None][rng.integers(5)]
+        if rng.random() < 0.1:
+            payload["frobnicate"] = 1
+        return server, "POST", "/query", headers, json.dumps(payload).encode()
+    if kind == "feedback":
+        doc = lambda: ids[rng.integers(len(ids))] if rng.random() < 0.5 else _random_json(rng, 2)  # noqa: E731
+        query = [lambda: "goal", lambda: _random_vector(rng, d), lambda: _random_json(rng, 2), doc][rng.integers(4)]()
+        if rng.random() < 0.5:
+            record = {"query": query, "preferred": doc(), "other": doc()}
+        else:
+            record = {"query": query, "clicked": [doc() for _ in range(rng.integers(0, 3))], "shown": _random_json(rng, 1)}
+        if rng.random() < 0.2:
+            record.pop(str(rng.choice(sorted(record))))
+        body = [record, [record], [record] * 3, []][rng.integers(4)]
+        return server, "POST", "/feedback", headers, json.dumps(body).encode()
+    if kind == "ask":
+        n = [str(rng.integers(-5, 100)), "x", "", "1e9", str(2**63), "nan", "99999999999"][rng.integers(7)]
+        return server, "GET", f"/ask?n={n}", {}, b""
+    if kind == "method":
+        method = str(rng.choice(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "POST"]))
+        path = str(rng.choice(["/query", "/feedback", "/health", "/info", "/", "/nosuch", "/query/1", "//", "/%00",
+                               "/ask", "/" + "a" * 3000]))
+        return server, method, path, {}, b""
+    raw = str(rng.choice(["bytes", "json", "number", "nested", "oversized", "utf16"]))
+    if raw == "bytes":
+        body = rng.integers(0, 256, rng.integers(0, 200)).astype(np.uint8).tobytes()
+    elif raw == "json":
+        body = json.dumps(_random_json(rng)).encode()
+    elif raw == "number":
+        lit = str(rng.choice(["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000]))
+        body = str(rng.choice([f'{{"top_k": {lit}, "vectors": [{{"indices": [0], "values": [1]}}]}}',
+                               f'{{"vectors": [{{"indices": [0], "values": [{lit}]}}]}}',
+                               f'{{"vectors": [{{"indices": [{lit}], "values": [1.0]}}]}}',
+                               f'{{"query": "goal", "preferred": {lit}, "other": 1}}'])).encode()
+    elif raw == "nested":
+        depth = int(rng.choice([100, 1000, 5000, 9000]))
+        body = str(rng.choice(["[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth,
+                               '{"vectors": ' + "[" * depth + "]" * depth + "}"])).encode()
+    elif raw == "oversized":
+        body = b'{"texts": ["' + b"a" * (SERVICE_BODY_LIMIT + int(rng.integers(1, 5000))) + b'"]}'
+    else:
+        body = json.dumps({"vectors": [{"indices": [0], "values": [1.0]}]}).encode("utf-16")
+    return server, "POST", str(rng.choice(["/query", "/feedback"])), headers, body
+
+
+SERVICE_BODY_LIMIT = 20_000
+
+
+def _start_server(index_dir: Path, *extra):
+    import httpx
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(EXE + ["serve", "--index", str(index_dir), "--port", str(port), "--max-top-k", "50",
+                                   "--max-body-bytes", str(SERVICE_BODY_LIMIT), *map(str, extra)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                return proc, httpx.Client(base_url=base, timeout=30)
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit(f"server did not start: {proc.communicate()[1].decode()[-1000:]}")
+
+
+def run_service(n: int, rng, root: Path, counts, failures):
+    """``n`` random requests; outcome per request: 'ok' (2xx), 'clean-error' (4xx JSON error), or a failure."""
+    import httpx
+
+    from sparsesim.indexes import read_manifest
+
+    learn_dir = root / "serve-learn"
+    shutil.rmtree(learn_dir, ignore_errors=True)
+    shutil.copytree(root / "base-exact", learn_dir)
+    servers = {"frozen": _start_server(root / "base-exact"),
+               "learn": _start_server(learn_dir, "--learn", "--snapshot", root / "serve-snap.npz")}
+    d = read_manifest(root / "base-exact")["n_features"]
+    ids = list(range(300))
+    try:
+        for _ in range(n):
+            server, method, path, headers, body = service_request(rng, d, ids)
+            proc, client = servers[server]
+            try:
+                r = client.request(method, path, headers=headers, content=body)
+                status = r.status_code
+                if status >= 500:
+                    outcome = "unexpected"
+                elif status >= 400:
+                    try:
+                        err = r.json() if method != "HEAD" else {"error": "head"}
+                        outcome = "clean-error" if isinstance(err, dict) and isinstance(err.get("error"), str) \
+                            else "unexpected"
+                    except ValueError:
+                        outcome = "unexpected"
+                else:
+                    outcome = "ok"
+                ctype = headers.get("content-type")
+                if (method == "POST" and path in ("/query", "/feedback") and ctype is not None
+                        and ctype.split(";")[0] != "application/json" and not (server == "frozen" and path == "/feedback")
+                        and status != 415):
+                    outcome = "wrong"  # a body of another type read as JSON
+            except httpx.TimeoutException:
+                outcome = "hang"
+            except httpx.HTTPError as exc:
+                outcome = "dead" if proc.poll() is not None else f"unexpected:{type(exc).__name__}"
+            if proc.poll() is not None:
+                outcome = "dead"
+            else:
+                try:
+                    if client.get("/health").json() != {"status": "ok"}:
+                        outcome = "unexpected"
+                except (httpx.HTTPError, ValueError):
+                    outcome = "dead" if proc.poll() is not None else "hang"
+            key = outcome.split(":")[0]
+            counts["service"][key] += 1
+            if key not in ("ok", "clean-error"):
+                failures.append(("service", f"{method} {path} {headers} {body[:200]!r}", outcome))
+            if proc.poll() is not None:  # restart a dead server so the campaign goes on
+                servers[server] = _start_server(*((root / "base-exact",) if server == "frozen" else
+                                                  (learn_dir, "--learn", "--snapshot", root / "serve-snap.npz")))
+    finally:
+        for proc, client in servers.values():
+            client.close()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 # --------------------------------------------------------------------------- CLI family
@@ -408,20 +728,14 @@ def library_case(case: dict, root: Path):
         out = root / f"lib-idx-{os.getpid()}"
         mutate_index(rng, root / str(rng.choice(["base-exact", "base-ann"])), out)
         index = load_index(out, mmap=bool(rng.random() < 0.5))
-        from sparsesim.data import load_dataset
-
-        Q = load_dataset(str(root / "q.svm"), n_features=index.n_features).X[:4]
-        ids, scores = index.query(Q, top_k=5)
-        S = index.model.score_matrix(Q, index.X_)
-        rows = {v: i for i, v in enumerate(index.ids_.tolist())}
-        for q in range(Q.shape[0]):
-            got = [rows[i.item() if hasattr(i, "item") else i] for i in ids[q]]
-            if not np.allclose(scores[q], S[q, got], rtol=1e-6, atol=1e-9):
-                return "wrong"
-            if index.kind == "exact" and not np.allclose(np.sort(scores[q])[::-1], np.sort(S[q])[::-1][:5],
-                                                         rtol=1e-6, atol=1e-9):
-                return "wrong"
-        return "ok"
+        return check_answers(index, root)
+    if family == "derived":
+        out = root / f"lib-der-{os.getpid()}"
+        mutate_derived(rng, root, out)
+        index = load_index(out, mmap=bool(rng.random() < 0.5))
+        return check_answers(index, root)
+    if family == "online-param":
+        return online_param_case(rng)
     raise ValueError(family)
 
 
@@ -545,6 +859,7 @@ def main():
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--cli", type=int, default=700)
     parser.add_argument("--library", type=int, default=1500)
+    parser.add_argument("--service", type=int, default=400)
     parser.add_argument("--kill", type=int, default=40)
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -560,7 +875,7 @@ def main():
     counts = collections.defaultdict(collections.Counter)
     failures = []
     start = time.time()
-    families = ["matrix", "param", "index-param", "model-file", "index-file"]
+    families = ["matrix", "param", "online-param", "index-param", "model-file", "index-file", "derived"]
     cases = [{"id": i, "seed": int(rng.integers(2**31)), "family": families[i % len(families)]}
              for i in range(args.library)]
     for case_id, outcome in run_library(cases, root, args.timeout).items():
@@ -572,6 +887,9 @@ def main():
         if key not in ("ok", "clean-error"):
             failures.append((f"library/{family}", cases[case_id]["seed"], outcome))
     print(f"library done in {time.time() - start:.0f} s", flush=True)
+    if args.service:
+        run_service(args.service, rng, root, counts, failures)
+        print(f"service done: {dict(counts['service'])} ({time.time() - start:.0f} s)", flush=True)
     for i in range(args.cli):
         outcome, cli_args, err = run_cli_case(rng, root, args.timeout)
         counts["cli"][outcome] += 1
