@@ -326,3 +326,31 @@ def test_protocol_romco_small(tmp_path):
     assert len(found["trials"]) == 32 and "eta" in found["best"]
     with pytest.raises(SparsesimError):
         run_experiment("romco", ExperimentConfig(dataset="mhc1", algorithms=["oasis"]))
+
+
+def test_protocol_romco_ablation_and_margin_split():
+    from sparsesim.data.catalog import load_registered
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.romco import format_table, run_stream
+
+    try:
+        streams = load_registered("mhc1")
+    except DataNotFoundError as exc:
+        pytest.skip(f"mhc1 data not available: {exc}")
+    chosen = {"eta1": 0.5, "eta2": 0.5, "lam1": 1e-3, "lam2": 1e-3}
+    rep = run_experiment("romco", ExperimentConfig(dataset="mhc1", algorithms=["romco-nucl", "pa-unique"], seeds=[3],
+                                                   params={"romco-nucl": chosen},
+                                                   options={"max_per_task": 150, "ablation": True}))
+    assert list(rep["ablation"]) == ["romco-nucl"]  # only ROMCO has lam1, lam2
+    entry = rep["ablation"]["romco-nucl"]
+    assert entry["params"] == dict(chosen, lam1=0.0, lam2=0.0)
+    direct = run_stream(streams, "romco-nucl", entry["params"], 3, max_per_task=150)
+    assert entry["results"][0]["error_rate"] == direct["error_rate"]
+    assert entry["summary"]["error_rate_mean"] == direct["error_rate"]
+    for r in rep["results"] + entry["results"]:
+        u = r["undecided_rate"]
+        assert 0 <= u <= 1 and 0 <= r["error_decided"] <= 1
+        undecided_part = u * r["error_undecided"] if u > 0 else 0.0
+        assert r["error_pooled"] == pytest.approx(undecided_part + (1 - u) * r["error_decided"])
+    table = format_table(rep)
+    assert "romco-nucl lam=0" in table and "undecided" in table

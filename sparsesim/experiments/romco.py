@@ -9,6 +9,10 @@ its predictions *before* each update are scored:
 * F1 of the positive and of the negative class per task (online predictions), averaged over tasks
   -> ``f1_pos``, ``f1_neg``, and their mean ``f1``;
 * ``train_seconds``: wall time of the whole online pass (prediction + update, as in Table III);
+* ``undecided_rate``: share of the predictions (pooled over tasks) with |margin| < 1e-8 — the
+  task's weights had seen none of the instance's features; they count as mistakes — and
+  ``error_undecided`` / ``error_decided``, the pooled error rates of the two parts
+  (``error_pooled`` over all instances);
 * ``per_task``: the per-task numbers.
 
 Options (``config.options``)
@@ -22,6 +26,9 @@ search : bool, default False
     warm-up ``epoch``; PA-Global, PA-Unique (C = 1) and OMTL have no free parameter. Explicit
     ``config.params`` for an algorithm switch its search off.
 search_seed : int, default 12345
+ablation : bool, default False
+    Also run ROMCO-NuCl/LogD with ``lam1 = lam2 = 0`` at their chosen step sizes on the same
+    shuffles (``report["ablation"]``): the regularisers' (the task coupling's) share of the result.
 sensitivity : bool, default False
     Fig. 6: error rate of ROMCO-NuCl/LogD when ``lam1`` (``lam2`` fixed) or ``lam2`` (``lam1`` fixed)
     sweeps ``{1e-7..1}``, on the first ``sensitivity_shuffles`` (default 3) seeds.
@@ -67,6 +74,7 @@ __all__ = [
 
 DEFAULT_ALGORITHMS = ["romco-nucl", "romco-logd", "pa-global", "pa-unique", "omtl", "omtllog", "omtlvon"]
 LAMBDA_GRID = [10.0 ** k for k in range(-7, 1)]  # 1e-7 .. 1 (paper: Sec. 6.1, 6.5)
+UNDECIDED_TOL = 1e-8  # |margin| below it: an undecided prediction
 ETA_GRID = [10.0 ** k for k in range(-4, 1)]  # 1e-4 .. 1 (paper: {1e-6..1}; 1e-6/1e-5 never learn)
 ROMCO_SEARCH = "stage 1: eta1 x eta2 at lam1 = lam2 = 1e-4; stage 2: lam1 x lam2 over 1e-7..1; stage 3: eta1 x eta2 again"
 
@@ -92,6 +100,19 @@ def online_metrics(margins: list, labels: list) -> list:
             row[key] = float(2 * tp / (2 * tp + fp + fn)) if (2 * tp + fp + fn) else 0.0
         out.append(row)
     return out
+
+
+def margin_split(margins: list, labels: list) -> dict:
+    """Pooled error rates of the undecided (|margin| < ``UNDECIDED_TOL``) and decided predictions."""
+    p, y = np.concatenate(margins), np.concatenate(labels)
+    undecided = np.abs(p) < UNDECIDED_TOL
+    wrong = np.sign(p) != y
+    return {"error_pooled": float(wrong.mean()), "undecided_rate": float(undecided.mean()),
+            "error_undecided": float(wrong[undecided].mean()) if undecided.any() else float("nan"),
+            "error_decided": float(wrong[~undecided].mean()) if (~undecided).any() else float("nan")}
+
+
+SPLIT_KEYS = ("error_pooled", "undecided_rate", "error_undecided", "error_decided")
 
 
 def _curve(margins: list, labels: list, checkpoints: np.ndarray) -> np.ndarray:
@@ -122,7 +143,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
     except DivergenceError as exc:
         return {"algorithm": algorithm, "seed": int(seed), "dataset": streams.name, "status": "diverged",
                 "message": str(exc), "error_rate": float("nan"), "f1": float("nan"),
-                "f1_pos": float("nan"), "f1_neg": float("nan"),
+                "f1_pos": float("nan"), "f1_neg": float("nan"), **{k: float("nan") for k in SPLIT_KEYS},
                 "train_seconds": time.perf_counter() - t0, "params": dict(params), "per_task": [],
                 "curve": None}
     seconds = time.perf_counter() - t0
@@ -142,6 +163,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
         "f1": 0.5 * (f1_pos + f1_neg),
         "f1_pos": f1_pos,
         "f1_neg": f1_neg,
+        **margin_split(est.online_margins_, s.y),
         "train_seconds": seconds,
         "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
         **extra,
@@ -228,6 +250,9 @@ def _summarise(results: list, algorithms: list, task_names: list) -> list:
             vals = np.array([r[key] for r in ok], dtype=float)
             row[f"{key}_mean"] = float(vals.mean()) if vals.size else float("nan")
             row[f"{key}_std"] = float(vals.std()) if vals.size else float("nan")
+        for key in SPLIT_KEYS:  # a shuffle without undecided predictions has no error on them
+            vals = np.array([r[key] for r in ok], dtype=float)
+            row[f"{key}_mean"] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
         per_task = []
         for t, name in enumerate(task_names):
             e = np.array([r["per_task"][t]["error_rate"] for r in ok])
@@ -288,12 +313,12 @@ def run(config: ExperimentConfig) -> dict:
     -------
     dict
         ``{"protocol": "romco", "dataset", "data", "seeds", "params", "search", "results",
-        "summary", "curves", "sensitivity", "plots"}``; ``results`` holds one flat dict per
+        "summary", "curves", "ablation", "sensitivity", "plots"}``; ``results`` holds one flat dict per
         (algorithm, seed) with ``algorithm, seed, error_rate, f1, f1_pos, f1_neg, train_seconds,
         per_task`` (``curve`` is moved to ``curves``, averaged over seeds).
     """
     opts = dict(config.options)
-    known = {"shuffles", "search", "search_seed", "sensitivity", "sensitivity_shuffles", "checkpoints",
+    known = {"shuffles", "search", "search_seed", "ablation", "sensitivity", "sensitivity_shuffles", "checkpoints",
              "dataset_options", "max_per_task"}
     unknown = set(opts) - known
     if unknown:
@@ -335,6 +360,17 @@ def run(config: ExperimentConfig) -> dict:
     for r in results:
         r.pop("curve", None)
 
+    ablation = {}
+    if opts.get("ablation"):
+        for alg in (a for a in algorithms if a.startswith("romco")):
+            p = dict(params[alg], lam1=0.0, lam2=0.0)
+            res = run_parallel(run_stream, [(streams, alg, p, seed, checkpoints, max_per_task) for seed in seeds],
+                               n_jobs=config.n_jobs)
+            for r in res:
+                r.pop("curve", None)
+            ablation[alg] = {"params": p, "results": res,
+                             "summary": _summarise(res, [alg], streams.task_names)[0]}
+
     sensitivity = {}
     if opts.get("sensitivity"):
         sens_seeds = seeds[: int(opts.get("sensitivity_shuffles", 3))]
@@ -352,6 +388,7 @@ def run(config: ExperimentConfig) -> dict:
         "results": results,
         "summary": _summarise(results, algorithms, streams.task_names),
         "curves": curves,
+        "ablation": ablation,
         "sensitivity": sensitivity,
         "seconds": {"search": t_search, "evaluation": t_eval},
         "plots": [],
@@ -475,6 +512,21 @@ def format_table(report: dict) -> str:
             f"{_pm(row['f1_neg_mean'], row['f1_neg_std']):>15} {row['train_seconds_mean']:8.2f}"
             + (f"  ({row['diverged']} diverged)" if row["diverged"] else "")
         )
+    for alg, entry in report.get("ablation", {}).items():
+        row = entry["summary"]
+        lines.append(
+            f"{alg + ' lam=0':<11} {_pm(row['error_rate_mean'], row['error_rate_std']):>15} "
+            f"{100 * row['error_rate_task_std']:8.2f} {_pm(row['f1_pos_mean'], row['f1_pos_std']):>15} "
+            f"{_pm(row['f1_neg_mean'], row['f1_neg_std']):>15} {row['train_seconds_mean']:8.2f}"
+            f"  (ablation: lam1 = lam2 = 0, eta1 = {entry['params'].get('eta1')}, eta2 = {entry['params'].get('eta2')})"
+        )
+    lines += ["", "predictions pooled over tasks, mean over shuffles: undecided = |margin| < 1e-8 (counted as mistakes)",
+              f"{'algorithm':<17} {'error %':>8} {'undecided %':>12} {'err undecided %':>16} {'err decided %':>14}"]
+    split_rows = [(r["algorithm"], r) for r in report["summary"]]
+    split_rows += [(alg + " lam=0", e["summary"]) for alg, e in report.get("ablation", {}).items()]
+    for label, row in split_rows:
+        lines.append(f"{label:<17} {100 * row['error_pooled_mean']:8.2f} {100 * row['undecided_rate_mean']:12.2f} "
+                     f"{100 * row['error_undecided_mean']:16.1f} {100 * row['error_decided_mean']:14.2f}")
     tasks = report["data"]["tasks"]
     if len(tasks) <= 12:
         lines += ["", "per task: cumulative error % (std over shuffles)"]
