@@ -86,6 +86,10 @@ def main():
     ap.add_argument("--active", type=int, default=0, help="also compare /ask-selected with random feedback "
                     "at equal label counts, in process, up to this many labels")
     ap.add_argument("--lam", type=float, default=None, help="learn with SORS-I (L1 weight lam) instead of OASIS")
+    ap.add_argument("--rate", type=float, default=0.0, help="send feedback at this many triplets/s (0: as fast as "
+                    "the server takes it)")
+    ap.add_argument("--drift", type=int, default=0, help="also measure, in process, the recall@10 of candidates "
+                    "from the starting model's index (pool 200) under the learned model, every this many triplets")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     data = load_dataset("news20")
@@ -122,7 +126,10 @@ def main():
                 time.sleep(0.2)
         client = httpx.Client(base_url=base, timeout=60)
         qbodies = [{"vectors": [vec(Xq[i])], "top_k": 10} for i in range(Xq.shape[0])]
+        client.post("/query", json=qbodies[0])
+        t_idle = time.perf_counter()
         before = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
+        idle_qps = len(qbodies) / (time.perf_counter() - t_idle)
         map_before = map10([[h["id"] for h in r] for r in before], qy, y)
 
         done = threading.Event()
@@ -145,6 +152,8 @@ def main():
         qt.start()
         applied_log = []
         for lo in range(0, len(fb), args.batch):
+            if args.rate > 0:  # pace: batch lo is due at start + lo / rate
+                time.sleep(max(0.0, start + lo / args.rate - time.perf_counter()))
             body = [{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in fb[lo:lo + args.batch]]
             r = client.post("/feedback", json=body)
             assert r.status_code == 202, r.text
@@ -193,31 +202,39 @@ def main():
         "feedback_per_s": round(len(fb) / (applied_done - start), 1),
         "feedback_sent_seconds": round(sent_done - start, 2), "feedback_applied_seconds": round(applied_done - start, 2),
         "queries_per_s_during_updates": round(len(during) / window, 1),
+        "queries_per_s_before_feedback": round(idle_qps, 1), "feedback_rate_asked": args.rate or None,
         "latency_ms_p50": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
         "latency_ms_p99": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
         "model_versions": info["version"], "curve": curve,
         "note": "measured on a shared, heavily loaded 2-core machine",
     }
+    if args.drift:
+        result["candidate_drift"] = candidate_drift(make, X, triplets, n0, args.drift)
     if args.active:
-        result["active_vs_random"] = active_vs_random(make, X, y, Xq, qy, triplets[:n0], args.active, rng)
+        result["active_vs_random"] = active_vs_random(make, X, y, Xq, qy, triplets[:n0], args.active)
     print(json.dumps(result, indent=1))
 
 
-def active_vs_random(make, X, y, Xq, qy, start_triplets, labels, rng, rounds=8, per_query=3):
-    """MAP@10 on the held-out queries after equal numbers of labels under three feedback sources.
+ACTIVE_RULES = {"active, one per query": {"per_query": 1}, "active, any number per query": {"per_query": 0}}
+
+
+def active_vs_random(make, X, y, Xq, qy, start_triplets, labels, rounds=8, seed=1):
+    """MAP@10 on the held-out queries after equal numbers of labels under several feedback sources.
 
     A label is one answered question "for query q, is a or b more similar?"; the oracle prefers
     the document that shares q's label (a question where both or neither do yields no triplet,
-    but the label is spent). ``active``: the pairs ``ask`` returns (smallest margins among the
-    top 10 of recent corpus queries); ``random pairs``: random neighbouring pairs of the same
-    result lists; ``random triplets``: label-derived (anchor, same-label, other-label) triplets.
+    but the label is spent). Each round remembers the top 10 of ``step`` random corpus queries
+    (queries cost no label). ``active``: the pairs ``ask`` returns (smallest margins among
+    neighbouring ranks), and its variants in ``ACTIVE_RULES``; ``random pairs``: random
+    neighbouring pairs of the same result lists; ``random triplets``: label-derived (anchor,
+    same-label, other-label) triplets.
     """
     out = {}
     step = labels // rounds
-    for mode in ("active", "random pairs", "random triplets"):
+    for mode in (*ACTIVE_RULES, "random pairs", "random triplets"):
         learner = make()
         learner.partial_fit_triplets(X, start_triplets)
-        local = np.random.default_rng(1)
+        local = np.random.default_rng(seed)
         fl = FeedbackLearner(build_index(learner.model_, X, kind="exact"), learner=make(), recent_queries=step)
         curve, spent = [], 0
         while spent < labels:
@@ -226,10 +243,10 @@ def active_vs_random(make, X, y, Xq, qy, start_triplets, labels, rng, rounds=8, 
                 for a, p, o in label_triplets(y, step, local):
                     records.append({"query": int(a), "preferred": int(p), "other": int(o)})
             else:
-                anchors = local.choice(X.shape[0], step // per_query + 1, replace=False)
+                anchors = local.choice(X.shape[0], step, replace=False)
                 fl.query(X[anchors], 10, remember=[int(a) for a in anchors])
-                if mode == "active":
-                    asked = fl.ask(step)
+                if mode in ACTIVE_RULES:
+                    asked = fl.ask(step, **ACTIVE_RULES[mode])
                 else:
                     pool = []
                     for item, _, rows in list(fl._recent):
@@ -249,6 +266,24 @@ def active_vs_random(make, X, y, Xq, qy, start_triplets, labels, rng, rounds=8, 
             curve.append({"labels": spent, "triplets": fl.info()["applied"], "map10": round(map10(ids, qy, y), 4)})
         fl.close()
         out[mode] = curve
+    return out
+
+
+def candidate_drift(make, X, triplets, n0, every):
+    """Recall@10 of the starting model's candidates (exact index, pool 200, re-ranked under the
+    newest version) against exhaustive scoring, on 50 held-out corpus documents, as feedback
+    is applied (no refresh: ``min_recall=0``)."""
+    learner = make()
+    learner.partial_fit_triplets(X, triplets[:n0])
+    fl = FeedbackLearner(build_index(learner.model_, X, kind="exact"), learner=make(), exact_limit=0,
+                         min_recall=0.0, drift_check_every=1 << 30)
+    out = []
+    for lo in range(n0, len(triplets) + 1, every):
+        if lo > n0:
+            fl.submit([{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in triplets[lo - every:lo]])
+            fl.flush()
+        out.append({"triplets": lo - n0, "recall10": round(fl.check_candidates(rebuild=False)["recall"], 4)})
+    fl.close()
     return out
 
 

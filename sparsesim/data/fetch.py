@@ -4,12 +4,15 @@ Two sources:
 
 * a **mirror** folder with the data directory's layout (e.g. the shared ``data/`` folder):
   each file is copied from ``mirror/relpath`` and its sha256 must equal the registered one;
-* the file's public **upstream URL** (``http(s)://`` or ``file://``, fetched with urllib). When
-  the upstream serves the file uncompressed (``content_sha256`` registered), the download is
-  verified against ``content_sha256`` and stored compressed under ``relpath``.
+* the file's public **upstream URL**, downloaded with pooch (``http(s)://``; ``file://`` for a
+  local upstream), which verifies the sha256 before the file is kept. When the upstream serves
+  the file uncompressed (``content_sha256`` registered), the download is verified against
+  ``content_sha256`` and stored compressed under ``relpath``.
 
-Every file is written to a temporary file next to its destination and renamed only after
-its checksum matched, so a failed or refused fetch leaves nothing behind.
+Data sets without a registered upstream URL (``sparsesim datasets list`` marks them "mirror
+only") come only from a mirror. Every file is written to a temporary file next to its
+destination and renamed only after its checksum matched, so a failed or refused fetch leaves
+nothing behind.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import lzma
 import os
 import shutil
 import tempfile
-import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Callable
@@ -113,50 +116,92 @@ def _from_mirror(mirror: Path, f: DataFile, dest: Path, dataset: str, progress) 
             tmp.unlink()
 
 
+class _PoochProgress:
+    """The progress-bar object pooch's downloaders drive (``total``, ``update``, ``reset``,
+    ``close``), reporting to ``progress(relpath, bytes_done, bytes_total_or_None)``."""
+
+    def __init__(self, relpath: str, progress: Progress):
+        self.relpath, self.progress = relpath, progress
+        self.total, self.done = None, 0
+
+    def update(self, n: int) -> None:
+        self.done += int(n)
+        total = self.total or None
+        self.progress(self.relpath, min(self.done, total) if total else self.done, total)
+
+    def reset(self) -> None:
+        self.done = 0
+
+    def close(self) -> None:
+        pass
+
+
+def _file_downloader(progressbar):
+    """A pooch downloader for ``file://`` URLs (a local upstream), copying in chunks with progress."""
+
+    def download(url, output_file, pooch_obj, check_only=False):
+        src = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+        if check_only:
+            return src.is_file()
+        if progressbar is not None:
+            progressbar.total = src.stat().st_size
+        with open(src, "rb") as s, open(output_file, "wb") as d:
+            for block in iter(lambda: s.read(_CHUNK), b""):
+                d.write(block)
+                if progressbar is not None:
+                    progressbar.update(len(block))
+        return None
+
+    return download
+
+
 def _from_url(f: DataFile, dest: Path, dataset: str, progress, timeout: float) -> None:
+    """Download ``f.url`` with pooch (checksum verified before the file is moved into place).
+
+    The expected hash is the file's sha256, or its ``content_sha256`` when the upstream serves
+    it uncompressed; then the verified download is compressed into ``dest`` here."""
+    import pooch  # a core dependency, imported when a download happens (keeps CLI start-up fast)
+    import requests
+
     if not f.url:
         raise DataNotFoundError(
             f"data set {dataset!r}: no public upstream serves {f.relpath}; place the file at {dest} "
             f"(sha256 {f.sha256}) or run `sparsesim datasets fetch {dataset} --from MIRROR_DIR`"
         )
-    tmp = _temp_in(dest.parent, dest.name)
-    tmp2 = None
-    try:
+    bar = None if progress is None else _PoochProgress(f.relpath, progress)
+    if f.url.startswith("file:"):
+        downloader = _file_downloader(bar)
+    else:
+        downloader = pooch.HTTPDownloader(progressbar=bar if bar is not None else False, timeout=timeout)
+    expected = f.content_sha256 if f.content_sha256 and _compressor(f.relpath) is not None else f.sha256
+    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as work:
         try:
-            with urllib.request.urlopen(f.url, timeout=timeout) as resp, open(tmp, "wb") as d:
-                length = resp.headers.get("Content-Length") if hasattr(resp, "headers") else None
-                total = int(length) if length and str(length).isdigit() else None
-                got = _copy_hashing(resp, d, f.relpath, total, progress)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise DataNotFoundError(
-                f"data set {dataset!r}: could not download {f.url} ({reason}); place {f.relpath} at {dest} "
-                f"(sha256 {f.sha256}) or run `sparsesim datasets fetch {dataset} --from MIRROR_DIR`"
+            got = Path(pooch.retrieve(f.url, known_hash=f"sha256:{expected}", fname=dest.name, path=work,
+                                      downloader=downloader, progressbar=False))
+        except ValueError as exc:  # pooch: the downloaded file's hash differs (it is deleted)
+            if "hash" not in str(exc).lower():
+                raise
+            raise FileFormatError(
+                f"data set {dataset!r}: download of {f.url} does not match sha256 {expected} "
+                "(file refused, nothing written)"
             ) from None
-        if got == f.sha256:
-            os.replace(tmp, dest)
-            return
-        if f.content_sha256 and got == f.content_sha256:
-            compress = _compressor(f.relpath)
-            if compress is None:
-                os.replace(tmp, dest)
-                return
-            tmp2 = _temp_in(dest.parent, dest.name)
-            with open(tmp, "rb") as s, open(tmp2, "wb") as raw, compress(raw) as d:
-                shutil.copyfileobj(s, d, _CHUNK)
-            with open(tmp2, "rb+") as h:
+        except (requests.exceptions.RequestException, OSError) as exc:
+            raise DataNotFoundError(
+                f"data set {dataset!r}: could not download {f.url} ({type(exc).__name__}: {exc}); place "
+                f"{f.relpath} at {dest} (sha256 {f.sha256}) or run `sparsesim datasets fetch {dataset} "
+                "--from MIRROR_DIR`"
+            ) from None
+        if expected == f.sha256:
+            with open(got, "rb+") as h:
                 os.fsync(h.fileno())
-            os.replace(tmp2, dest)
+            os.replace(got, dest)
             return
-        expected = f.sha256 + (f" (or content {f.content_sha256})" if f.content_sha256 else "")
-        raise FileFormatError(
-            f"data set {dataset!r}: download of {f.url} has sha256 {got}, expected {expected} "
-            "(file refused, nothing written)"
-        )
-    finally:
-        for t in (tmp, tmp2):
-            if t is not None and t.exists():
-                t.unlink()
+        packed = Path(work) / (dest.name + ".packed")
+        with open(got, "rb") as s, open(packed, "wb") as raw, _compressor(f.relpath)(raw) as d:
+            shutil.copyfileobj(s, d, _CHUNK)
+        with open(packed, "rb+") as h:
+            os.fsync(h.fileno())
+        os.replace(packed, dest)
 
 
 def fetch_dataset(

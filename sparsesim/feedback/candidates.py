@@ -3,7 +3,7 @@
 On corpora above ``exact_limit`` documents, a query's candidates come from an index built with an
 older model version and are re-ranked exactly with the newest one. As the model changes, the
 old index's candidates miss more of the new neighbours. A refresher thread re-checks, every
-``drift_check_every`` published versions, the recall@10 of the candidates (re-ranked under the
+``drift_check_every`` applied triplets, the recall@10 of the candidates (re-ranked under the
 newest version) against exhaustive scoring under it, on ``drift_sample`` corpus documents each
 held out from its own answer; below ``min_recall`` it rebuilds the candidate index with the
 newest model (same kind and parameters, :func:`~sparsesim.indexes.build_index`) and swaps it in
@@ -66,7 +66,7 @@ class CandidateStage:
         current = self._published
         recall = self._candidate_recall(current, self._candidates)
         with self._lock:
-            self._checked_version = current.number
+            self._checked_applied = self.n_applied
             self.candidate_info.update(recall=recall, checked_at_version=current.number)
         if rebuild and recall < self.min_recall:
             return self.refresh_candidates(recall_before=recall)
