@@ -390,7 +390,8 @@ def query(
     index: Optional[Path] = typer.Option(None, "--index", help="Index directory built by `sparsesim index build`."),
     queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="Query file: vectors (svmlight, read like the "
                                            "model's training file; labels ignored) or, for a model trained on text, "
-                                           "FILE.txt (one query per line) or FILE.jsonl ({\"text\": ..., \"id\": ...} per line)."),
+                                           "FILE.txt (one query per line), FILE.jsonl ({\"text\": ..., \"id\": ...} per line) or "
+                                           "FILE.csv/.tsv (header row; --text-column, --id-column)."),
     text: Optional[List[str]] = typer.Option(None, "--text", "-t", help="A query text (repeatable; model trained on text)."),
     query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated corpus row ids to use as queries."),
     top_k: int = typer.Option(10, "--top-k", "-k"),

@@ -221,9 +221,11 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
             "algorithm": meta.get("algorithm")}
 
 
-def read_query_texts(path, text_column: str = "text", id_column: str | None = "id") -> tuple[list, list[str]]:
-    """Query texts from ``path``: ``.jsonl`` (one object per line, text in ``text_column``, id in
-    ``id_column`` when present) or any other text file (one query per non-empty line).
+def read_query_texts(path, text_column: str | None = None, id_column: str | None = None) -> tuple[list, list[str]]:
+    """Query texts from ``path``: ``.jsonl`` (one object per line), ``.csv`` / ``.tsv`` (a header
+    row; read with the standard ``csv`` module) -- text in ``text_column`` (default ``"text"``),
+    id in ``id_column`` (default: an ``"id"`` column/key when present, else the text) -- or any
+    other text file (one query per non-empty line).
 
     Returns
     -------
@@ -234,7 +236,31 @@ def read_query_texts(path, text_column: str = "text", id_column: str | None = "i
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"{path}: no such file")
-    if table_format(path) == "jsonl":
+    explicit_id = id_column is not None
+    text_column, id_column = text_column or "text", id_column or "id"
+    fmt = table_format(path)
+    if fmt in ("csv", "tsv"):
+        import csv
+        import io
+
+        reader = csv.DictReader(io.StringIO(_read_text_file(path)), delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            rows = list(reader)
+        except csv.Error as exc:
+            raise InvalidInputError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
+        columns = [c for c in (reader.fieldnames or []) if c is not None]
+        for name, option, needed in ((text_column, "--text-column", True), (id_column, "--id-column", explicit_id)):
+            if needed and name not in columns:
+                raise InvalidInputError(f"{path}: no column {bounded(repr(name), 60)} (columns: "
+                                        f"{bounded(', '.join(columns), 200)}); name it with {option}")
+        names, texts = [], []
+        for lineno, row in enumerate(rows, start=2):
+            text = row.get(text_column)
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidInputError(f"{path}:{lineno}: empty text in column {text_column!r}")
+            texts.append(text)
+            names.append(row[id_column] if id_column in columns and row.get(id_column) not in (None, "") else text)
+    elif fmt == "jsonl":
         import json
 
         names, texts = [], []
@@ -257,6 +283,12 @@ def read_query_texts(path, text_column: str = "text", id_column: str | None = "i
     return names, texts
 
 
+def _text_file_columns(data_options) -> dict:
+    """``text_column`` / ``id_column`` of the CLI's data options, for a query text file."""
+    opts = data_options or {}
+    return {"text_column": opts.get("text_column"), "id_column": opts.get("id_column")}
+
+
 def _text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
     texts = [t for t in texts]
     if any(not t.strip() for t in texts):
@@ -267,7 +299,7 @@ def _text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
 
 def _queries_are_text(model: BilinearSimilarity, queries_path) -> bool:
     """A query file holds text when the model has a text featuriser and the file is not a vector format."""
-    return model.featurizer is not None and detect_format(queries_path) in ("svmlight", "jsonl") \
+    return model.featurizer is not None and detect_format(queries_path) in ("svmlight", "jsonl", "csv", "tsv") \
         and not _is_svmlight(queries_path)
 
 
@@ -307,7 +339,7 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
     if texts is not None:
         Q, qnames = _text_queries(model, texts), list(texts)
     elif queries_path is not None and _queries_are_text(model, queries_path):
-        qnames, qtexts = read_query_texts(queries_path)
+        qnames, qtexts = read_query_texts(queries_path, **_text_file_columns(data_options))
         Q = _text_queries(model, qtexts)
     elif queries_path is not None:
         qdata = load_corpus(str(queries_path), model=model, options=data_options)
@@ -516,7 +548,7 @@ def _add_to_sharded(index_dir, corpus, refit, data_options, scheduler) -> dict:
 def _read_queries(model, queries_path, data_options=None):
     """(names, matrix) of a query file: text (model trained on text) or vectors."""
     if _queries_are_text(model, queries_path):
-        qnames, qtexts = read_query_texts(queries_path)
+        qnames, qtexts = read_query_texts(queries_path, **_text_file_columns(data_options))
         return qnames, _text_queries(model, qtexts)
     qdata = load_corpus(str(queries_path), model=model, options=data_options)
     return [qdata.doc_id(r) for r in range(qdata.n_documents)], qdata.X

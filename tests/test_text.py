@@ -130,6 +130,16 @@ def test_three_commands_folder_to_text_answers(folder, tmp_path, monkeypatch, ca
     code, out, err = run_cli(["query", "--index", index, "--queries", tmp_path / "q.jsonl", "-k", "1", "--json"],
                              monkeypatch, capsys)
     assert code == 0 and json.loads(out)["query"] == "q1" and "/food/" in json.loads(out)["results"][0]["id"]
+    # --queries FILE.csv: text and id columns named by options (quoted commas are one field)
+    (tmp_path / "q.csv").write_text('key,body\nc1,"laptop, processor"\nc2,tomato soup\n')
+    code, out, err = run_cli(["query", "--index", index, "--queries", tmp_path / "q.csv", "--text-column", "body",
+                              "--id-column", "key", "-k", "1", "--json"], monkeypatch, capsys)
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    assert code == 0 and [ln["query"] for ln in lines] == ["c1", "c2"], err
+    assert "/tech/" in lines[0]["results"][0]["id"] and "/food/" in lines[1]["results"][0]["id"]
+    code, out, err = run_cli(["query", "--index", index, "--queries", tmp_path / "q.csv", "-k", "1"],
+                             monkeypatch, capsys)
+    assert code == 2 and err.count("error:") == 1 and "--text-column" in err
     # evaluate reads the folder with the saved featuriser and the recorded split
     code, out, err = run_cli(["evaluate", "-m", model, "-d", folder, "--k", "3", "--json"], monkeypatch, capsys)
     assert code == 0 and json.loads(out)["split"] == "test"
