@@ -22,8 +22,9 @@ Endpoints
     click logs ``{"query": Q, "clicked": [IDs], "shown": [IDs]}`` (Q: text, vector or corpus id;
     see :mod:`sparsesim.feedback`). Answer 202 ``{"queued": n, ...}``; bad feedback 422, a full
     queue 503. Queries are then answered by the newest learned model version (``"version"``).
-``GET /ask?n=10`` (``serve --learn``)
-    The triplets of recent queries' results the active rule most wants labelled.
+``GET /ask?n=10&per_query=1`` (``serve --learn``)
+    The triplets of recent queries' results the active rule most wants labelled (at most
+    ``per_query`` per query; 0: no limit).
 ``GET /``
     A search page: the learned similarity's top-k beside plain cosine's for a typed text.
 
@@ -329,12 +330,15 @@ def create_app(service: QueryService):
         try:
             if service.feedback is None:
                 raise RequestError(404, "this server does not learn from feedback (start it with --learn)")
-            raw = request.query_params.get("n", "10")
-            try:
-                n = int(raw)
-            except ValueError:
-                raise RequestError(422, f"n must be an integer, got {raw[:40]!r}") from None
-            asked = await anyio.to_thread.run_sync(service.feedback.ask, n, limiter=limiter)
+            values = {}
+            for name, default in (("n", "10"), ("per_query", "1")):
+                raw = request.query_params.get(name, default)
+                try:
+                    values[name] = int(raw)
+                except ValueError:
+                    raise RequestError(422, f"{name} must be an integer, got {raw[:40]!r}") from None
+            asked = await anyio.to_thread.run_sync(lambda: service.feedback.ask(values["n"], per_query=values["per_query"]),
+                                                   limiter=limiter)
             return JSONResponse({"ask": asked})
         except RequestError as exc:
             return error(exc.status, str(exc))

@@ -157,8 +157,13 @@ def test_ask_returns_the_smallest_margins(corpus):
     X, _, model = corpus
     with FeedbackLearner(build_index(model, X, kind="exact")) as fl:
         fl.query(X[[0, 5]], 6, remember=[0, 5])
-        asked = fl.ask(4)
+        one_each = fl.ask(4)  # default: one question per query
+        assert len(one_each) == 2 and {a["query"] for a in one_each} == {0, 5}
+        asked = fl.ask(4, per_query=0)
         assert len(asked) == 4
+        for q in (0, 5):  # each query's one question is its smallest-margin pair
+            assert min(abs(a["margin"]) for a in asked + one_each if a["query"] == q) == \
+                next(abs(a["margin"]) for a in one_each if a["query"] == q)
         margins = [abs(a["margin"]) for a in asked]
         assert margins == sorted(margins)
         for a in asked:

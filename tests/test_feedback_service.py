@@ -164,7 +164,8 @@ def test_ask_and_answer(index_dir, tmp_path):
     proc, client = start(index_dir, tmp_path / "snap.npz")
     try:
         client.post("/query", json={"texts": ["bread and butter", "a fast laptop"], "top_k": 5})
-        asked = client.get("/ask", params={"n": 3}).json()["ask"]
+        assert len(client.get("/ask", params={"n": 3}).json()["ask"]) == 2  # default: one per query
+        asked = client.get("/ask", params={"n": 3, "per_query": 0}).json()["ask"]
         assert len(asked) == 3
         margins = [abs(a["margin"]) for a in asked]
         assert margins == sorted(margins)

@@ -431,22 +431,24 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self.close()
 
     # -- active questions -----------------------------------------------------------------------
-    def ask(self, n: int = 10, b: float = 1.0, pairs: str = "neighbours", per_query: int = 0) -> list[dict]:
+    def ask(self, n: int = 10, b: float = 1.0, per_query: int = 1) -> list[dict]:
         """Triplets the active rule most wants labelled, from recent queries' top results.
 
         PAAS / CWAS selection (query a triplet with probability b / (b + |margin|)): for every
-        recent query, pairs of its top-10 results are scored with the newest model; the ``n``
-        pairs of smallest |margin| S(q, first) - S(q, second) -- the highest query probability
-        -- come first, at most one per (query, pair).
+        recent query, the pairs of neighbouring results (ranks i, i+1 of its top 10; the smallest
+        margins of a ranked list are between neighbours) are scored with the newest model; the
+        ``n`` pairs of smallest |margin| S(q, first) - S(q, second) -- the highest query
+        probability -- come first, at most ``per_query`` from one query. One question per
+        query (the default) spreads the labels over more queries: on a news20 slice it ended
+        0.633 MAP@10 after 800 labels against 0.629 for any number per query and 0.626 for
+        random label-derived triplets (README "Learning from feedback").
 
         Parameters
         ----------
         n : int, default 10
         b : float, default 1.0
             The PAAS/CWAS constant of the query probability (reported as ``p_query``).
-        pairs : {"neighbours", "all"}, default "neighbours"
-            Pairs of neighbouring ranks (i, i+1), or every pair of the top 10.
-        per_query : int, default 0
+        per_query : int, default 1
             At most this many questions per query (0: no limit).
 
         Returns
@@ -457,8 +459,6 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         n = check_int(n, "n", 1, 1000)
         b = check_float(b, "b", 0.0, low_open=True)
         per_query = check_int(per_query, "per_query", 0)
-        if pairs not in ("neighbours", "all"):
-            raise InvalidInputError(f'pairs must be "neighbours" or "all", got {str(pairs)[:40]!r}')
         current = self._published
         cands, seen = [], set()
         for item, qrow, rows in list(self._recent)[::-1]:
@@ -468,13 +468,12 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             key_q = repr(item)
             own = []
             for i in range(len(rows) - 1):
-                for j in (range(i + 1, i + 2) if pairs == "neighbours" else range(i + 1, len(rows))):
-                    key = (key_q, int(rows[i]), int(rows[j]))
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    margin = float(s[i] - s[j])
-                    own.append((abs(margin), item, int(rows[i]), int(rows[j]), margin))
+                key = (key_q, int(rows[i]), int(rows[i + 1]))
+                if key in seen:
+                    continue
+                seen.add(key)
+                margin = float(s[i] - s[i + 1])
+                own.append((abs(margin), item, int(rows[i]), int(rows[i + 1]), margin))
             own.sort(key=lambda c: c[0])
             cands.extend(own[:per_query] if per_query else own)
         cands.sort(key=lambda c: c[0])
