@@ -46,3 +46,29 @@ def test_shipped_experiment_files_name_known_things(name):
     assert spec["algorithms"] and set(spec["algorithms"]) <= set(ALGORITHMS)
     assert set(spec.get("params", {})) <= set(spec["algorithms"]) | {"*"}
     assert spec.get("description")
+
+
+def test_sors_scale_multiplies_the_resolved_auto_values():
+    from sparsesim.data import load_dataset
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.registry import make_estimator
+    from sparsesim.triplets import stratified_split
+
+    data = load_dataset("news20-sample")
+    train, _ = stratified_split(data.y, 0.7, seed=1)
+    auto = make_estimator("sors-l1", n_triplets=150).resolve_params(data.X[train])
+    rep = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["sors-l1", "cosine"], seeds=[1],
+                                                  triplets=150, options={"scale": {"eta": [0.5, 1.0]}}))
+    rows = [r for r in rep["results"] if r["algorithm"] == "sors-l1"]
+    assert [r["scale"] for r in rows] == [{"eta": 0.5}, {"eta": 1.0}]
+    assert rows[0]["resolved_params"]["eta"] == pytest.approx(0.5 * auto["eta"])
+    assert rows[1]["resolved_params"] == pytest.approx(auto)  # multiplier 1: the default itself
+    assert rows[0]["resolved_params"]["lam"] == pytest.approx(auto["lam"])
+    plain = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["sors-l1"], seeds=[1],
+                                                    triplets=150))["results"][0]
+    assert plain["map"] == rows[1]["map"]
+    assert [r["algorithm"] for r in rep["results"]].count("cosine") == 1
+    with pytest.raises(InvalidInputError, match="resolves no 'auto' value of C"):
+        run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["sors-l1"], triplets=50,
+                                                options={"scale": {"C": [2.0]}}))

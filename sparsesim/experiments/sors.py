@@ -12,6 +12,10 @@ Options (``ExperimentConfig.options``):
 * ``train_fraction`` (default 0.7)
 * ``grid``: ``{param: [values]}`` — every algorithm runs at every grid point (e.g. a lambda sweep);
   with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written.
+* ``scale``: ``{param: [multipliers]}`` — like ``grid``, but each value multiplies the number the
+  learner's ``"auto"`` rule resolves to on the seed's training split (every resolved parameter is
+  then passed explicitly; a multiplier of 1 everywhere is the default). This is how the factors
+  of the default rule are measured (README, "How the factors were chosen").
 * ``k`` (default 10)
 * ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
   every learner's parameters per seed by the same successive-halving search as ``sparsesim
@@ -54,14 +58,16 @@ def _peak_rss_mb() -> float:
 
 
 def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
-            train_fraction: float = 0.7, k: int = 10, tune: dict | None = None) -> dict:
+            train_fraction: float = 0.7, k: int = 10, tune: dict | None = None,
+            scale: dict | None = None) -> dict:
     """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row.
 
     ``dataset`` is a name (loaded once per process) or the loaded :class:`LabelledData` (what a
     Dask run passes, scattered to the workers once). With ``tune`` (keyword arguments of
     :func:`sparsesim.tuning.tune_similarity`, e.g. a grid), the parameters are chosen first by the
     search on a validation part of the training split (the test split is never seen) and the row
-    records the search.
+    records the search. With ``scale`` (``{param: multiplier}``) the learner's resolved ``"auto"``
+    values, multiplied, are passed explicitly (the row records them under ``scale``).
     """
     data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset)
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -70,6 +76,14 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     if spec.kind == "similarity":
         kwargs.setdefault("n_triplets", n_triplets)
         kwargs.setdefault("random_state", seed)
+    if scale:
+        resolve = getattr(spec.make(**kwargs), "resolve_params", None)
+        resolved = resolve(data.X[train]) if resolve is not None else {}
+        unknown = sorted(set(scale) - set(resolved))
+        if unknown:
+            raise InvalidInputError(f"option 'scale': {algorithm} resolves no 'auto' value of {', '.join(unknown)} "
+                                    f"(it resolves: {', '.join(sorted(resolved)) or 'none'})")
+        kwargs.update({key: value * float(scale.get(key, 1.0)) for key, value in resolved.items()})
     start = time.perf_counter()
     search = None
     if tune is not None and spec.kind == "similarity":
@@ -108,17 +122,19 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "n_test": int(test.size),
         "resolved_params": resolved,
     }
+    if scale:
+        row["scale"] = dict(scale)
     if search is not None:
         row.update(tuned_params=search.best_params, validation_map=search.best_score, wall_seconds=wall,
                    tuning=search.to_dict())
     return row
 
 
-def _grid_points(grid: dict) -> list[dict]:
+def _grid_points(grid: dict, option: str = "grid") -> list[dict]:
     if not grid:
         return [{}]
     if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
-        raise InvalidInputError("option 'grid' must map parameter names to non-empty lists of values")
+        raise InvalidInputError(f"option {option!r} must map parameter names to non-empty lists of values")
     keys = sorted(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
 
@@ -143,13 +159,18 @@ def run(config: ExperimentConfig) -> dict:
     points = [{}] if tune is not None else _grid_points(config.options.get("grid", {}))
     if tune is not None and config.options.get("grid"):
         tune = dict(tune, grid=config.options["grid"])
+    scales = _grid_points(config.options.get("scale", {}), "scale")
+    if tune is not None and scales != [{}]:
+        raise InvalidInputError("options 'tune' and 'scale' exclude each other")
     jobs = []
     for name in config.algorithms:
         kind = get_algorithm(name).kind
         for point in (points if kind == "similarity" else [{}]):
             params = {**config.params_for(name), **point}
-            for seed in config.seeds:
-                jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune])
+            for scale in (scales if kind == "similarity" else [{}]):
+                for seed in config.seeds:
+                    jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune,
+                                 scale or None])
     progress = config.options.get("progress_callback")
     with dask_jobs(config.scheduler, scatter=[data], n_jobs=config.n_jobs) as session:
         if session.distributed:  # the loaded data set travels once, as one scattered object
@@ -162,7 +183,7 @@ def run(config: ExperimentConfig) -> dict:
         out = Path(config.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "sors_results.json").write_text(json.dumps(report, indent=1))
-        if len(points) > 1:
+        if len(points) * len(scales) > 1:
             report["plot"] = str(plot_sparsity_vs_map(results, out / "sors_sparsity_vs_map.png", config.dataset))
     return report
 
