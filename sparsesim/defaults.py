@@ -19,6 +19,19 @@ features (``||x||^2`` in the hundreds):
   AdaGrad step of an entry, ``eta * |G_ij| / (delta + |G_ij|)``, then matches a SORS step of
   ``ADA_ETA_FACTOR / s``).
 
+The selective-sampling and second-order learners of the CIKM 2015 family start from M_1 = 0 and
+use the same ``s``, so that every rule is invariant to a rescaling of the features:
+
+* PAAS, PARS: ``C = PA_C_FACTOR / s``;
+* CWS, CWAS, CWRS: ``eta = CW_ETA_FACTOR / s`` and ``gamma = CW_GAMMA_FACTOR * s`` with the full
+  covariance (an update moves its margin by ``eta * phi^T Sigma phi``, ``s`` at the first update,
+  and shrinks Sigma along ``phi`` by ``gamma / (gamma + phi^T Sigma phi)``); with the diagonal
+  covariance ``CWD_ETA_FACTOR`` and ``CWD_GAMMA_FACTOR``;
+* AROMA: ``r = AROW_R_FACTOR * s``.
+
+The query threshold ``delta`` of PAAS/CWAS is in margin units (margins are learned to about 1
+whatever the features' scale) and keeps its fixed default.
+
 The factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
 (README, "Choosing parameters"). Explicit parameters always win; the values used are kept in
 the estimator's ``resolved_params_``, the model file's metadata and ``--json`` output.
@@ -41,6 +54,13 @@ SORS_ETA_FACTOR = 4.0
 L1_SURVIVAL = 3.0
 ADA_DELTA_FACTOR = 10.0
 ADA_ETA_FACTOR = 30.0
+# selective-sampling and second-order learners (CIKM 2015 family, AROMA); M_1 = 0 there
+PA_C_FACTOR = 0.5
+CW_ETA_FACTOR = 10.0
+CW_GAMMA_FACTOR = 0.3
+CWD_ETA_FACTOR = 3.0
+CWD_GAMMA_FACTOR = 1.0
+AROW_R_FACTOR = 0.03
 
 __all__ = ["AUTO", "data_statistics", "resolve_bilinear", "check_auto_positive", "is_auto"]
 
@@ -102,10 +122,12 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
 
     Parameters
     ----------
-    kind : {"oasis", "sors", "adasors"}
+    kind : {"oasis", "sors", "adasors", "pa", "cw", "cw-d", "arow"}
+        ``"pa"``: PAAS/PARS (``C``); ``"cw"``/``"cw-d"``: CWS/CWAS/CWRS with the full or the
+        diagonal covariance (``eta``, ``gamma``); ``"arow"``: AROMA (``r``).
     params : dict
-        The learner's step/regulariser parameters (``C``; ``eta``, ``lam``; ``delta``), each a
-        number (kept) or ``"auto"`` (resolved).
+        The learner's step/regulariser parameters (``C``; ``eta``, ``lam``; ``delta``; ``gamma``;
+        ``r``), each a number (kept) or ``"auto"`` (resolved).
     stats : dict
         :func:`data_statistics` of the corpus.
     n_triplets : int
@@ -120,9 +142,21 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
     g = _safe(stats["g"], 1e-3)
     T = max(int(n_triplets), 1)
     out = dict(params)
-    if kind == "oasis":
+    if kind in ("oasis", "pa"):
         if is_auto(out.get("C")):
-            out["C"] = OASIS_C_FACTOR / s
+            out["C"] = (OASIS_C_FACTOR if kind == "oasis" else PA_C_FACTOR) / s
+        return out
+    if kind in ("cw", "cw-d"):
+        eta_factor, gamma_factor = (CW_ETA_FACTOR, CW_GAMMA_FACTOR) if kind == "cw" else \
+            (CWD_ETA_FACTOR, CWD_GAMMA_FACTOR)
+        if is_auto(out.get("eta")):
+            out["eta"] = eta_factor / s
+        if is_auto(out.get("gamma")):
+            out["gamma"] = gamma_factor * s
+        return out
+    if kind == "arow":
+        if is_auto(out.get("r")):
+            out["r"] = AROW_R_FACTOR * s
         return out
     if kind not in ("sors", "adasors"):
         raise ValueError(f"unknown learner kind {kind!r}")

@@ -49,25 +49,23 @@ __all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "pa
            "successive_halving_rungs"]
 
 # Default grids as multiples of the data-adaptive value (the factor 1 is the default itself).
+_CW = {"eta": [0.3, 1.0, 3.0], "gamma": [0.3, 1.0, 3.0]}
 DEFAULT_FACTORS = {
     "oasis": {"C": [0.3, 1.0, 3.0]},
     "sors-l1": {"eta": [0.5, 1.0, 2.0], "lam": [0.3, 1.0, 3.0]},
     "sors-offdiag": {"eta": [0.5, 1.0, 2.0], "lam": [0.3, 1.0, 3.0]},
     "adasors-l1": {"eta": [0.3, 1.0, 3.0], "delta": [0.3, 1.0, 3.0]},
     "adasors-offdiag": {"eta": [0.3, 1.0, 3.0], "delta": [0.3, 1.0, 3.0]},
+    "paas": {"C": [0.3, 1.0, 3.0]},
+    "pars": {"C": [0.3, 1.0, 3.0]},
+    **{name: dict(_CW) for name in ("cws", "cws-d", "cwas", "cwas-d", "cwrs", "cwrs-d")},
+    "aroma": {"r": [0.3, 1.0, 3.0]},
+    "aroma-d": {"r": [0.3, 1.0, 3.0]},
 }
-# Default grids in absolute values for learners without "auto" parameters (the CIKM 2015 grids).
+# Default grids in absolute values, for parameters without an "auto" rule (PAAS's query
+# threshold delta is in margin units).
 DEFAULT_GRIDS = {
-    "paas": {"C": [0.1, 1.0, 10.0], "delta": [0.3, 1.0, 3.0]},
-    "pars": {"C": [0.1, 1.0, 10.0]},
-    "cws": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "cws-d": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "cwas": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "cwas-d": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "cwrs": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "cwrs-d": {"eta": [0.5, 1.0, 2.0], "gamma": [0.1, 1.0, 10.0]},
-    "aroma": {"r": [0.1, 1.0, 10.0]},
-    "aroma-d": {"r": [0.1, 1.0, 10.0]},
+    "paas": {"delta": [0.3, 1.0, 3.0]},
 }
 TUNABLE_KINDS = ("similarity", "baseline")
 
@@ -153,11 +151,13 @@ def _resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dic
 
 
 def default_grid(algorithm: str, resolved: dict) -> dict:
-    """The default grid of ``algorithm``: multiples of its resolved ``"auto"`` values, or the
-    absolute grid of :data:`DEFAULT_GRIDS` (empty for baselines)."""
-    if algorithm in DEFAULT_FACTORS:
-        return {k: [float(resolved[k]) * f for f in fs] for k, fs in DEFAULT_FACTORS[algorithm].items()}
-    return {k: list(v) for k, v in DEFAULT_GRIDS.get(algorithm, {}).items()}
+    """The default grid of ``algorithm``: multiples of its resolved ``"auto"`` values
+    (:data:`DEFAULT_FACTORS`) and the absolute values of :data:`DEFAULT_GRIDS` (empty for
+    baselines)."""
+    grid = {k: [float(resolved[k]) * f for f in fs] for k, fs in DEFAULT_FACTORS.get(algorithm, {}).items()
+            if k in resolved}
+    grid.update({k: list(v) for k, v in DEFAULT_GRIDS.get(algorithm, {}).items()})
+    return grid
 
 
 def _grid_points(grid: dict) -> list[dict]:

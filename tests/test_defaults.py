@@ -111,3 +111,61 @@ def test_too_few_usable_classes_is_an_error():
     y = np.array([0, 0, 1, 2, 3, 4])
     with pytest.raises(InvalidInputError, match="at least two are needed"):
         OASIS(n_triplets=10).fit(X, y)
+
+
+# --- the CIKM 2015 family (PAAS/PARS, CWS/CWAS/CWRS full and diagonal, AROMA) --------------
+
+from sparsesim.learners.active import PAAS, PARS  # noqa: E402
+from sparsesim.learners.second_order import AROMA, CWAS, CWRS, CWS  # noqa: E402
+
+SELECTIVE = [
+    (PAAS, {}, {"C": lambda s: defaults.PA_C_FACTOR / s}),
+    (PARS, {}, {"C": lambda s: defaults.PA_C_FACTOR / s}),
+    (CWS, {"covariance": "full"}, {"eta": lambda s: defaults.CW_ETA_FACTOR / s,
+                                   "gamma": lambda s: defaults.CW_GAMMA_FACTOR * s}),
+    (CWAS, {"covariance": "diag"}, {"eta": lambda s: defaults.CWD_ETA_FACTOR / s,
+                                    "gamma": lambda s: defaults.CWD_GAMMA_FACTOR * s}),
+    (CWRS, {"covariance": "diag"}, {"eta": lambda s: defaults.CWD_ETA_FACTOR / s,
+                                    "gamma": lambda s: defaults.CWD_GAMMA_FACTOR * s}),
+    (AROMA, {"covariance": "diag"}, {"r": lambda s: defaults.AROW_R_FACTOR * s}),
+]
+
+
+def small_dense_problem(scale=1.0):
+    X, y = labelled_problem(n=60, d=8)
+    return sp.csr_matrix(scale * X.toarray()), y
+
+
+@pytest.mark.parametrize("cls,kwargs,rule", SELECTIVE)
+def test_selective_learners_follow_the_stated_rule(cls, kwargs, rule):
+    X, y = small_dense_problem()
+    est = cls(n_triplets=300, random_state=0, **kwargs).fit(X, y)
+    s = defaults.data_statistics(X)["s"]
+    assert set(est.resolved_params_) == set(rule)
+    for name, value in rule.items():
+        assert est.resolved_params_[name] == pytest.approx(value(s))
+    assert est.model_.metadata["resolved_params"] == pytest.approx(est.resolved_params_)
+    assert est.get_params()[next(iter(rule))] == "auto"
+
+
+@pytest.mark.parametrize("cls,kwargs,rule", SELECTIVE)
+def test_selective_auto_is_scale_invariant(cls, kwargs, rule):
+    # margins x^T M z are unchanged when the features are scaled by 3: the same queries, the
+    # same updates, and M scaled by 1/9
+    X, y = small_dense_problem()
+    a = cls(n_triplets=300, random_state=2, **kwargs).fit(X, y)
+    b = cls(n_triplets=300, random_state=2, **kwargs).fit(3.0 * X, y)
+    assert b.n_updates_ == a.n_updates_ and b.n_queries_ == a.n_queries_
+    np.testing.assert_allclose(b.model_.W.toarray(), a.model_.W.toarray() / 9.0, rtol=1e-6, atol=1e-12)
+
+
+def test_selective_explicit_values_win():
+    X, y = small_dense_problem()
+    est = CWAS(covariance="diag", eta=0.25, n_triplets=200, random_state=0).fit(X, y)
+    assert est.resolved_params_["eta"] == 0.25
+    assert est.resolved_params_["gamma"] == pytest.approx(defaults.CWD_GAMMA_FACTOR * defaults.data_statistics(X)["s"])
+    fixed = CWAS(covariance="diag", n_triplets=200, random_state=0, **est.resolved_params_).fit(X, y)
+    np.testing.assert_array_equal(fixed.model_.W.toarray(), est.model_.W.toarray())
+    assert PAAS(C=0.7, n_triplets=50, random_state=0).fit(X, y).resolved_params_ == {"C": 0.7}
+    with pytest.raises(InvalidInputError, match="C must be"):
+        PAAS(C="big", n_triplets=50).fit(X, y)

@@ -145,6 +145,12 @@ class SelectiveBilinear(_BaseBilinear):
         return super().partial_fit_triplets(X, triplets, signs)
 
     def _update(self, X, triplets, signs):
+        if "engine_" not in self.__dict__:
+            if triplets.shape[0] == 0:
+                empty = np.zeros(0)
+                self.last_queried_, self.last_margins_, self.last_labels_ = empty.astype(bool), empty, empty
+                return empty, empty.astype(bool)
+            self._resolve_auto(X, triplets)
         uniforms = self._rng.random(triplets.shape[0])
         try:
             margins, queried, losses, labels = self.engine_.partial_fit(X, triplets, signs, uniforms, self.oracle)
@@ -181,8 +187,9 @@ class PAAS(SelectiveBilinear):
 
     Parameters
     ----------
-    C : float, default 1.0
-        PA aggressiveness: tau = min(C, l / ||X||_F^2).
+    C : float or "auto", default "auto"
+        PA aggressiveness: tau = min(C, l / ||X||_F^2). ``"auto"``:
+        ``0.5 / (mean ||x||^2 * mean ||x - x'||^2)`` (:mod:`sparsesim.defaults`).
     delta : float, default 1.0
         Sampling threshold: a label is asked with probability delta / (delta + |p_t|) (eq. 3);
         larger delta asks more.
@@ -218,8 +225,10 @@ class PAAS(SelectiveBilinear):
 
     _algorithm = "paas"
     _policy = "active"
+    _auto_kind = "pa"
+    _auto_names = ("C",)
 
-    def __init__(self, C=1.0, delta=1.0, query_budget=None, oracle=None, n_triplets=100_000, identity=False,
+    def __init__(self, C="auto", delta=1.0, query_budget=None, oracle=None, n_triplets=100_000, identity=False,
                  random_state=None, initial_capacity=65536):
         self.C = C
         self.delta = delta
@@ -231,7 +240,7 @@ class PAAS(SelectiveBilinear):
         self.initial_capacity = initial_capacity
 
     def _rule_params(self):
-        return pa_rule_params(self.C)
+        return pa_rule_params(self._param("C"))
 
 
 class PARS(SelectiveBilinear):
@@ -242,7 +251,8 @@ class PARS(SelectiveBilinear):
 
     Parameters
     ----------
-    C : float, default 1.0
+    C : float or "auto", default "auto"
+        As in :class:`PAAS`.
     query_rate : float in [0, 1], default 0.2
     query_budget, oracle, n_triplets, identity, random_state, initial_capacity
         As in :class:`PAAS`.
@@ -250,8 +260,10 @@ class PARS(SelectiveBilinear):
 
     _algorithm = "pars"
     _policy = "random"
+    _auto_kind = "pa"
+    _auto_names = ("C",)
 
-    def __init__(self, C=1.0, query_rate=0.2, query_budget=None, oracle=None, n_triplets=100_000,
+    def __init__(self, C="auto", query_rate=0.2, query_budget=None, oracle=None, n_triplets=100_000,
                  identity=False, random_state=None, initial_capacity=65536):
         self.C = C
         self.query_rate = query_rate
@@ -263,7 +275,7 @@ class PARS(SelectiveBilinear):
         self.initial_capacity = initial_capacity
 
     def _rule_params(self):
-        return pa_rule_params(self.C)
+        return pa_rule_params(self._param("C"))
 
 
 def pa_rule_params(C) -> dict:

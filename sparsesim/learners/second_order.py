@@ -38,10 +38,12 @@ class CWS(SelectiveBilinear):
 
     Parameters
     ----------
-    eta : float, default 1.0
-        Learning rate eta of eq. (5) / (7).
-    gamma : float, default 1.0
-        Regulariser gamma of eq. (6) / (8).
+    eta : float or "auto", default "auto"
+        Learning rate eta of eq. (5) / (7). ``"auto"``: ``10 / s`` (full covariance) or
+        ``3 / s`` (diagonal), ``s = mean ||x||^2 * mean ||x - x'||^2``
+        (:mod:`sparsesim.defaults`).
+    gamma : float or "auto", default "auto"
+        Regulariser gamma of eq. (6) / (8). ``"auto"``: ``0.3 * s`` (full) or ``1 * s`` (diagonal).
     covariance : {"full", "diag"}, default "full"
         Full d^2 x d^2 Sigma (eq. 5-6; d <= 64) or its diagonal (eq. 7-8; any d).
     sigma_step : {"previous", "updated"}, default "previous"
@@ -76,8 +78,13 @@ class CWS(SelectiveBilinear):
 
     _rule = "cw"
     _policy = "all"
+    _auto_names = ("eta", "gamma")
 
-    def __init__(self, eta=1.0, gamma=1.0, covariance="full", sigma_step="previous", query_budget=None,
+    @property
+    def _auto_kind(self):
+        return "cw-d" if self.covariance == "diag" else "cw"
+
+    def __init__(self, eta="auto", gamma="auto", covariance="full", sigma_step="previous", query_budget=None,
                  oracle=None, n_triplets=100_000, identity=False, random_state=None, initial_capacity=65536):
         self.eta = eta
         self.gamma = gamma
@@ -99,11 +106,12 @@ class CWS(SelectiveBilinear):
         return self._algorithm + "-d"
 
     def _rule_params(self):
-        if not self.eta > 0 or not self.gamma > 0:
-            raise InvalidInputError(f"need eta > 0 and gamma > 0, got eta={self.eta}, gamma={self.gamma}")
+        eta, gamma = self._param("eta"), self._param("gamma")
+        if not eta > 0 or not gamma > 0:
+            raise InvalidInputError(f"need eta > 0 and gamma > 0, got eta={eta}, gamma={gamma}")
         if self.sigma_step not in _SIGMA_STEPS:
             raise InvalidInputError(f"sigma_step must be one of {_SIGMA_STEPS}, got {self.sigma_step!r}")
-        return {"eta": float(self.eta), "gamma": float(self.gamma), "sigma_step": self.sigma_step}
+        return {"eta": float(eta), "gamma": float(gamma), "sigma_step": self.sigma_step}
 
 
 class CWAS(CWS):
@@ -124,7 +132,7 @@ class CWAS(CWS):
 
     _policy = "active"
 
-    def __init__(self, eta=1.0, gamma=1.0, delta=1.0, covariance="full", sigma_step="previous",
+    def __init__(self, eta="auto", gamma="auto", delta=1.0, covariance="full", sigma_step="previous",
                  query_budget=None, oracle=None, n_triplets=100_000, identity=False, random_state=None,
                  initial_capacity=65536):
         super().__init__(eta=eta, gamma=gamma, covariance=covariance, sigma_step=sigma_step,
@@ -147,7 +155,7 @@ class CWRS(CWS):
 
     _policy = "random"
 
-    def __init__(self, eta=1.0, gamma=1.0, query_rate=0.2, covariance="full", sigma_step="previous",
+    def __init__(self, eta="auto", gamma="auto", query_rate=0.2, covariance="full", sigma_step="previous",
                  query_budget=None, oracle=None, n_triplets=100_000, identity=False, random_state=None,
                  initial_capacity=65536):
         super().__init__(eta=eta, gamma=gamma, covariance=covariance, sigma_step=sigma_step,
@@ -165,8 +173,9 @@ class AROMA(SelectiveBilinear):
 
     Parameters
     ----------
-    r : float, default 1.0
-        AROW regulariser.
+    r : float or "auto", default "auto"
+        AROW regulariser. ``"auto"``: ``0.03 * s``, ``s = mean ||x||^2 * mean ||x - x'||^2``
+        (:mod:`sparsesim.defaults`).
     covariance : {"full", "diag"}, default "full"
     query_budget, oracle, n_triplets, identity, random_state, initial_capacity
         As in :class:`CWS`.
@@ -174,8 +183,10 @@ class AROMA(SelectiveBilinear):
 
     _rule = "arow"
     _policy = "all"
+    _auto_kind = "arow"
+    _auto_names = ("r",)
 
-    def __init__(self, r=1.0, covariance="full", query_budget=None, oracle=None, n_triplets=100_000,
+    def __init__(self, r="auto", covariance="full", query_budget=None, oracle=None, n_triplets=100_000,
                  identity=False, random_state=None, initial_capacity=65536):
         self.r = r
         self.covariance = covariance
@@ -194,6 +205,7 @@ class AROMA(SelectiveBilinear):
         return "aroma-d"
 
     def _rule_params(self):
-        if not self.r > 0:
-            raise InvalidInputError(f"r must be positive, got {self.r}")
-        return {"r": float(self.r)}
+        r = self._param("r")
+        if not r > 0:
+            raise InvalidInputError(f"r must be positive, got {r}")
+        return {"r": float(r)}
