@@ -45,9 +45,15 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         the copy stored in the index.
     mmap : bool, default False
         Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
-        an index answers queries but refuses :meth:`Index.add`.
+        an index answers queries but refuses :meth:`Index.add`. The large arrays (corpus,
+        postings, re-ranking table, the stored model's W) are then not read at load: each 64 KiB
+        block is checked against its sha256 and for out-of-range or non-finite values the first
+        time a query is about to read it (:mod:`sparsesim.indexes.blocks`), so loading costs
+        the same whatever the index size and corruption is still refused before an answer is
+        returned. :meth:`Index.verify_all` checks every remaining block at once.
     verify : bool, default True
-        Check every file's sha256 (sizes are always checked).
+        Check sha256 checksums (whole files at load, or blocks on first use; sizes and the
+        structural checks always run).
     n_jobs : int, default 1
         Threads of the loaded index.
 

@@ -345,6 +345,17 @@ class AnnIndex(Index):
     def _dense_on(self) -> bool:
         return self.dim > 0
 
+    @property
+    def Z_(self):
+        """The re-ranking table (n_documents x n_heavy float64; every block checked first)."""
+        self._verified("heavy.Z")
+        return self._Z
+
+    @Z_.setter
+    def Z_(self, value):
+        self._Z = value
+        self._drop_guards("heavy.Z")
+
     def _m(self):
         if self._M is None:
             self._M = self.model.M.tocsr()
@@ -408,7 +419,7 @@ class AnnIndex(Index):
             del MT_light
             self.postings_ = _postings_from_heaps(*heaps, Xp.shape[0])
             del heaps
-        self.postings_model_ = self.model.checksum()
+        self.postings_model_ = self.model_checksum()
         if self._dense_on:
             faiss = _faiss()
             faiss.omp_set_num_threads(jobs)
@@ -600,7 +611,7 @@ class AnnIndex(Index):
         jobs = max(1, int(self.n_jobs or 1))
         n_old = self.X_.shape[0]
         Z_new = self._heavy_values(Xp, jobs)
-        if self.postings_model_ != self.model.checksum():
+        if self.postings_model_ != self.model_checksum():
             raise InvalidInputError("the index's postings were built with an earlier model; refit() it before "
                                     "adding documents")
         if self.n_postings == 0 or self.sparse_pool == 0:
@@ -644,11 +655,14 @@ class AnnIndex(Index):
             parts.append(self._dense_candidates(Qp, dense_pool, nprobe, ef_search, n_jobs))
         b = self.block_size
         blocks = [(lo, min(lo + b, nq)) for lo in range(0, nq, b)]
+        guarded = any(g.pending for g in self._guards.values())
         if sparse_pool > 0:
-            P = self.postings_
+            P = self._postings
 
             def sparse_block(lo, hi):
                 Qb = Qp[lo:hi]
+                if guarded:  # memory-mapped: check the blocks of the list prefixes read below
+                    self._ensure_rows("postings", P.indptr, Qb.indices, n_postings)
                 out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
                 K.sparse_candidates(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, n,
                                     n_postings, sparse_pool, out)
@@ -656,20 +670,44 @@ class AnnIndex(Index):
 
             parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
         cands = np.hstack(parts) if parts else np.full((nq, 0), -1, dtype=np.int64)
-        W, X = self.model.W, self.X_  # W itself: I + W is never formed at query time
+        model = self._model
+        W, X, Z = model.W, self._X, self._Z  # W itself: I + W is never formed at query time
 
         def rerank_block(lo, hi):
             Qb = Qp[lo:hi]
+            cb = np.ascontiguousarray(cands[lo:hi])
+            if guarded:
+                self._check_rerank_rows(Qb, cb, k)
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
-            K.rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(self.model.identity),
-                     self._heavy_pos, self.Z_,
-                     X.indptr, X.indices, X.data,
-                     np.ascontiguousarray(cands[lo:hi]), self.n_features, k, docs, scores)
+            K.rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(model.identity),
+                     self._heavy_pos, Z, X.indptr, X.indices, X.data, cb, self.n_features, k, docs, scores)
             return docs, scores
 
         results = threaded(rerank_block, blocks, n_jobs)
         return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
+
+    def _check_rerank_rows(self, Qb, cands, k):
+        """Check the blocks re-ranking reads: the light rows of W of the query terms, and the
+        corpus rows and Z rows of the candidates (and of the documents 0, 1, ... that fill a
+        pool with fewer than k distinct candidates)."""
+        n = self.n_documents
+        terms = Qb.indices[self._heavy_pos[Qb.indices] < 0]
+        self._ensure_rows("model.W", self._model.W.indptr, terms)
+        docs = cands[cands >= 0]
+        if cands.shape[1]:
+            srt = np.sort(cands, axis=1)
+            distinct = (srt[:, :1] >= 0).sum(axis=1) + ((srt[:, 1:] != srt[:, :-1]) & (srt[:, 1:] >= 0)).sum(axis=1)
+        else:
+            distinct = np.zeros(cands.shape[0], dtype=np.int64)
+        if (distinct < k).any():
+            docs = np.concatenate([docs, np.arange(min(n, cands.shape[1] + k))])
+        docs = np.unique(docs)
+        self._ensure_rows("corpus", self._X.indptr, docs)
+        guard = self._guards.get("heavy.Z")
+        h = self._Z.shape[1]
+        if guard is not None and guard.pending and h:
+            guard.ensure(docs * h, docs * h + h)
 
     def _dense_candidates(self, Qp, pool, nprobe, ef_search, n_jobs):
         faiss = _faiss()
@@ -693,7 +731,7 @@ class AnnIndex(Index):
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),
-                "calibrated_with_model": cal.get("model_checksum"), "model": self.model.checksum()}
+                "calibrated_with_model": cal.get("model_checksum"), "model": self.model_checksum()}
 
     # -- storage ----------------------------------------------------------------------------
     def _arrays(self) -> dict:
@@ -726,21 +764,22 @@ class AnnIndex(Index):
         if state.get("postings") != "expanded":
             raise FileFormatError("this ann index was written by an earlier sparsesim (raw-corpus postings); "
                                   "rebuild it with `sparsesim index build`")
-        self.postings_ = csr_from_arrays(arrays, "postings", (self.n_features, self.X_.shape[0]))
+        self._postings = csr_from_arrays(arrays, "postings", (self.n_features, self._X.shape[0]))
         self.postings_length_ = int(state["postings_length"])
         self.rerank_memory_ = state.get("rerank_memory_")
         self.postings_model_ = state.get("postings_model")
         cal = state.get("calibration")
         self.calibration_ = None if cal is None else check_record(cal, "index manifest (state.calibration)")
         self.heavy_rows_ = arrays["heavy.rows"]
-        self.Z_ = arrays["heavy.Z"]
-        n, h = self.X_.shape[0], self.heavy_rows_.shape[0]
-        if (self.heavy_rows_.ndim != 1 or self.Z_.shape != (n, h) or np.unique(self.heavy_rows_).size != h
+        self._Z = arrays["heavy.Z"]
+        n, h = self._X.shape[0], self.heavy_rows_.shape[0]
+        if (self.heavy_rows_.ndim != 1 or self._Z.shape != (n, h) or np.unique(self.heavy_rows_).size != h
                 or (h and (self.heavy_rows_.min() < 0 or self.heavy_rows_.max() >= self.n_features))):
-            raise FileFormatError(f"heavy-row arrays have shapes {self.heavy_rows_.shape}, {self.Z_.shape}; "
+            raise FileFormatError(f"heavy-row arrays have shapes {self.heavy_rows_.shape}, {self._Z.shape}; "
                                   f"expected (h,) and ({n}, h)")
-        P = self.postings_
-        if P.indices.size and (int(P.indices.min()) < 0 or int(P.indices.max()) >= n):
+        P = self._postings
+        if "postings.indices" not in self._guards and P.indices.size and (
+                int(P.indices.min()) < 0 or int(P.indices.max()) >= n):
             raise FileFormatError("expanded postings name documents outside the index")
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.nlist_ = state.get("nlist_")
@@ -760,7 +799,7 @@ class AnnIndex(Index):
                     else faiss.read_index(path)
             except RuntimeError as exc:
                 raise FileFormatError(f"{path}: not a readable FAISS index ({str(exc).splitlines()[0]})") from None
-            if index.ntotal != self.X_.shape[0] or index.d != self.dim:
+            if index.ntotal != n or index.d != self.dim:
                 raise FileFormatError(f"{path}: FAISS index holds {index.ntotal} vectors of dimension {index.d}, "
-                                      f"expected {self.X_.shape[0]} of dimension {self.dim}")
+                                      f"expected {n} of dimension {self.dim}")
             self.faiss_ = index

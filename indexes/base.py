@@ -125,6 +125,8 @@ class Index:
     def __init__(self, model: BilinearSimilarity, n_jobs: int | None = 1):
         if not isinstance(model, BilinearSimilarity):
             raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        self._guards = {}  # memory-mapped arrays checked block by block on use (storage.lazy_checks)
+        self._postings = None
         self.model = model
         self.n_jobs = n_jobs
         self.X_ = None
@@ -133,14 +135,98 @@ class Index:
         self.build_seconds_ = 0.0
         self.snippets_ = None  # optional: the start of each document's text (shown by `sparsesim serve`)
 
+    # -- lazily checked arrays ---------------------------------------------------------------
+    # A memory-mapped index checks its large arrays block by block when a query is about to read
+    # them (:mod:`sparsesim.indexes.blocks`). The attributes ``model``, ``X_`` (and the index
+    # kinds' ``postings_``, ``Z_``) check every block of their arrays first, so code outside the
+    # query path never sees unchecked bytes; the query path uses the private attributes after
+    # checking the rows it reads.
+    def _verified(self, *names):
+        for name in names:
+            guard = self._guards.get(name)
+            if guard is not None and guard.pending:
+                guard.ensure_all()
+
+    def _drop_guards(self, *names):
+        for name in names:
+            self._guards.pop(name, None)
+
+    def _ensure_rows(self, prefix: str, indptr, rows, limit=None):
+        """Check the blocks of CSR rows ``rows`` of the arrays ``prefix.indices`` / ``prefix.data``."""
+        for part in ("indices", "data"):
+            guard = self._guards.get(f"{prefix}.{part}")
+            if guard is not None and guard.pending:
+                guard.ensure_rows(indptr, rows, limit)
+
+    def verify_all(self):
+        """Check every block not checked yet (a memory-mapped index otherwise checks blocks on use).
+
+        Raises
+        ------
+        FileFormatError
+            A block's sha256 or content is wrong.
+        """
+        for guard in list(self._guards.values()):
+            guard.ensure_all()
+        return self
+
+    @property
+    def model(self) -> BilinearSimilarity:
+        """The similarity the index serves (every block of a memory-mapped W checked first)."""
+        self._verified("model.W.indices", "model.W.data")
+        return self._model
+
+    @model.setter
+    def model(self, value):
+        self._model = value
+        self._model_checksum = None
+        self._drop_guards("model.W.indices", "model.W.data")
+
+    @property
+    def X_(self):
+        """The stored corpus, CSR (every block of a memory-mapped corpus checked first)."""
+        self._verified("corpus.indices", "corpus.data")
+        return self._X
+
+    @X_.setter
+    def X_(self, value):
+        self._X = value
+        self._drop_guards("corpus.indices", "corpus.data")
+
+    @property
+    def postings_(self):
+        """Posting lists (features x documents, CSR) or None (every block checked first)."""
+        self._verified("postings.indices", "postings.data")
+        return self._postings
+
+    @postings_.setter
+    def postings_(self, value):
+        self._postings = value
+        self._drop_guards("postings.indices", "postings.data")
+
+    def model_checksum(self) -> str:
+        """The served model's checksum (the manifest's for a loaded index: its bytes are checked
+        against the block digests written with it)."""
+        if self._model_checksum is None:
+            self._model_checksum = self._model.checksum()
+        return self._model_checksum
+
+    def reader_model(self) -> BilinearSimilarity:
+        """The model without its W: what reading queries needs (width, feature-index base, text
+        featuriser, normalisation), without reading W."""
+        model = self._model
+        d = model.n_features
+        return BilinearSimilarity(sp.csr_matrix((d, d)), identity=model.identity, normalize=model.normalize,
+                                  metadata=model.metadata, featurizer=model.featurizer)
+
     # -- facts ------------------------------------------------------------------------------
     @property
     def n_documents(self) -> int:
-        return 0 if self.X_ is None else self.X_.shape[0]
+        return 0 if self._X is None else self._X.shape[0]
 
     @property
     def n_features(self) -> int:
-        return self.model.n_features
+        return self._model.n_features
 
     def params(self) -> dict:  # pragma: no cover - overridden
         return {}
@@ -170,7 +256,7 @@ class Index:
         scores : ndarray, shape (n_queries, top_k)
             Their bilinear scores S(q, x) = q^T M x.
         """
-        Qp = prepare_rows(self.model, Q, "queries")
+        Qp = prepare_rows(self._model, Q, "queries")
         k = check_top_k(top_k, self.n_documents)
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         if Qp.shape[0] == 0:
@@ -196,7 +282,7 @@ class Index:
 
     def query_rows(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
         """Like :meth:`query` but returns row numbers (n_queries, top_k) instead of user ids."""
-        Qp = prepare_rows(self.model, Q, "queries")
+        Qp = prepare_rows(self._model, Q, "queries")
         k = check_top_k(top_k, self.n_documents)
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         return self._query_rows(Qp, k, jobs, **options)
@@ -229,7 +315,9 @@ class Index:
         return self
 
     def save(self, directory, overwrite: bool = False):
-        """Write the index directory atomically (see :mod:`sparsesim.indexes.storage`)."""
+        """Write the index directory atomically (see :mod:`sparsesim.indexes.storage`); a
+        memory-mapped index checks every block first, so only verified bytes are re-signed."""
+        self.verify_all()
         return save_index(self, directory, overwrite=overwrite)
 
     @classmethod
@@ -244,6 +332,8 @@ class Index:
         arrays = stored.arrays
         n, d = manifest["n_documents"], manifest["n_features"]
         index.X_ = csr_from_arrays(arrays, "corpus", (n, d))
+        index._guards = dict(stored.guards)
+        index._model_checksum = stored.manifest["model"]["checksum"] if stored.model is not None else None
         index.ids_ = arrays["ids"]
         snippets = arrays.get("snippets")
         index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \

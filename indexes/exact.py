@@ -199,7 +199,7 @@ class ExactIndex(Index):
     def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
         self.strategy_ = meta["state"]["strategy_"]
         if self.strategy_ == "corpus":
-            self.postings_ = csr_from_arrays(arrays, "postings", (self.n_features, self.X_.shape[0]))
+            self._postings = csr_from_arrays(arrays, "postings", (self.n_features, self._X.shape[0]))
         self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
 
     def _state(self) -> dict:

@@ -3,10 +3,13 @@
 An index directory holds::
 
     manifest.json        format, kind, parameters, the model's checksum, the name of the data
-                         directory, for every file below its size and sha256, and a checksum of
-                         the manifest itself
+                         directory, for every file below its size and sha256, the block size of
+                         the block checksums, and a checksum of the manifest itself
     v-XXXXXXXXXXXX/      the data of the current version:
-      model.npz            the BilinearSimilarity the index was built with (its own checked format)
+      blocks.sha256        sha256 of every 64 KiB block of every other file (sorted by name)
+      model.npz            the model the index was built with, without W (its own checked format:
+                           flags, metadata, text featuriser)
+      model.W.*.npy        the model's W (CSR indptr / indices / data)
       ids.npy              user ids (int64 or unicode), one per document
       corpus.*.npy         the stored corpus X (CSR indptr / indices / data)
       postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered, pruned
@@ -34,6 +37,12 @@ Format 1 directories (files beside the manifest) are still read, and replaced by
 coerced); and one vectorised structural pass refuses out-of-range or negative indices, a
 non-monotone ``indptr``, NaN/inf values, duplicate ids, inconsistent shapes and FAISS
 structures whose ids or links point outside the index -- before any compiled kernel reads them.
+
+Memory-mapped loads (``mmap=True``) of format 3 defer the large arrays (``LAZY_CHECKS``: corpus,
+posting and W indices and values, the re-ranking table Z): their 64 KiB blocks are hashed against
+``blocks.sha256`` and range/finiteness-checked on first use, by the
+:class:`~sparsesim.indexes.blocks.BlockGuard` of each array, before a kernel reads them. Load
+then reads only the manifest, the block checksums and the small arrays, whatever the index size.
 """
 
 from __future__ import annotations
@@ -44,24 +53,28 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from sparsesim import __version__
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnsafeTargetError
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_path, loads_strict, make_temp_dir, read_npy,
+from sparsesim.persistence import (csr_from_arrays, dumps_strict, file_sha256, fsync_dir, fsync_path, loads_strict, make_temp_dir, read_npy,
                                    sweep_stale_temps, target_lock, file_mode)
 from sparsesim.validation import (MAX_FEATURES, bounded, check_csr_arrays, check_finite_array, check_meta)
+
+from .blocks import BLOCK_BYTES, BLOCKS_FILE, DIGEST_BYTES, BlockGuard, file_digests, finite_check, index_check, n_blocks
 
 __all__ = ["save_index", "read_index", "StoredIndex", "read_manifest", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sparsesim-index"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"
+MODEL_W = "model.W"  # format 3: the model's W as memory-mappable arrays beside a model.npz without W
 _DATA_DIR_RE = re.compile(r"^v-[0-9a-f]{8,32}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -78,6 +91,7 @@ MANIFEST_SCHEMA = {
     "files": ("dict",),
     "data_dir": ("str?",),
     "manifest_checksum": ("str?",),
+    "block_bytes": ("int?", 4096, 1 << 30),
 }
 MODEL_FACTS_SCHEMA = {
     "checksum": ("str",),
@@ -147,28 +161,58 @@ def check_index_target(directory, overwrite: bool = False) -> Path:
     return directory
 
 
+def _model_shell(model: BilinearSimilarity) -> BilinearSimilarity:
+    """The model without W (flags, metadata, text featuriser): what ``model.npz`` holds in format 3."""
+    d = model.n_features
+    return BilinearSimilarity(sp.csr_matrix((d, d)), identity=model.identity, normalize=model.normalize,
+                              metadata=model.metadata, featurizer=model.featurizer)
+
+
+def _save_npy(path: Path, arr: np.ndarray):
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == object:
+        raise TypeError(f"array {path.name!r} has dtype object")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+    with os.fdopen(fd, "wb") as handle:
+        np.save(handle, arr, allow_pickle=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def _write_version(index, vdir: Path) -> dict:
-    """Write the index's files into ``vdir``; returns {file name: {bytes, sha256}}."""
-    index.model.save(vdir / MODEL_FILE)
+    """Write the index's files into ``vdir``; returns {file name: {bytes, sha256}}.
+
+    Every file's blocks are hashed in the same pass as its sha256; the block digests go to
+    ``blocks.sha256`` (files in sorted-name order), itself listed with its sha256.
+    """
+    model = index.model
+    _model_shell(model).save(vdir / MODEL_FILE)
     names = [MODEL_FILE]
-    for name, arr in index._arrays().items():
-        fname = f"{name}.npy"
-        arr = np.ascontiguousarray(arr)
-        if arr.dtype == object:
-            raise TypeError(f"array {name!r} has dtype object")
-        fd = os.open(vdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, arr, allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        names.append(fname)
+    W = model.W
+    arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64), f"{MODEL_W}.indices": np.asarray(W.indices, np.int32),
+              f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+    arrays.update(index._arrays())
+    for name, arr in arrays.items():
+        _save_npy(vdir / f"{name}.npy", arr)
+        names.append(f"{name}.npy")
     for fname, writer in index._extra_files().items():
         writer(vdir / fname)
         os.chmod(vdir / fname, file_mode())
         fsync_path(vdir / fname)
         names.append(fname)
+    files, blocks = {}, []
+    for fname in sorted(names):
+        whole, digests = file_digests(vdir / fname, BLOCK_BYTES)
+        files[fname] = {"bytes": (vdir / fname).stat().st_size, "sha256": whole}
+        blocks.append(digests)
+    fd = os.open(vdir / BLOCKS_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode())
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(b"".join(blocks))
+        handle.flush()
+        os.fsync(handle.fileno())
+    files[BLOCKS_FILE] = {"bytes": (vdir / BLOCKS_FILE).stat().st_size, "sha256": file_sha256(vdir / BLOCKS_FILE)}
     fsync_path(vdir, directory=True)
-    return {fname: {"bytes": (vdir / fname).stat().st_size, "sha256": file_sha256(vdir / fname)} for fname in names}
+    return files
 
 
 def _write_manifest(path: Path, manifest: dict):
@@ -223,6 +267,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             "params": index.params(),
             "state": index._state(),
             "data_dir": data_dir,
+            "block_bytes": BLOCK_BYTES,
         }
         if not exists:
             tmp = make_temp_dir(parent, directory.name)
@@ -334,7 +379,9 @@ def _data_path(directory: Path, manifest: dict) -> Path:
     return path
 
 
-def _verify_files(directory: Path, manifest: dict, verify: bool):
+def _verify_files(directory: Path, manifest: dict, verify: bool, deferred=()):
+    """Check every file's size, and its sha256 when ``verify`` (except the ``deferred`` ones,
+    whose blocks are checked on first use)."""
     for fname, facts in manifest["files"].items():
         path = directory / fname
         if path.is_symlink() or not path.is_file():
@@ -342,11 +389,33 @@ def _verify_files(directory: Path, manifest: dict, verify: bool):
         size = path.stat().st_size
         if size != facts["bytes"]:
             raise FileFormatError(f"{path}: {size} bytes, expected {facts['bytes']} (file truncated or modified)")
-        if verify and file_sha256(path) != facts["sha256"]:
+        if verify and fname not in deferred and file_sha256(path) != facts["sha256"]:
             raise FileFormatError(f"{path}: sha256 mismatch (file corrupt or modified)")
 
 
-def _check_model(model: BilinearSimilarity, facts: dict, directory: Path):
+def _block_digests(directory: Path, manifest: dict, verify: bool) -> dict:
+    """{file name: its block digests} from ``blocks.sha256`` (already sha256-checked when ``verify``)."""
+    block_bytes = manifest.get("block_bytes")
+    files = manifest["files"]
+    if block_bytes is None or BLOCKS_FILE not in files:
+        return {}
+    names = sorted(f for f in files if f != BLOCKS_FILE)
+    expected = sum(n_blocks(files[f]["bytes"], block_bytes) for f in names) * DIGEST_BYTES
+    if files[BLOCKS_FILE]["bytes"] != expected:
+        raise FileFormatError(f"{directory / BLOCKS_FILE}: {files[BLOCKS_FILE]['bytes']} bytes, expected {expected} "
+                              "for the files of the manifest")
+    raw = (directory / BLOCKS_FILE).read_bytes()
+    if len(raw) != expected:
+        raise FileFormatError(f"{directory / BLOCKS_FILE}: changed while reading")
+    out, at = {}, 0
+    for fname in names:
+        size = n_blocks(files[fname]["bytes"], block_bytes) * DIGEST_BYTES
+        out[fname] = raw[at:at + size]
+        at += size
+    return out
+
+
+def _check_model(model: BilinearSimilarity, facts: dict, directory: Path, checksum: bool = True):
     if not isinstance(model, BilinearSimilarity):
         raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
     if model.n_features != int(facts["n_features"]):
@@ -354,6 +423,8 @@ def _check_model(model: BilinearSimilarity, facts: dict, directory: Path):
                                  f"the model has {model.n_features}")
     if model.identity != bool(facts["identity"]) or model.normalize != bool(facts["normalize"]):
         raise ModelMismatchError(f"{directory}: the model's identity/normalize flags differ from the index's")
+    if not checksum:
+        return
     checksum = model.checksum()
     if checksum != facts["checksum"]:
         raise ModelMismatchError(f"{directory}: the index was built with model {facts['checksum'][:12]}, "
@@ -376,6 +447,10 @@ class StoredIndex:
     extra_files : dict of str to Path
         The other files (e.g. ``faiss.index``), for the index class to read.
     directory : Path
+    guards : dict of str to BlockGuard
+        For a memory-mapped load, the arrays (by ``NAME``, including ``model.W.indices`` and
+        ``model.W.data`` of the stored model) whose blocks are checked on first use; their
+        values have not been read yet.
     """
 
     manifest: dict
@@ -383,6 +458,7 @@ class StoredIndex:
     arrays: dict
     extra_files: dict
     directory: Path
+    guards: dict = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -404,10 +480,13 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         The model the index must belong to (checked against the manifest's checksum); default:
         the copy stored in the index.
     mmap : bool, default False
-        Memory-map the arrays read-only.
+        Memory-map the arrays read-only. For a format-3 index the large arrays
+        (:func:`lazy_checks`) are then checked block by block on first use (``guards``) instead
+        of whole at load.
     verify : bool, default True
-        Check every file's sha256 (sizes, the manifest's schema and checksum, dtypes and the
-        structural checks of all arrays always run).
+        Check every file's sha256 (whole at load, or per block on first use; sizes, the
+        manifest's schema and checksum, dtypes and the structural checks of all arrays always
+        run).
 
     Raises
     ------
@@ -419,42 +498,107 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     directory = Path(directory).expanduser()
     manifest = read_manifest(directory)
     data = _data_path(directory, manifest)
+    n, d = manifest["n_documents"], manifest["n_features"]
     files = dict(manifest["files"])
-    if model is not None:
-        files.pop(MODEL_FILE, None)  # the caller's model replaces the stored copy
-    _verify_files(data, {**manifest, "files": files}, verify)
-    stored = manifest["model"]
-    if model is None:
-        if MODEL_FILE not in manifest["files"]:
-            raise FileFormatError(f"{directory}: no stored model; pass the model")
-        model = BilinearSimilarity.load(data / MODEL_FILE)
-        try:
-            _check_model(model, stored, directory)
-        except ModelMismatchError as exc:
-            raise FileFormatError(f"{exc} (stored model file inconsistent with the manifest)") from None
-    else:
-        _check_model(model, stored, directory)
-    arrays = {}
-    extra = {}
-    for fname in manifest["files"]:
-        if fname == MODEL_FILE:
+    split_model = f"{MODEL_W}.indptr.npy" in files
+    if model is not None:  # the caller's model replaces the stored copy
+        for fname in (MODEL_FILE, *(f"{MODEL_W}.{part}.npy" for part in ("indptr", "indices", "data"))):
+            files.pop(fname, None)
+    lazy = {}
+    if mmap and manifest.get("block_bytes") is not None and BLOCKS_FILE in files:
+        lazy = {name: check for name, check in lazy_checks(n, d).items() if f"{name}.npy" in files}
+    deferred = {f"{name}.npy" for name in lazy}
+    _verify_files(data, {**manifest, "files": files}, verify, deferred)
+    digests = _block_digests(data, manifest, verify) if deferred and verify else {}
+    arrays, extra = {}, {}
+    for fname in files:
+        if fname in (MODEL_FILE, BLOCKS_FILE):
             continue
         path = data / fname
         if fname.endswith(".npy"):
             arrays[fname[:-4]] = read_npy(path, mmap=mmap)
         else:
             extra[fname] = path
+    guards = {name: BlockGuard(data / f"{name}.npy", arrays[name], digests[f"{name}.npy"] if verify else None,
+                               check, manifest["block_bytes"]) for name, check in lazy.items()}
+    stored = manifest["model"]
+    if model is None:
+        if MODEL_FILE not in manifest["files"]:
+            raise FileFormatError(f"{directory}: no stored model; pass the model")
+        model = BilinearSimilarity.load(data / MODEL_FILE)
+        if split_model:
+            if model.W.nnz:
+                raise FileFormatError(f"{data / MODEL_FILE}: holds W although the index stores it beside it")
+            W = _stored_w(arrays, d, guards, directory)
+            model.W = W
+            for key in ("nnz", "sparsity"):
+                model.metadata.pop(key, None)
+            if isinstance(stored.get("nnz"), int):
+                model.metadata["nnz"] = stored["nnz"]
+        try:
+            # a W checked block by block on use is verified against the manifest's block digests instead
+            _check_model(model, stored, directory, checksum=not any(k.startswith(MODEL_W) for k in guards))
+        except ModelMismatchError as exc:
+            raise FileFormatError(f"{exc} (stored model file inconsistent with the manifest)") from None
+    else:
+        _check_model(model, stored, directory)
     try:
-        check_index_arrays(manifest["kind"], arrays, manifest["n_documents"], manifest["n_features"], manifest)
+        check_index_arrays(manifest["kind"], arrays, n, d, manifest, lazy=set(guards))
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
-    return StoredIndex(manifest, model, arrays, extra, directory)
+    return StoredIndex(manifest, model, arrays, extra, directory, guards)
+
+
+def lazy_checks(n: int, d: int) -> dict:
+    """The arrays a memory-mapped load checks block by block on first use, with each block's check."""
+    return {"corpus.indices": index_check(d), "corpus.data": finite_check,
+            "postings.indices": index_check(n), "postings.data": finite_check, "heavy.Z": finite_check,
+            f"{MODEL_W}.indices": index_check(d), f"{MODEL_W}.data": finite_check}
+
+
+def _stored_w(arrays: dict, d: int, guards: dict, directory: Path):
+    """W of a format-3 index from its arrays (removed from ``arrays``): checked whole, or its
+    ``indptr`` now and its indices and values block by block on use."""
+    parts = {part: arrays.pop(f"{MODEL_W}.{part}", None) for part in ("indptr", "indices", "data")}
+    if any(v is None for v in parts.values()):
+        raise FileFormatError(f"{directory}: incomplete model arrays {MODEL_W}.*")
+    try:
+        if f"{MODEL_W}.data" in guards:
+            check_csr_structure(parts["indptr"], parts["indices"], parts["data"], (d, d), "W", _F64)
+        else:
+            check_csr_arrays(parts["indptr"], parts["indices"], parts["data"], (d, d), name="W",
+                             data_dtypes=(_F64,), sorted_indices=True)
+            if parts["indptr"].dtype != _I64 or parts["indices"].dtype != _I32:
+                raise InvalidInputError("W index arrays must be int64/int32")
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
+    W = csr_from_arrays({f"W.{k}": v for k, v in parts.items()}, "W", (d, d))
+    if f"{MODEL_W}.data" not in guards:
+        W.has_sorted_indices = True
+        W.has_canonical_format = True
+    return W
+
+
+def check_csr_structure(indptr, indices, data, shape, name: str, data_dtype) -> None:
+    """The checks of a CSR matrix that read only ``indptr``: dtypes (int64 / int32 / ``data_dtype``),
+    shapes, ``indptr`` from 0 to nnz and monotone. The values of ``indices`` and ``data`` are left
+    to a :class:`~sparsesim.indexes.blocks.BlockGuard`."""
+    for label, arr, dtype in (("indptr", indptr, _I64), ("indices", indices, _I32), ("data", data, data_dtype)):
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype != np.dtype(dtype):
+            raise InvalidInputError(f"{name}.{label} holds {getattr(arr, 'shape', None)} "
+                                    f"{getattr(arr, 'dtype', None)}, expected 1-D {np.dtype(dtype)}")
+    if indptr.shape[0] != shape[0] + 1 or indices.shape != data.shape:
+        raise InvalidInputError(f"{name} arrays do not form a {shape} matrix")
+    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0]:
+        raise InvalidInputError(f"{name}.indptr must start at 0 and end at nnz={indices.shape[0]}")
+    if shape[0] and np.any(np.diff(indptr) < 0):
+        raise InvalidInputError(f"{name}.indptr is not monotone (a row would have a negative length)")
 
 
 _I64, _I32, _F64, _F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
 
 
-def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) -> None:
+def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, lazy=frozenset()) -> None:
     """One vectorised structural pass over the arrays of an index (raises InvalidInputError).
 
     Corpus: a canonical (n, d) CSR matrix (int64 indptr, int32 indices in [0, d), sorted, no
@@ -466,8 +610,12 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) 
     for name in ("ids", "corpus.indptr", "corpus.indices", "corpus.data"):
         if name not in arrays:
             raise InvalidInputError(f"missing {name}.npy")
-    check_csr_arrays(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
-                     name="corpus", index_dtypes=None, data_dtypes=(_F64,), sorted_indices=True)
+    if "corpus.data" in lazy:
+        check_csr_structure(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
+                            "corpus", _F64)
+    else:
+        check_csr_arrays(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
+                         name="corpus", index_dtypes=None, data_dtypes=(_F64,), sorted_indices=True)
     if arrays["corpus.indptr"].dtype != _I64 or arrays["corpus.indices"].dtype != _I32:
         raise InvalidInputError(f"corpus index arrays have dtypes {arrays['corpus.indptr'].dtype}/"
                                 f"{arrays['corpus.indices'].dtype}; expected int64/int32")
@@ -484,9 +632,13 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) 
         for part in ("indptr", "indices", "data"):
             if f"postings.{part}" not in arrays:
                 raise InvalidInputError(f"missing postings.{part}.npy")
-        check_csr_arrays(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"], (d, n),
-                         name="postings", data_dtypes=(_F64,) if kind == "exact" else (_F32,),
-                         sorted_indices=(kind == "exact"))
+        if "postings.data" in lazy:
+            check_csr_structure(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"],
+                                (d, n), "postings", _F64 if kind == "exact" else _F32)
+        else:
+            check_csr_arrays(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"], (d, n),
+                             name="postings", data_dtypes=(_F64,) if kind == "exact" else (_F32,),
+                             sorted_indices=(kind == "exact"))
         if arrays["postings.indptr"].dtype != _I64 or arrays["postings.indices"].dtype != _I32:
             raise InvalidInputError("postings index arrays must be int64/int32")
     if kind == "exact" and strategy is None:
@@ -501,7 +653,12 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict) 
         h = rows.shape[0]
         if h and (int(rows.min()) < 0 or int(rows.max()) >= d or np.unique(rows).shape[0] != h):
             raise InvalidInputError(f"heavy.rows must be unique feature numbers in [0, {d})")
-        check_finite_array(arrays["heavy.Z"], "heavy.Z", dtypes=(_F64,), shape=(n, h))
+        if "heavy.Z" in lazy:
+            Z = arrays["heavy.Z"]
+            if Z.dtype != _F64 or Z.shape != (n, h):
+                raise InvalidInputError(f"heavy.Z holds {Z.shape} {Z.dtype}, expected ({n}, {h}) float64")
+        else:
+            check_finite_array(arrays["heavy.Z"], "heavy.Z", dtypes=(_F64,), shape=(n, h))
         dim = manifest["params"].get("dim")
         if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0:
             for name in ("projection.V", "projection.B"):

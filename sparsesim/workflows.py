@@ -576,8 +576,9 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     if scheduler is not None:
         raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
                                 f"(build one with `index build --shards N`), or drop --scheduler")
-    index = load_index(index_dir, model=model)
-    model = index.model
+    # memory-mapped: the large arrays are checked block by block as the queries read them
+    index = load_index(index_dir, model=model, mmap=True)
+    model = index.reader_model()  # reading queries needs no W
     if texts is not None:
         qnames, Q = list(texts), _text_queries(model, texts)
     else:

@@ -1,0 +1,122 @@
+"""Memory-mapped indexes check their large arrays block by block on first use, before a query reads them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.data.synthetic import rcv1_like
+from sparsesim.exceptions import FileFormatError
+from sparsesim.indexes import build_index, load_index
+from sparsesim.indexes.blocks import BLOCK_BYTES
+from sparsesim.models import BilinearSimilarity
+
+N, D = 1500, 3000
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return rcv1_like(N, n_features=D, nnz_per_doc=30, n_classes=5, class_vocab=300, seed=3).X
+
+
+@pytest.fixture(scope="module")
+def model():
+    W = sp.random(D, D, density=0.05, random_state=1, format="csr") * 0.05
+    return BilinearSimilarity(W)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, corpus, model):
+    """Two ann indexes: every row of W scattered at query time (``light``), and heavy rows in Z."""
+    root = tmp_path_factory.mktemp("blocks")
+    common = dict(kind="ann", target_recall=None, n_postings=512, sparse_pool=50)
+    build_index(model, corpus, rerank_memory=0, **common).save(root / "light")
+    build_index(model, corpus, rerank_memory=16 << 20, heavy_min_nnz=1, **common).save(root / "heavy")
+    return root
+
+
+def _copy(saved, tmp_path, name):
+    shutil.copytree(saved / name, tmp_path / name)
+    path = tmp_path / name
+    return path, path / json.loads((path / "manifest.json").read_text())["data_dir"]
+
+
+def _poke(path, value, dtype):
+    """Overwrite one element in the middle of the array of a .npy file (same size)."""
+    arr = np.load(path, mmap_mode="r+")
+    flat = arr.reshape(-1)
+    flat[flat.size // 2] = np.array(value, dtype=dtype)
+    arr.flush()
+    del arr
+
+
+def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus):
+    index = load_index(saved / "heavy", mmap=True)
+    guards = index._guards
+    assert {"corpus.data", "corpus.indices", "postings.data", "postings.indices", "heavy.Z",
+            "model.W.data", "model.W.indices"} <= set(guards)
+    assert all(g.pending == g.n_blocks and g.n_blocks >= 1 for g in guards.values())  # nothing hashed at load
+    assert guards["heavy.Z"].n_blocks > 100
+    ids, scores = index.query(corpus[:1], top_k=10)
+    z = guards["heavy.Z"]
+    assert 0 < z.n_blocks - z.pending < z.n_blocks  # only the blocks of the candidates' rows
+    eager = load_index(saved / "heavy")
+    ids2, scores2 = eager.query(corpus[:1], top_k=10)
+    np.testing.assert_array_equal(np.array(ids), np.array(ids2))
+    np.testing.assert_array_equal(scores, scores2)
+    # reaching a whole array from outside the query path checks all of it first
+    assert index.Z_ is not None and z.pending == 0
+    index.verify_all()
+    assert all(g.pending == 0 for g in guards.values())
+
+
+@pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "model.W.indices"),
+                                         ("light", "corpus.data"), ("light", "corpus.indices"),
+                                         ("light", "postings.data"), ("light", "postings.indices"),
+                                         ("heavy", "heavy.Z")])
+def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, victim):
+    path, data = _copy(saved, tmp_path, name)
+    raw = bytearray((data / f"{victim}.npy").read_bytes())
+    assert len(raw) > 2 * BLOCK_BYTES
+    raw[len(raw) // 2] ^= 0x01
+    (data / f"{victim}.npy").write_bytes(bytes(raw))
+    index = load_index(path, mmap=True)  # the large arrays are not hashed at load
+    with pytest.raises(FileFormatError, match="sha256 mismatch in bytes"):
+        index.query(corpus, top_k=10)  # every document as a query: every block is read
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        load_index(path, mmap=False)  # read whole: hashed whole at load
+
+
+def test_untouched_corrupt_block_found_by_verify_all(saved, corpus, tmp_path):
+    path, data = _copy(saved, tmp_path, "heavy")
+    raw = bytearray((data / "heavy.Z.npy").read_bytes())
+    raw[-3] ^= 0x01  # the last document's re-ranking values
+    (data / "heavy.Z.npy").write_bytes(bytes(raw))
+    index = load_index(path, mmap=True)
+    index.query(corpus[:1], top_k=5)  # answers: its candidates' blocks are intact
+    assert not index._guards["heavy.Z"].done[-1]
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        index.verify_all()
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        load_index(path, mmap=True).Z_  # the whole table, from outside the query path
+
+
+@pytest.mark.parametrize("victim,value,dtype,match", [
+    ("postings.indices", 2**30, np.int32, r"outside \[0, 1500\)"),
+    ("corpus.indices", -5, np.int32, r"outside \[0, 3000\)"),
+    ("model.W.indices", 2**31 - 1, np.int32, r"outside \[0, 3000\)"),
+    ("corpus.data", np.nan, np.float64, "NaN or infinite"),
+    ("postings.data", np.inf, np.float32, "NaN or infinite"),
+])
+def test_out_of_range_values_refused_before_a_kernel_reads_them(saved, corpus, tmp_path, victim, value, dtype, match):
+    path, data = _copy(saved, tmp_path, "light")
+    _poke(data / f"{victim}.npy", value, dtype)
+    index = load_index(path, mmap=True, verify=False)  # no hashing: the structural checks still run
+    with pytest.raises(FileFormatError, match=match):
+        index.query(corpus, top_k=10)
+    with pytest.raises(FileFormatError):
+        load_index(path, mmap=False, verify=False)
