@@ -24,7 +24,8 @@ from sparsesim.validation import (bounded, check_bool, check_dense_request, chec
 from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
-from .storage import check_faiss, read_index, read_manifest, save_index
+from .storage import (check_faiss, derived_arrays_checked, mark_derived_arrays_checked, read_index, read_manifest,
+                      save_index)
 from .verify import verify_derived
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
@@ -68,7 +69,11 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     -----
     Besides the file checks of :func:`~sparsesim.indexes.storage.read_index`, the arrays derived
     from the corpus and the model (posting values, re-ranking values, projections) are checked
-    against them with randomized probes (:func:`~sparsesim.indexes.verify.verify_derived`).
+    against them with randomized probes (:func:`~sparsesim.indexes.verify.verify_derived`) --
+    once per index content: an index this user saved or loaded with that check passing is
+    recorded by its manifest checksum in the user's cache directory
+    (:func:`~sparsesim.indexes.storage.derived_arrays_checked`), and its bytes are bound to that
+    checksum by the file and block checksums (``verify=False`` always runs the check).
     """
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
     if stored.kind not in INDEX_KINDS:
@@ -80,10 +85,15 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         except InvalidInputError as exc:
             raise FileFormatError(f"{stored.extra_files.get('faiss.index', stored.directory)}: "
                                   f"{bounded(exc, 300)}") from None
-    try:
-        verify_derived(index)  # arrays derived from corpus + model, against them (indexes/verify.py)
-    except FileFormatError as exc:
-        raise FileFormatError(f"{stored.directory}: {bounded(exc, 300)}") from None
+    # arrays derived from corpus + model, against them (indexes/verify.py): once per index content
+    # (a checked or self-written index is bound to its bytes by the manifest's checksums)
+    if not (verify and derived_arrays_checked(stored.manifest)):
+        try:
+            verify_derived(index)
+        except FileFormatError as exc:
+            raise FileFormatError(f"{stored.directory}: {bounded(exc, 300)}") from None
+        if verify:
+            mark_derived_arrays_checked(stored.manifest.get("manifest_checksum"))
     return index
 
 

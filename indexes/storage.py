@@ -215,7 +215,8 @@ def _write_version(index, vdir: Path) -> dict:
     return files
 
 
-def _write_manifest(path: Path, manifest: dict):
+def _write_manifest(path: Path, manifest: dict) -> str:
+    """Write the manifest with its checksum; returns the checksum."""
     manifest = json.loads(dumps_strict(manifest))  # plain JSON types (what a reader will hash)
     manifest["manifest_checksum"] = manifest_checksum(manifest)
     text = dumps_strict(manifest, indent=2, sort_keys=True)
@@ -224,6 +225,39 @@ def _write_manifest(path: Path, manifest: dict):
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+    return manifest["manifest_checksum"]
+
+
+def _checked_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("sparsesim")) / "checked-indexes"
+
+
+def derived_arrays_checked(manifest: dict) -> bool:
+    """Whether the derived arrays of exactly this index content were checked before by this user.
+
+    A marker named by the manifest checksum in the user's cache directory (written by this
+    user's sparsesim only: after :func:`save_index`, or after a load whose derived-array check
+    passed). The manifest checksum covers the sha256 of every file and of every block, so bytes
+    that pass those checksums are the bytes that were checked.
+    """
+    checksum = manifest.get("manifest_checksum")
+    return isinstance(checksum, str) and bool(_HEX64.match(checksum)) and (_checked_dir() / checksum).is_file()
+
+
+def mark_derived_arrays_checked(checksum: str | None) -> None:
+    """Record that the index of manifest checksum ``checksum`` passed (best effort: an unwritable
+    cache directory only means the check runs again at the next load)."""
+    if not isinstance(checksum, str) or not _HEX64.match(checksum):
+        return
+    try:
+        directory = _checked_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / checksum, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _sweep_inside(directory: Path, keep: str):
@@ -274,7 +308,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             try:
                 (tmp / data_dir).mkdir(mode=0o777)
                 manifest["files"] = _write_version(index, tmp / data_dir)
-                _write_manifest(tmp / MANIFEST, manifest)
+                checksum = _write_manifest(tmp / MANIFEST, manifest)
                 fsync_path(tmp, directory=True)
                 try:
                     os.rename(tmp, directory)
@@ -287,6 +321,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            mark_derived_arrays_checked(checksum)  # written from this process's own arrays
             return directory
         old = _read_manifest_loose(directory)
         vdir = directory / data_dir
@@ -294,7 +329,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
         try:
             vdir.mkdir(mode=0o777)
             manifest["files"] = _write_version(index, vdir)
-            _write_manifest(pending, manifest)
+            checksum = _write_manifest(pending, manifest)
             os.replace(pending, directory / MANIFEST)  # the one atomic step
             fsync_dir(directory)
         except BaseException:
@@ -302,6 +337,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             if pending.exists():
                 pending.unlink()
             raise
+        mark_derived_arrays_checked(checksum)
         # the new version is in place; remove the old one
         if old is not None and old.get("data_dir") is None:
             for fname in old.get("files", {}) if isinstance(old.get("files"), dict) else ():

@@ -32,13 +32,13 @@ from hypothesis import strategies as st  # noqa: E402
 from sparsesim.checks import fast_params, learner_kind, make_problem  # noqa: E402
 from sparsesim.exceptions import FileFormatError, SparsesimError  # noqa: E402
 from sparsesim.models import BilinearSimilarity  # noqa: E402
-from sparsesim.persistence import bundle_checksum, file_sha256  # noqa: E402
+from sparsesim.persistence import bundle_checksum  # noqa: E402
 from sparsesim.registry import ALGORITHMS, make_estimator  # noqa: E402
 from sparsesim.validation import check_csr  # noqa: E402
 from clitools import run_cli  # noqa: E402
 
 from sparsesim.indexes import build_index, load_index  # noqa: E402
-from sparsesim.indexes.blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests  # noqa: E402
+from indextools import rehash_index  # noqa: E402
 from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
 
 LONG = os.environ.get("SPARSESIM_FUZZ_LONG", "") not in ("", "0")
@@ -332,21 +332,7 @@ def index_dirs(tmp_path_factory):
 
 
 def _rehash(directory: Path):
-    manifest = json.loads((directory / "manifest.json").read_text())
-    data = directory / manifest["data_dir"]
-    blocks = []
-    for fname, facts in sorted(manifest["files"].items()):
-        if fname == BLOCKS_FILE:
-            continue
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"], digests = file_digests(data / fname, manifest.get("block_bytes") or BLOCK_BYTES)
-        blocks.append(digests)
-    if BLOCKS_FILE in manifest["files"]:  # the per-block checksums too
-        (data / BLOCKS_FILE).write_bytes(b"".join(blocks))
-        manifest["files"][BLOCKS_FILE] = {"bytes": (data / BLOCKS_FILE).stat().st_size,
-                                          "sha256": file_sha256(data / BLOCKS_FILE)}
-    manifest["manifest_checksum"] = manifest_checksum(manifest)
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    rehash_index(directory)
 
 
 @settings(max_examples=50 * SCALE, **FUZZ)

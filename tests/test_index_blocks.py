@@ -115,8 +115,7 @@ def test_untouched_corrupt_block_found_by_verify_all(saved, corpus, tmp_path):
 def test_out_of_range_values_refused_before_a_kernel_reads_them(saved, corpus, tmp_path, victim, value, dtype, match):
     path, data = _copy(saved, tmp_path, "light")
     _poke(data / f"{victim}.npy", value, dtype)
-    index = load_index(path, mmap=True, verify=False)  # no hashing: the structural checks still run
-    with pytest.raises(FileFormatError, match=match):
-        index.query(corpus, top_k=10)
+    with pytest.raises(FileFormatError, match=match):  # no hashing: the structural checks still run
+        load_index(path, mmap=True, verify=False).query(corpus, top_k=10)
     with pytest.raises(FileFormatError):
         load_index(path, mmap=False, verify=False)

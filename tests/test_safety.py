@@ -19,13 +19,13 @@ from sparsesim.exceptions import (ConcurrentWriteError, FileFormatError, Invalid
                                   SparsesimError, UnsafeTargetError)
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import (atomic_write, bundle_checksum, check_output_file, dumps_strict, file_sha256,
+from sparsesim.persistence import (atomic_write, bundle_checksum, check_output_file, dumps_strict,
                                    read_npz, sweep_stale_temps, target_lock)
 from sparsesim.validation import (check_bool, check_csr, check_float, check_int, check_labels, check_random_state)
 
 from sparsesim.indexes import build_index, load_index
-from sparsesim.indexes.blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
-from sparsesim.indexes.storage import manifest_checksum
+
+from indextools import rehash_index  # noqa: E402
 
 
 def _hostile_csr(n=4, d=6, indices=None, indptr=None, data=None):
@@ -234,25 +234,8 @@ def _copy_index(src: Path, dst: Path) -> Path:
 
 
 def _rehash(directory: Path, manifest_edit=None):
-    """Recompute every sha256 and the manifest checksum (a hostile, consistent index)."""
-    mpath = directory / "manifest.json"
-    manifest = json.loads(mpath.read_text())
-    data = directory / manifest["data_dir"]
-    blocks = []
-    for fname, facts in sorted(manifest["files"].items()):
-        if fname == BLOCKS_FILE:
-            continue
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"], digests = file_digests(data / fname, manifest.get("block_bytes") or BLOCK_BYTES)
-        blocks.append(digests)
-    if BLOCKS_FILE in manifest["files"]:  # the per-block checksums too
-        (data / BLOCKS_FILE).write_bytes(b"".join(blocks))
-        manifest["files"][BLOCKS_FILE] = {"bytes": (data / BLOCKS_FILE).stat().st_size,
-                                          "sha256": file_sha256(data / BLOCKS_FILE)}
-    if manifest_edit:
-        manifest_edit(manifest)
-    manifest["manifest_checksum"] = manifest_checksum(manifest)
-    mpath.write_text(json.dumps(manifest))
+    """Recompute every checksum (a hostile, consistent index)."""
+    rehash_index(directory, manifest_edit)
 
 
 def _edit_array(directory: Path, name: str, fn):

@@ -13,11 +13,11 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import FileFormatError
 from sparsesim.indexes import build_index, load_index
-from sparsesim.indexes.storage import manifest_checksum
 from sparsesim.indexes.verify import verify_derived
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import file_sha256
+
+from indextools import rehash_index  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +48,7 @@ def _edit(directory: Path, name: str, fn):
     new = np.asarray(fn(arr)).astype(arr.dtype)
     assert new.shape == arr.shape and np.all(np.isfinite(new)) and not np.array_equal(new, arr)
     np.save(path, new, allow_pickle=False)
-    for fname, facts in manifest["files"].items():
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"] = file_sha256(data / fname)
-    manifest["manifest_checksum"] = manifest_checksum(manifest)
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    rehash_index(directory)
 
 
 def _one(a, f):
