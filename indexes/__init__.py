@@ -85,6 +85,8 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         except InvalidInputError as exc:
             raise FileFormatError(f"{stored.extra_files.get('faiss.index', stored.directory)}: "
                                   f"{bounded(exc, 300)}") from None
+    # what a later save(overwrite=True) to this directory checks: nobody replaced it meanwhile
+    index.loaded_from_ = (str(stored.directory.resolve()), stored.manifest.get("manifest_checksum"))
     # arrays derived from corpus + model, against them (indexes/verify.py): once per index content
     # (a checked or self-written index is bound to its bytes by the manifest's checksums)
     if not (verify and derived_arrays_checked(stored.manifest)):

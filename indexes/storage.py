@@ -60,7 +60,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparsesim import __version__
-from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError, UnsafeTargetError
+from sparsesim.exceptions import (ConcurrentWriteError, FileFormatError, InvalidInputError, ModelMismatchError,
+                                  UnsafeTargetError)
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import (csr_from_arrays, dumps_strict, file_sha256, fsync_dir, fsync_path, loads_strict, make_temp_dir, read_npy,
                                    sweep_stale_temps, target_lock, file_mode)
@@ -260,6 +261,18 @@ def mark_derived_arrays_checked(checksum: str | None) -> None:
         pass
 
 
+def _check_unchanged_since_load(index, directory: Path):
+    """Refuse to replace the index directory ``index`` was loaded from if another writer replaced it
+    since (a read-modify-write must not lose that writer's update)."""
+    source = getattr(index, "loaded_from_", None)
+    if source is None or source[0] != str(directory.resolve()):
+        return
+    current = _read_manifest_loose(directory)
+    if current is None or current.get("manifest_checksum") != source[1]:
+        raise ConcurrentWriteError(f"{directory} was written by another process since this index was loaded from it; "
+                                   "load it again and repeat the change (nothing was written)")
+
+
 def _sweep_inside(directory: Path, keep: str):
     """Remove version directories other than ``keep`` and stale temporaries inside an index directory."""
     for entry in directory.iterdir():
@@ -322,7 +335,9 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             mark_derived_arrays_checked(checksum)  # written from this process's own arrays
+            index.loaded_from_ = (str(directory.resolve()), checksum)
             return directory
+        _check_unchanged_since_load(index, directory)
         old = _read_manifest_loose(directory)
         vdir = directory / data_dir
         pending = directory / f".{MANIFEST}.sparsesim-{os.getpid()}-{data_dir}.tmp"
@@ -331,6 +346,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
             manifest["files"] = _write_version(index, vdir)
             checksum = _write_manifest(pending, manifest)
             os.replace(pending, directory / MANIFEST)  # the one atomic step
+            index.loaded_from_ = (str(directory.resolve()), checksum)
             fsync_dir(directory)
         except BaseException:
             shutil.rmtree(vdir, ignore_errors=True)

@@ -479,13 +479,15 @@ def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path
     rewrite it atomically; the candidate postings are kept (see ``AnnIndex.calibrate``)."""
     from .indexes import load_index
 
-    index = load_index(index_dir)
-    if not hasattr(index, "calibrate"):
-        raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
-    model = BilinearSimilarity.load(model_path) if model_path is not None else None
-    queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
-    record = index.calibrate(queries, target_recall=target_recall, model=model)
-    index.save(index_dir, overwrite=True)
+    check_index_target(index_dir, overwrite=True)
+    with target_lock(index_dir):  # from the read to the write: a concurrent `index add` is not lost
+        index = load_index(index_dir)
+        if not hasattr(index, "calibrate"):
+            raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
+        model = BilinearSimilarity.load(model_path) if model_path is not None else None
+        queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
+        record = index.calibrate(queries, target_recall=target_recall, model=model)
+        index.save(index_dir, overwrite=True)
     return {"index": str(index_dir), "calibration": record}
 
 

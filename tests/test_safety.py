@@ -612,3 +612,56 @@ def test_train_out_written_meanwhile_by_another_run_is_refused(tmp_path, monkeyp
     monkeypatch.setattr(OASIS, "fit", real_fit)
     summary = workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0)  # alone: replaces
     assert summary["model"] == str(out) and BilinearSimilarity.load(out).n_features > 0
+
+
+def test_library_read_modify_write_never_loses_another_writers_update(add_setup, tmp_path):
+    """Two processes load one index, each adds documents and saves over it: the second save fails
+    (ConcurrentWriteError, nothing written) instead of silently dropping the first one's documents."""
+    import shutil
+
+    from sklearn.datasets import load_svmlight_file
+
+    root = add_setup
+    shutil.copytree(root / "base", tmp_path / "idx")
+    mine = load_index(tmp_path / "idx")
+    proc = _spawn_add(tmp_path / "idx", root / "b.svm")  # the other writer completes meanwhile
+    assert proc.wait(timeout=180) == 0, proc.stderr.read()
+    X, _ = load_svmlight_file(str(root / "a.svm"), n_features=50, zero_based=True)
+    mine.add(X, ids=list(range(1000, 1000 + X.shape[0])))
+    with pytest.raises(ConcurrentWriteError, match="since this index was loaded"):
+        mine.save(tmp_path / "idx", overwrite=True)
+    assert load_index(tmp_path / "idx").n_documents == 250  # the other writer's documents are kept
+    fresh = load_index(tmp_path / "idx")  # loaded again: the change can be repeated
+    fresh.add(X, ids=list(range(1000, 1000 + X.shape[0])))
+    fresh.save(tmp_path / "idx", overwrite=True)
+    fresh.add(X[:2], ids=[5000, 5001])
+    fresh.save(tmp_path / "idx", overwrite=True)  # its own earlier save is not "another writer"
+    assert load_index(tmp_path / "idx").n_documents == 302
+
+
+def test_calibrate_and_add_at_once_keep_both(tmp_path, monkeypatch):
+    """`index calibrate` holds the index's lock from its read to its write: an `index add` started
+    meanwhile waits, and the index ends with the new calibration and the added documents."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from sparsesim.indexes.ann import AnnIndex
+    from sparsesim.workflows import calibrate_index
+
+    X = sp.random(260, 40, density=0.15, format="csr", random_state=3)
+    y = np.repeat(np.arange(2), 130)
+    model = OASIS(n_triplets=200, random_state=0).fit(X[:200], y[:200]).model_
+    build_index(model, X[:200], kind="ann", n_postings=50, target_recall=None).save(tmp_path / "ann")
+    dump_svmlight_file(X[200:], y[200:], str(tmp_path / "new.svm"), zero_based=True)
+    real = AnnIndex.calibrate
+    spawned = []
+
+    def calibrate_while_another_adds(self, *args, **kwargs):
+        spawned.append(_spawn_add(tmp_path / "ann", tmp_path / "new.svm"))
+        time.sleep(3.0)  # the add would finish here if it were not waiting for the lock
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AnnIndex, "calibrate", calibrate_while_another_adds)
+    calibrate_index(tmp_path / "ann", target_recall=0.9)
+    assert spawned[0].wait(timeout=180) == 0, spawned[0].stderr.read()
+    index = load_index(tmp_path / "ann")
+    assert index.n_documents == 260 and index.calibration_ is not None
