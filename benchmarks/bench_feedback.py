@@ -16,7 +16,8 @@
 
 Usage::
 
-    SPARSESIM_DATA=../shared/data python benchmarks/bench_feedback.py [--documents 3000] [--budget 3000]
+    SPARSESIM_DATA=../shared/data python benchmarks/bench_feedback.py [--documents 3000] [--budget 3000] [--rate R]
+        [--drift N] [--active LABELS --active-seeds S] [--skip-serve]
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def main():
     ap.add_argument("--active", type=int, default=0, help="also compare /ask-selected with random feedback "
                     "at equal label counts, in process, up to this many labels")
     ap.add_argument("--lam", type=float, default=None, help="learn with SORS-I (L1 weight lam) instead of OASIS")
+    ap.add_argument("--active-seeds", type=int, default=1, help="--active: question streams (seeds 1..N) to "
+                    "average over")
+    ap.add_argument("--skip-serve", action="store_true", help="only the in-process parts (--active, --drift)")
     ap.add_argument("--rate", type=float, default=0.0, help="send feedback at this many triplets/s (0: as fast as "
                     "the server takes it)")
     ap.add_argument("--drift", type=int, default=0, help="also measure, in process, the recall@10 of candidates "
@@ -109,109 +113,116 @@ def main():
     learner.partial_fit_triplets(X, triplets[:n0])
     model = learner.model_
     print(f"offline model: {n0} triplets, nnz(W) {model.W.nnz}, {time.perf_counter() - t:.1f} s", flush=True)
-    ids = np.arange(X.shape[0])
-    with tempfile.TemporaryDirectory() as tmp:
-        build_index(model, X, kind="exact").save(Path(tmp) / "index")
-        port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(Path(tmp) / "index"),
-                                 "--port", str(port), "--learn", "--snapshot", str(Path(tmp) / "snap.npz"),
-                                 "--snapshot-every", str(args.budget), "--max-concurrency", "1"],
-                                stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                httpx.get(base + "/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        client = httpx.Client(base_url=base, timeout=60)
-        qbodies = [{"vectors": [vec(Xq[i])], "top_k": 10} for i in range(Xq.shape[0])]
-        client.post("/query", json=qbodies[0])
-        t_idle = time.perf_counter()
-        before = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
-        idle_qps = len(qbodies) / (time.perf_counter() - t_idle)
-        map_before = map10([[h["id"] for h in r] for r in before], qy, y)
+    result = {"learner": type(make()).__name__, "documents": args.documents, "eval_queries": args.eval,
+              "features": args.features, "budget": args.budget, "offline_triplets": n0,
+              "note": "measured on a shared, heavily loaded 2-core machine"}
+    if not args.skip_serve:
+        ids = np.arange(X.shape[0])
+        with tempfile.TemporaryDirectory() as tmp:
+            build_index(model, X, kind="exact").save(Path(tmp) / "index")
+            port = free_port()
+            proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(Path(tmp) / "index"),
+                                     "--port", str(port), "--learn", "--snapshot", str(Path(tmp) / "snap.npz"),
+                                     "--snapshot-every", str(args.budget), "--max-concurrency", "1"],
+                                    stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(600):
+                try:
+                    httpx.get(base + "/health", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            client = httpx.Client(base_url=base, timeout=60)
+            qbodies = [{"vectors": [vec(Xq[i])], "top_k": 10} for i in range(Xq.shape[0])]
+            client.post("/query", json=qbodies[0])
+            t_idle = time.perf_counter()
+            before = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
+            idle_qps = len(qbodies) / (time.perf_counter() - t_idle)
+            map_before = map10([[h["id"] for h in r] for r in before], qy, y)
 
-        done = threading.Event()
-        answers = []  # (time, latency, query row, ids, version)
+            done = threading.Event()
+            answers = []  # (time, latency, query row, ids, version)
 
-        def query_loop():
-            with httpx.Client(base_url=base, timeout=60) as c:
-                i = 0
-                while not done.is_set():
-                    q = i % len(qbodies)
-                    s = time.perf_counter()
-                    r = c.post("/query", json=qbodies[q]).json()
-                    answers.append((time.perf_counter(), time.perf_counter() - s, q,
-                                    [h["id"] for h in r["results"][0]], r["version"]))
-                    i += 1
+            def query_loop():
+                with httpx.Client(base_url=base, timeout=60) as c:
+                    i = 0
+                    while not done.is_set():
+                        q = i % len(qbodies)
+                        s = time.perf_counter()
+                        r = c.post("/query", json=qbodies[q]).json()
+                        answers.append((time.perf_counter(), time.perf_counter() - s, q,
+                                        [h["id"] for h in r["results"][0]], r["version"]))
+                        i += 1
 
-        fb = triplets[n0:]
-        qt = threading.Thread(target=query_loop)
-        start = time.perf_counter()
-        qt.start()
-        applied_log = []
-        for lo in range(0, len(fb), args.batch):
-            if args.rate > 0:  # pace: batch lo is due at start + lo / rate
-                time.sleep(max(0.0, start + lo / args.rate - time.perf_counter()))
-            body = [{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in fb[lo:lo + args.batch]]
-            r = client.post("/feedback", json=body)
-            assert r.status_code == 202, r.text
-            applied_log.append((time.perf_counter(), r.json()["applied"]))
-        sent_done = time.perf_counter()
-        while True:
+            fb = triplets[n0:]
+            qt = threading.Thread(target=query_loop)
+            start = time.perf_counter()
+            qt.start()
+            applied_log = []
+            for lo in range(0, len(fb), args.batch):
+                if args.rate > 0:  # pace: batch lo is due at start + lo / rate
+                    time.sleep(max(0.0, start + lo / args.rate - time.perf_counter()))
+                body = [{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in fb[lo:lo + args.batch]]
+                r = client.post("/feedback", json=body)
+                assert r.status_code == 202, r.text
+                applied_log.append((time.perf_counter(), r.json()["applied"]))
+            sent_done = time.perf_counter()
+            while True:
+                info = client.get("/info").json()["feedback"]
+                applied_log.append((time.perf_counter(), info["applied"]))
+                if info["applied"] >= len(fb):
+                    break
+                time.sleep(0.05)
+            applied_done = time.perf_counter()
+            time.sleep(1.0)
+            done.set()
+            qt.join()
+            after = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
+            map_after = map10([[h["id"] for h in r] for r in after], qy, y)
             info = client.get("/info").json()["feedback"]
-            applied_log.append((time.perf_counter(), info["applied"]))
-            if info["applied"] >= len(fb):
-                break
-            time.sleep(0.05)
-        applied_done = time.perf_counter()
-        time.sleep(1.0)
-        done.set()
-        qt.join()
-        after = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
-        map_after = map10([[h["id"] for h in r] for r in after], qy, y)
-        info = client.get("/info").json()["feedback"]
-        proc.terminate()
-        proc.wait(60)
+            proc.terminate()
+            proc.wait(60)
 
-    # offline: the same learner continued on the same triplets, exact scores
-    off = make()
-    off.partial_fit_triplets(X, triplets)
-    scores = off.model_.score_matrix(Xq, X)
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
-    map_offline = map10([ids[t] for t in top], qy, y)
+        # offline: the same learner continued on the same triplets, exact scores
+        off = make()
+        off.partial_fit_triplets(X, triplets)
+        scores = off.model_.score_matrix(Xq, X)
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+        map_offline = map10([ids[t] for t in top], qy, y)
 
-    during = [a for a in answers if a[0] <= applied_done]
-    lat = np.array([a[1] for a in during]) * 1000
-    window = max(applied_done - start, 1e-9)
-    curve = []
-    edges = np.linspace(start, applied_done, 6)
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        part = [a for a in answers if lo <= a[0] < hi]
-        if part:
-            applied = max([n for t_, n in applied_log if t_ <= hi] or [0])
-            curve.append({"seconds": round(hi - start, 1), "feedback_applied": applied,
-                          "served_map10": round(_window_map(part, qy, y), 4), "answers": len(part)})
-    result = {
-        "learner": type(off).__name__ + ("" if args.lam is None else f" lam={args.lam}"),
-        "documents": args.documents, "eval_queries": args.eval, "features": args.features,
-        "budget": args.budget, "offline_triplets": n0, "feedback_triplets": len(fb), "batch": args.batch,
-        "map10_before": round(map_before, 4), "map10_served_after": round(map_after, 4),
-        "map10_offline_same_triplets": round(map_offline, 4),
-        "feedback_per_s": round(len(fb) / (applied_done - start), 1),
-        "feedback_sent_seconds": round(sent_done - start, 2), "feedback_applied_seconds": round(applied_done - start, 2),
-        "queries_per_s_during_updates": round(len(during) / window, 1),
-        "queries_per_s_before_feedback": round(idle_qps, 1), "feedback_rate_asked": args.rate or None,
-        "latency_ms_p50": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
-        "latency_ms_p99": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
-        "model_versions": info["version"], "curve": curve,
-        "note": "measured on a shared, heavily loaded 2-core machine",
-    }
+        during = [a for a in answers if a[0] <= applied_done]
+        lat = np.array([a[1] for a in during]) * 1000
+        window = max(applied_done - start, 1e-9)
+        curve = []
+        edges = np.linspace(start, applied_done, 6)
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            part = [a for a in answers if lo <= a[0] < hi]
+            if part:
+                applied = max([n for t_, n in applied_log if t_ <= hi] or [0])
+                curve.append({"seconds": round(hi - start, 1), "feedback_applied": applied,
+                              "served_map10": round(_window_map(part, qy, y), 4), "answers": len(part)})
+        result.update({
+            "learner": type(off).__name__ + ("" if args.lam is None else f" lam={args.lam}"),
+            "documents": args.documents, "eval_queries": args.eval, "features": args.features,
+            "budget": args.budget, "offline_triplets": n0, "feedback_triplets": len(fb), "batch": args.batch,
+            "map10_before": round(map_before, 4), "map10_served_after": round(map_after, 4),
+            "map10_offline_same_triplets": round(map_offline, 4),
+            "feedback_per_s": round(len(fb) / (applied_done - start), 1),
+            "feedback_sent_seconds": round(sent_done - start, 2), "feedback_applied_seconds": round(applied_done - start, 2),
+            "queries_per_s_during_updates": round(len(during) / window, 1),
+            "queries_per_s_before_feedback": round(idle_qps, 1), "feedback_rate_asked": args.rate or None,
+            "latency_ms_p50": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
+            "latency_ms_p99": round(float(np.percentile(lat, 99)), 1) if lat.size else None,
+            "model_versions": info["version"], "curve": curve,
+        })
     if args.drift:
         result["candidate_drift"] = candidate_drift(make, X, triplets, n0, args.drift)
     if args.active:
-        result["active_vs_random"] = active_vs_random(make, X, y, Xq, qy, triplets[:n0], args.active)
+        runs = [active_vs_random(make, X, y, Xq, qy, triplets[:n0], args.active, seed=seed)
+                for seed in range(1, args.active_seeds + 1)]
+        result["active_vs_random"] = {"seeds": list(range(1, args.active_seeds + 1)), "runs": runs, "mean_map10": {
+            mode: [round(float(np.mean([r[mode][i]["map10"] for r in runs])), 4) for i in range(len(runs[0][mode]))]
+            for mode in runs[0]}}
     print(json.dumps(result, indent=1))
 
 
