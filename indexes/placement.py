@@ -8,7 +8,8 @@ into one :class:`~sparsesim.exceptions.ClusterError` (never a partial answer).
 
 from __future__ import annotations
 
-import time
+from concurrent.futures import CancelledError
+
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +17,7 @@ import scipy.sparse as sp
 from sparsesim.distributed import require_distributed, worker_addresses
 from sparsesim.exceptions import ClusterError, FileFormatError, InvalidInputError, ModelMismatchError
 
-from .shard import call_shard, read_model
+from .shard import call_shard, read_model, stack_parts
 
 __all__ = ["InProcess", "OnCluster"]
 
@@ -42,6 +43,23 @@ class InProcess:
             extra = () if shared is None else (shared,)
             out.append(getattr(shard, method)(*extra, *args))
         return out
+
+    def search_shared(self, Qp, k, n_jobs, expanding, blocks, block_bytes):
+        """Every shard's (positions, scores, ids) for the prepared queries ``Qp``.
+
+        The shards listed in ``expanding`` score each query block of ``blocks`` (``(lo, hi)``
+        pairs) from one transformed block, formed once by the first of them; the others search
+        ``Qp`` as usual. ``block_bytes`` (the size of one transformed block) only matters on a
+        cluster.
+        """
+        per = {i: [] for i in expanding}
+        for lo, hi in blocks:
+            qmt = self.shards[expanding[0]].expand(Qp, lo, hi)
+            for i in expanding:
+                per[i].append(self.shards[i].search_expanded(qmt, k, n_jobs))
+            del qmt
+        return [stack_parts(per[i]) if i in per else shard.search(Qp, k, n_jobs)
+                for i, shard in enumerate(self.shards)]
 
     def release(self):
         self.shards = []
@@ -106,6 +124,52 @@ class OnCluster:
             raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: {exc}") from None
         return self._wait(tasks, what)
 
+    wave_bytes = 128 << 20  # transformed query blocks in flight per expanding worker
+
+    def search_shared(self, Qp, k, n_jobs, expanding, blocks, block_bytes):
+        """:meth:`InProcess.search_shared` on the cluster: every query block is transformed once,
+        by a task on one of the workers that hold expanding shards (in turn), and every expanding
+        shard scores it where it lives (Dask moves the block to the other workers). Blocks go in
+        waves of at most ``wave_bytes`` of transformed queries per expanding worker."""
+        what = "running 'search' on the shards"
+        self._raise_if_lost([], what)
+        expanders = list({self.workers[i]: i for i in reversed(expanding)}.values())
+        wave = max(len(expanders), min(8 * len(expanders), self.wave_bytes * len(expanders) // max(block_bytes, 1)))
+        plain, pending = [], []
+        per = {i: [] for i in expanding}
+        try:
+            try:
+                [ref] = self.client.scatter([Qp], workers=sorted(set(self.workers)), broadcast=True, hash=False)
+                plain = [(i, self._submit(call_shard, fut, "search", ref, k, n_jobs, worker=worker))
+                         for i, (fut, worker) in enumerate(zip(self.futures, self.workers)) if i not in per]
+                for start in range(0, len(blocks), wave):
+                    tasks = []
+                    for b, (lo, hi) in enumerate(blocks[start:start + wave], start):
+                        s = expanders[b % len(expanders)]
+                        block = self._submit(call_shard, self.futures[s], "expand", ref, lo, hi, worker=self.workers[s])
+                        tasks += [(i, self._submit(call_shard, self.futures[i], "search_expanded", block, k, n_jobs,
+                                                   worker=self.workers[i])) for i in expanding]
+                        del block  # the scheduler keeps it until its searches are done, no longer
+                    pending.append(tasks)
+                    if len(pending) > 1:  # the next wave is queued behind this one: no idle gap
+                        self._collect(pending.pop(0), per, what)
+            except ClusterError:
+                raise
+            except Exception as exc:  # a worker vanished between the check and the scatter
+                self._raise_if_lost([t for _, t in plain], what)
+                raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: {exc}") from None
+            for tasks in pending:
+                self._collect(tasks, per, what)
+            found = dict(zip([i for i, _ in plain], self._wait([t for _, t in plain], what))) if plain else {}
+        except BaseException:
+            self.client.cancel([t for _, t in plain] + [t for tasks in pending for _, t in tasks])
+            raise
+        return [stack_parts(per[i]) if i in per else found[i] for i in range(len(self.futures))]
+
+    def _collect(self, tasks, per, what):
+        for (i, _), part in zip(tasks, self._wait([t for _, t in tasks], what)):
+            per[i].append(part)
+
     def _raise_if_lost(self, tasks, what: str):
         lost = self._lost_shards()
         if lost:
@@ -119,13 +183,19 @@ class OnCluster:
     def _wait(self, tasks, what: str, shards: bool = True, gather: bool = True):
         """Wait for ``tasks``; raise ClusterError on a lost shard or a failed task; their results
         if ``gather`` (never for tasks whose results are shards or models: they stay on the workers)."""
-        # poll the futures (no client-global state) and, every poll_seconds, whether a shard was lost
-        next_check = time.monotonic() + self.poll_seconds
-        while not all(t.done() for t in tasks):
-            time.sleep(0.002)
-            if shards and time.monotonic() >= next_check:
-                self._raise_if_lost(tasks, what)
-                next_check = time.monotonic() + self.poll_seconds
+        # sleep until the tasks are done (woken by the scheduler, not by polling), and every
+        # poll_seconds check whether a shard was lost
+        distributed = require_distributed()
+        while tasks:
+            try:
+                with self.client.as_current():
+                    distributed.wait(tasks, timeout=self.poll_seconds)
+                break
+            except TimeoutError:
+                if shards:
+                    self._raise_if_lost(tasks, what)
+            except CancelledError:  # e.g. a worker holding an input left; reported below
+                break
         if shards:
             self._raise_if_lost(tasks, what)
         errors = [t for t in tasks if t.status == "error"]

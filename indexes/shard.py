@@ -21,7 +21,7 @@ from sparsesim.persistence import file_sha256
 from . import INDEX_KINDS, load_index
 from .storage import manifest_checksum, save_index
 
-__all__ = ["Shard", "merge_parts"]
+__all__ = ["Shard", "merge_parts", "stack_parts"]
 
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"
@@ -59,6 +59,23 @@ class Shard:
         rows, scores = self.index._query_rows(Qp, k, n_jobs, **(options or {}))
         return self.positions[rows], scores, self.index.ids_[rows]
 
+    @property
+    def expands_queries(self) -> bool:
+        """Whether a search transforms the query block with the model first (exact ``"query"``
+        strategy); such shards can share one transformed block (:meth:`expand`)."""
+        return getattr(self.index, "strategy_", None) == "query"
+
+    def expand(self, Qp, lo: int, hi: int) -> np.ndarray:
+        """The transformed block of queries ``lo:hi`` of ``Qp``, for :meth:`search_expanded` of
+        any shard under the same model (features x queries, dense)."""
+        return self.index._expand(Qp[lo:hi])
+
+    def search_expanded(self, qmt, k: int, n_jobs: int = 1):
+        """:meth:`search` for one query block already transformed by :meth:`expand`."""
+        k = min(k, self.n_documents)
+        rows, scores = self.index._score_expanded(qmt, k, n_jobs)
+        return self.positions[rows], scores, self.index.ids_[rows]
+
     def clashes(self, ids) -> np.ndarray:
         """The ``ids`` that are already ids of this shard."""
         ids = np.asarray(ids)
@@ -76,7 +93,8 @@ class Shard:
         return self.n_documents
 
     def facts(self) -> dict:
-        return {"n_documents": self.n_documents, "id_kind": "int" if self.index.ids_.dtype.kind == "i" else "str"}
+        return {"n_documents": self.n_documents, "id_kind": "int" if self.index.ids_.dtype.kind == "i" else "str",
+                "expands_queries": self.expands_queries}
 
     def ids(self) -> np.ndarray:
         return self.index.ids_
@@ -149,6 +167,11 @@ def read_model(path, checksum):
 
 def call_shard(shard, method, *args, **kwargs):
     return getattr(shard, method)(*args, **kwargs)
+
+
+def stack_parts(parts):
+    """Per-block (positions, scores, ids) of one shard, stacked over the query blocks."""
+    return tuple(np.vstack([p[i] for p in parts]) for i in range(3))
 
 
 def merge_parts(parts, k: int):

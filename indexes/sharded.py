@@ -5,7 +5,11 @@ ordinary :class:`~sparsesim.indexes.ExactIndex` or :class:`~sparsesim.indexes.An
 its documents. With a ``distributed.Client`` each shard is built *on* a worker and stays there
 (a future pinned to that worker, held in its memory); a query batch is validated and
 normalised once here, scattered once to the workers that hold shards, searched by every shard
-where it lives, and the per-shard top-k lists are merged here.
+where it lives, and the per-shard top-k lists are merged here. Shards of the exact
+``"query"`` strategy (the corpus kept as is, the queries transformed by the model) share the
+transformed queries: every block of ``block_size`` queries is multiplied by the model once, on
+one worker (in turn), and Dask moves the dense block to the other workers; each shard then only
+scores its own documents.
 
 Exactness. Every document keeps its *position*: its place in the order the documents were
 added (row number of the concatenated corpus, then the adds). A shard returns, per query, its
@@ -115,7 +119,7 @@ class ShardedIndex:
             raise InvalidInputError(f"unknown index kind {kind!r} for a sharded index; known: {', '.join(_KINDS)}")
         if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
             raise InvalidInputError(f"n_shards must be a positive integer, got {n_shards!r}")
-        _KINDS[kind](model, **params)  # refuse bad parameters here, before anything is shipped
+        probe = _KINDS[kind](model, **params)  # refuse bad parameters here, before anything is shipped
         self.model = model
         self.kind = kind
         self.n_shards = int(n_shards)
@@ -126,6 +130,8 @@ class ShardedIndex:
         self.shard_sizes_ = []
         self.id_kind_ = None
         self.build_seconds_ = 0.0
+        self._block_size = int(getattr(probe, "block_size", 64))
+        self._expanding = None  # shards that transform queries with the model (asked once per placement)
 
     # -- facts -----------------------------------------------------------------------------------
     @property
@@ -223,6 +229,7 @@ class ShardedIndex:
                                     "several files); give every document its own id")
 
     def _do_place(self, builders):
+        self._expanding = None
         if isinstance(self._place, OnCluster):
             self._place.place(builders, model=self.model, model_file=self.model_file)
         else:
@@ -256,7 +263,13 @@ class ShardedIndex:
         if Qp.shape[0] == 0:
             return [], np.empty((0, k))
         jobs = resolve_jobs(self.n_jobs)
-        parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
+        expanding = [] if options else self._expanding_shards()
+        if len(expanding) > 1:  # transform every query block once, not once per shard
+            b, nq = self._block_size, Qp.shape[0]
+            blocks = [(lo, min(lo + b, nq)) for lo in range(0, nq, b)]
+            parts = self._place.search_shared(Qp, k, jobs, expanding, blocks, b * self.n_features * 8)
+        else:
+            parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
         ids, scores = merge_parts(parts, k)
         return list(ids), scores
 
@@ -366,9 +379,18 @@ class ShardedIndex:
             shutil.rmtree(trash, ignore_errors=True)
         return directory
 
+    def _expanding_shards(self) -> list:
+        """The shards whose search starts by transforming the queries with the model (exact
+        ``"query"`` strategy): they share one transformed block per query block."""
+        if self._expanding is None:
+            facts = self._place.run("facts", [()] * len(self.shard_sizes_))
+            self._expanding = [i for i, f in enumerate(facts) if f.get("expands_queries")]
+        return self._expanding
+
     def release(self):
         """Drop the shards (frees the workers' memory on a cluster)."""
         self._place.release()
+        self._expanding = None
         self.shard_sizes_ = []
 
     def _check_built(self):

@@ -127,6 +127,33 @@ def test_sharded_in_process_equals_one_exact_index_with_ties(corpus, strategy):
     assert list(ids[0]) == [0, X.shape[0] - 25] and scores[0, 0] == scores[0, 1]
 
 
+def test_sharded_query_strategy_transforms_each_query_block_once(corpus, monkeypatch):
+    """Shards under the exact "query" strategy share one transformed block per query block."""
+    from sparsesim.indexes import ExactIndex
+    from sparsesim.indexes.shard import Shard
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    Q = X[::7]  # 61 queries: 4 blocks of 16
+    calls = []
+    expand = ExactIndex._expand
+    monkeypatch.setattr(ExactIndex, "_expand", lambda self, Qb: calls.append(Qb.shape[0]) or expand(self, Qb))
+    ref = ExactIndex(model, strategy="query", block_size=16).fit(X)
+    want = ref.query(Q, top_k=7)
+    assert calls == [16, 16, 16, 13]
+    calls.clear()
+    sharded = ShardedIndex(model, kind="exact", n_shards=3, strategy="query", block_size=16).fit(X)
+    _same_answers(sharded.query(Q, top_k=7), want)
+    assert calls == [16, 16, 16, 13]  # not once per shard
+    # shards of the "corpus" strategy search as before, next to expanding ones
+    sharded._place.shards[1] = Shard(ExactIndex(model, strategy="corpus").fit(X[141:283], ids=np.arange(141, 283)),
+                                       np.arange(141, 283))
+    sharded._expanding = None
+    calls.clear()
+    _same_answers(sharded.query(Q, top_k=7), want)
+    assert calls == [16, 16, 16, 13] and sharded._expanding_shards() == [0, 2]
+
+
 def test_sharded_add_goes_to_the_smallest_shard_and_save_load_round_trip(corpus, tmp_path):
     from sparsesim.exceptions import FileFormatError
     from sparsesim.indexes import ExactIndex
@@ -219,6 +246,26 @@ def test_sharded_on_cluster_is_resident_and_exact(corpus, client, tmp_path, monk
     again.release()
     flat = [x for batch in fetched for x in (batch if isinstance(batch, list) else [batch])]
     assert flat and not any(isinstance(x, (Shard, type(model))) for x in flat)
+
+
+def test_sharded_on_cluster_transforms_each_query_block_once(corpus, client):
+    """On the cluster too: one 'expand' task per query block, its result moved to the other
+    worker by Dask, and answers identical to one exact index."""
+    from sparsesim.indexes import ExactIndex
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    Q = X[::5]  # 85 queries: 6 blocks of 16
+    ref = ExactIndex(model, strategy="query", block_size=16).fit(X)
+    sharded = ShardedIndex(model, kind="exact", n_shards=4, client=client, strategy="query", block_size=16).fit(X)
+    sharded.query(Q[:2], top_k=3)
+    with distributed.get_task_stream(client) as stream:
+        got = sharded.query(Q, top_k=10)
+    _same_answers(got, ref.query(Q, top_k=10))
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
+    calls = [n for n in names if str(n).startswith("call_shard")]
+    assert len(calls) == 6 + 6 * 4  # per block: one transform, one scoring task per shard
+    sharded.release()
 
 
 def sharded_sizes(directory):
