@@ -181,10 +181,38 @@ def mutate_model(rng, src: Path, out: Path) -> str:
     return action
 
 
-def mutate_index(rng, src: Path, out: Path) -> str:
+def _rehash_index(out: Path, manifest_edit=None) -> bool:
+    """Recompute every size, sha256, block checksum (``blocks.sha256``) and the manifest checksum
+    (after ``manifest_edit``): a hostile but consistent index. False if the edited manifest cannot
+    be hashed (then the directory is left as it is)."""
+    from sparsesim.indexes.blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
     from sparsesim.indexes.storage import manifest_checksum
     from sparsesim.persistence import file_sha256
 
+    manifest = json.loads((out / "manifest.json").read_text())
+    data = out / manifest["data_dir"] if manifest.get("data_dir") else out
+    blocks = []
+    for fname, facts in sorted(manifest["files"].items()):
+        if fname == BLOCKS_FILE or not (data / fname).is_file():
+            continue
+        facts["bytes"] = (data / fname).stat().st_size
+        facts["sha256"], digests = file_digests(data / fname, manifest.get("block_bytes") or BLOCK_BYTES)
+        blocks.append(digests)
+    if BLOCKS_FILE in manifest["files"]:
+        (data / BLOCKS_FILE).write_bytes(b"".join(blocks))
+        manifest["files"][BLOCKS_FILE] = {"bytes": (data / BLOCKS_FILE).stat().st_size,
+                                          "sha256": file_sha256(data / BLOCKS_FILE)}
+    if manifest_edit:
+        manifest_edit(manifest)
+    try:
+        manifest["manifest_checksum"] = manifest_checksum(manifest)
+        (out / "manifest.json").write_text(json.dumps(manifest))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def mutate_index(rng, src: Path, out: Path) -> str:
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(src, out)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -219,19 +247,16 @@ def mutate_index(rng, src: Path, out: Path) -> str:
         raw[rng.integers(len(raw))] ^= 0xFF
         (data / fname).write_bytes(bytes(raw))
         return action  # not re-hashed: the sha256 must catch it
+    edit = None
     if action == "manifest":
         section = str(rng.choice(["top", "params", "state", "model"]))
-        target = manifest if section == "top" else manifest[section]
-        key = str(rng.choice(sorted(k for k in target if k != "files") + ["extra"]))
-        target[key] = HOSTILE[rng.integers(len(HOSTILE))]
-    for fname, facts in manifest["files"].items():
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"] = file_sha256(data / fname)
-    try:
-        manifest["manifest_checksum"] = manifest_checksum(manifest)
-        (out / "manifest.json").write_text(json.dumps(manifest))
-    except (TypeError, ValueError):
-        pass
+        key_pool = manifest if section == "top" else manifest[section]
+        key = str(rng.choice(sorted(k for k in key_pool if k != "files") + ["extra"]))
+        value = HOSTILE[rng.integers(len(HOSTILE))]
+
+        def edit(m):
+            (m if section == "top" else m[section])[key] = value
+    _rehash_index(out, edit)
     return action
 
 
@@ -240,17 +265,6 @@ DERIVED = {"base-exact": ["postings.data"], "base-ann": ["heavy.Z", "projection.
            "base-normed": ["corpus.data", "postings.data"]}
 
 
-def _rehash_index(out: Path):
-    from sparsesim.indexes.storage import manifest_checksum
-    from sparsesim.persistence import file_sha256
-
-    manifest = json.loads((out / "manifest.json").read_text())
-    data = out / manifest["data_dir"]
-    for fname, facts in manifest["files"].items():
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"] = file_sha256(data / fname)
-    manifest["manifest_checksum"] = manifest_checksum(manifest)
-    (out / "manifest.json").write_text(json.dumps(manifest))
 
 
 def mutate_derived(rng, root: Path, out: Path) -> str:
