@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=[], help="learner parameter KEY=VALUE (JSON value)")
     ap.add_argument("--kind", default="exact", choices=["exact", "ann"])
     ap.add_argument("--reuse", action="store_true", help="reuse the model and index of an earlier run in --workdir")
+    ap.add_argument("--profile", action="store_true", help="also time the stages of one request in process (JSON, "
+                    "featurising, q.M expansion, corpus scoring, top-k, answer) before serving")
     args = ap.parse_args()
 
     import httpx
@@ -111,6 +113,8 @@ def main() -> None:
     else:
         print(f"setup: reusing {model.name} and {index.name}", flush=True)
 
+    if args.profile:
+        profile(index, queries[:200])
     port = free_port()
     max_body = 1 << 20
     proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index), "--port",
@@ -184,6 +188,42 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def profile(index_dir, texts) -> None:
+    """Mean milliseconds per request of each stage of ``POST /query`` for one text, in process."""
+    from sparsesim.service import QueryService
+    from sparsesim.topk import top_k_rows
+
+    svc = QueryService(index_dir)
+    idx = svc.index
+    bodies = [json.dumps({"texts": [t], "top_k": 10}).encode() for t in texts]
+
+    def timed(fn, items):
+        fn(items[0])
+        t = time.perf_counter()
+        out = [fn(x) for x in items]
+        return (time.perf_counter() - t) / len(items) * 1000, out
+
+    stages = {}
+    stages["JSON decode"], payloads = timed(json.loads, bodies)
+    stages["request checks + featurising (TF-IDF)"], Qs = timed(lambda p: svc.parse(p)[0], payloads)
+    stages["whole search (service.search)"], results = timed(lambda Q: svc.search(Q, 10), Qs)
+    stages["answer JSON encode"], _ = timed(json.dumps, results)
+    if getattr(idx, "strategy_", None) == "query":  # the exact index's stages, and scipy on the same arrays
+        stages["  index: q.M expansion (dense, d)"], E = timed(idx._expand, Qs)
+        stages["  index: corpus scoring kernel + top-k"], _ = timed(lambda e: idx._score_expanded(e, 10, 1), E)
+        X = sp_csr(idx.X_)
+        stages["  reference: scipy X @ qM (in memory) + top-k"], _ = timed(
+            lambda e: top_k_rows((X @ e[:, 0])[None, :], 10), E)
+    for name, ms in stages.items():
+        print(f"profile: {name:<48} {ms:7.2f} ms", flush=True)
+
+
+def sp_csr(X):
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((np.array(X.data), np.array(X.indices), np.array(X.indptr)), shape=X.shape)
 
 
 if __name__ == "__main__":
