@@ -233,3 +233,21 @@ def test_drift_check_rebuilds_the_candidate_index_while_queries_answer(corpus, m
     exact = fl.model.score_matrix(X[:5], X)
     np.testing.assert_allclose(scores, -np.sort(-exact, axis=1)[:, :10], atol=1e-9)
     fl.close()
+
+
+def test_model_version_is_base_plus_factors(corpus):
+    from sparsesim.feedback import ModelVersion
+
+    X, _, model = corpus
+    rng = np.random.default_rng(0)
+    A = sp.random(4, 30, density=0.3, random_state=1, format="csr")
+    B = sp.random(4, 30, density=0.3, random_state=2, format="csr")
+    v = ModelVersion(0, model).with_updates(1, A[:2], B[:2]).with_updates(2, A[2:], B[2:])
+    assert v.number == 2 and v.n_pending == 4
+    expect = BilinearSimilarity(model.W + A.T @ B)
+    Q = X[rng.choice(60, 5)]
+    np.testing.assert_allclose(v.transform_queries(Q).toarray(), expect.transform_queries(Q).toarray(), atol=1e-12)
+    np.testing.assert_allclose(v.dense_query(Q[:1]), expect.transform_queries(Q[:1]).toarray().ravel(), atol=1e-12)
+    assert abs(v.model().W - expect.W).max() < 1e-12
+    folded = v.rebased()
+    assert folded.number == 2 and folded.n_pending == 0 and folded.base is v.model()

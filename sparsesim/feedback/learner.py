@@ -123,7 +123,6 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         base = self.index.model
         self.featurizer = base.featurizer
         self.X = sp.csr_matrix(self.index.X_)
-        self._XT = self.X.T.tocsc()
         self._rows = {_plain(v): r for r, v in enumerate(self.index.ids_)}
         self._int_ids = self.index.ids_.dtype.kind == "i"
 
@@ -267,7 +266,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         """S(q_i, x_j) under the newest model for query rows ``Q`` and documents ``doc_ids``."""
         rows = [self._row_of(d, "doc_ids") for d in doc_ids]
         Q = check_csr(Q, name="queries", n_features=self.index.n_features)
-        return (self._published.transform_queries(Q) @ self._XT[:, rows]).toarray()
+        current, Xd = self._published, self.X[rows]
+        return np.array([Xd @ current.dense_query(Q[i]) for i in range(Q.shape[0])]).reshape(Q.shape[0], len(rows))
 
     # -- feedback -------------------------------------------------------------------------------
     def submit(self, records) -> int:
@@ -464,7 +464,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         for item, qrow, rows in list(self._recent)[::-1]:
             if len(rows) < 2:
                 continue
-            s = (current.transform_queries(qrow) @ self._XT[:, rows]).toarray().ravel()
+            s = self.X[np.asarray(rows, np.int64)] @ current.dense_query(qrow)
             key_q = repr(item)
             own = []
             for i in range(len(rows) - 1):
