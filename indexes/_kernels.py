@@ -256,3 +256,46 @@ def heaviest_update(Yb, doc0, f_lo, f_hi, heap_vals, heap_docs):
                 hd[0] = doc0 + r
                 _sift_down(hv, hd, L, 0)
 
+
+
+@numba.njit(cache=True, nogil=True)
+def count_columns(ptr, idx, skip, counts):
+    """``counts[j] +=`` the entries of column j over the rows r of a CSR matrix with ``skip[r]`` False."""
+    for r in range(ptr.size - 1):
+        if skip[r]:
+            continue
+        for p in range(ptr[r], ptr[r + 1]):
+            counts[idx[p]] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def fill_transpose(ptr, idx, val, skip, out_ptr, out_idx, out_val):
+    """The transpose (CSR, rows sorted within each output row) of a CSR matrix without its rows
+    r with ``skip[r]``, into ``out_*`` sized by :func:`count_columns` (one copy, no mask array)."""
+    pos = out_ptr[:-1].copy()
+    for r in range(ptr.size - 1):
+        if skip[r]:
+            continue
+        for p in range(ptr[r], ptr[r + 1]):
+            c = idx[p]
+            q = pos[c]
+            out_idx[q] = r
+            out_val[q] = val[p]
+            pos[c] = q + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def heaps_to_postings(vals, docs, indptr, out_idx, out_val):
+    """Impact-ordered lists (largest first; ties keep heap order) from per-feature heaps, skipping
+    empty slots (doc -1); ``indptr`` counts the filled slots of each heap."""
+    for i in range(vals.shape[0]):
+        lo = indptr[i]
+        if indptr[i + 1] == lo:
+            continue
+        order = np.argsort(-vals[i], kind="mergesort")
+        t = 0
+        for j in order:
+            if docs[i, j] >= 0:
+                out_idx[lo + t] = docs[i, j]
+                out_val[lo + t] = vals[i, j]
+                t += 1

@@ -70,17 +70,25 @@ def impact_postings(X: sp.csr_matrix) -> sp.csr_matrix:
     return P
 
 
-def _light_transpose(M: sp.csr_matrix, heavy_rows: np.ndarray) -> sp.csr_matrix:
-    """(M with its heavy rows emptied)^T in CSR: row j lists the light i with M[i, j] != 0."""
-    is_heavy = np.zeros(M.shape[0], dtype=bool)
-    is_heavy[heavy_rows] = True
-    counts = np.diff(M.indptr)
-    counts[is_heavy] = 0
-    keep = np.repeat(~is_heavy, np.diff(M.indptr))
-    light = sp.csr_matrix((M.data[keep], M.indices[keep], np.concatenate([[0], np.cumsum(counts)])),
-                          shape=M.shape)
-    del keep
-    return light.T.tocsr()
+def _light_transpose(W: sp.csr_matrix, heavy_rows: np.ndarray) -> sp.csr_matrix:
+    """(W with its heavy rows emptied)^T in CSR: row j lists the light i with W[i, j] != 0.
+
+    Built in one counting pass and one fill pass (the output is the only copy)."""
+    d = W.shape[0]
+    skip = np.zeros(d, dtype=np.bool_)
+    skip[heavy_rows] = True
+    counts = np.zeros(W.shape[1], dtype=np.int64)
+    K.count_columns(W.indptr, W.indices, skip, counts)
+    indptr = np.zeros(W.shape[1] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    data = np.empty(int(indptr[-1]), dtype=np.float64)
+    K.fill_transpose(W.indptr, W.indices, W.data, skip, indptr, indices, data)
+    out = sp.csr_matrix((W.shape[1], d))
+    out.indptr, out.indices, out.data = indptr, indices, data
+    out.has_sorted_indices = True
+    return out
 
 
 def _heaps_from_postings(P: sp.csr_matrix, L: int):
@@ -101,26 +109,25 @@ def _heaps_from_postings(P: sp.csr_matrix, L: int):
 
 
 def _postings_from_heaps(vals: np.ndarray, docs: np.ndarray, n_documents: int) -> sp.csr_matrix:
-    """Impact-ordered CSR postings (features x documents, float32) from per-feature heaps."""
-    order = np.argsort(-vals, axis=1, kind="stable")
-    vals = np.take_along_axis(vals, order, axis=1)
-    docs = np.take_along_axis(docs, order, axis=1)
-    keep = docs >= 0
-    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
-    P = sp.csr_matrix((np.ascontiguousarray(vals[keep], dtype=np.float32),
-                       np.ascontiguousarray(docs[keep], dtype=np.int32), indptr),
-                      shape=(vals.shape[0], n_documents))
-    P.indices = P.indices.astype(np.int32, copy=False)
-    P.indptr = P.indptr.astype(np.int64, copy=False)
+    """Impact-ordered CSR postings (features x documents, float32) from per-feature heaps
+    (sorted one feature at a time: no transient copy of the heaps)."""
+    indptr = np.zeros(vals.shape[0] + 1, dtype=np.int64)
+    np.cumsum((docs >= 0).sum(axis=1), out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    data = np.empty(int(indptr[-1]), dtype=np.float32)
+    K.heaps_to_postings(vals, docs, indptr, indices, data)
+    P = sp.csr_matrix((vals.shape[0], n_documents), dtype=np.float32)
+    P.indptr, P.indices, P.data = indptr, indices, data
     return P
 
 
 def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, block: int = 256,
-                      heaps=None, doc0: int = 0):
+                      heaps=None, doc0: int = 0, identity: bool = True):
     """The ``L`` documents with the largest positive Y[x, i] per feature i, Y = X M^T, as heaps.
 
     Y is formed block by block of documents (dense ``block`` x d rows, never the whole corpus):
-    the light part by scattering rows of ``MT_light``, the heavy columns copied from ``Z``.
+    the light part by scattering rows of ``MT_light`` (the light rows of W, transposed) plus X
+    itself when M = I + W, the heavy columns copied from ``Z``.
     ``heaps`` continues existing heaps (for documents added later, numbered from ``doc0``).
     Returns ``(values, docs)`` arrays of shape (d, L).
     """
@@ -139,6 +146,8 @@ def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, bloc
         Y[:] = 0.0
         Xb = Xp[lo:hi]
         K.rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
+        if identity:  # the I of M = I + W (entries of one CSR row are distinct)
+            Y[np.repeat(np.arange(hi - lo), np.diff(Xb.indptr)), Xb.indices] += Xb.data
         if heavy_rows.size:
             Y[:, heavy_rows] = Z[lo:hi]
 
@@ -331,7 +340,6 @@ class AnnIndex(Index):
         self.heavy_rows_ = None
         self.Z_ = None
         self._heavy_pos = None
-        self._M = None
 
     _PARAMS = ("target_recall", "calibration_size", "postings_per_feature", "postings_memory", "n_postings",
                "sparse_pool", "dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search", "ef_construction",
@@ -355,11 +363,6 @@ class AnnIndex(Index):
     def Z_(self, value):
         self._Z = value
         self._drop_guards("heavy.Z")
-
-    def _m(self):
-        if self._M is None:
-            self._M = self.model.M.tocsr()
-        return self._M
 
     def search_setting(self) -> dict:
         """The search-time parameters queries use by default: explicit parameters, else the
@@ -414,8 +417,9 @@ class AnnIndex(Index):
             self.postings_.indices = self.postings_.indices.astype(np.int32)
             self.postings_.indptr = self.postings_.indptr.astype(np.int64)
         else:
-            MT_light = _light_transpose(self._m(), self.heavy_rows_)
-            heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs)
+            MT_light = _light_transpose(self.model.W, self.heavy_rows_)
+            heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, self.Z_, self.postings_length_, jobs,
+                                      identity=self.model.identity)
             del MT_light
             self.postings_ = _postings_from_heaps(*heaps, Xp.shape[0])
             del heaps
@@ -430,7 +434,6 @@ class AnnIndex(Index):
             self.faiss_.add(D)
             del D
         self.n_fit_documents_ = Xp.shape[0]
-        self._M = None  # only the build needs I + W; queries read W
         self.calibration_ = None
         if self.target_recall is not None and Xp.shape[0] > 11:
             self.calibrate(calibration_queries)
@@ -479,12 +482,10 @@ class AnnIndex(Index):
             raise InvalidInputError("an index with a dense (FAISS) stage learned its projection from the model; "
                                     "rebuild it for a new model")
         self.model = model
-        self._M = None
         self.rerank_memory_ = self._rerank_budget(self.X_)
         self.heavy_rows_ = self._choose_heavy_rows(self.X_)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(self.X_, max(1, int(self.n_jobs or 1)))
-        self._M = None
 
     def calibration_grid(self, top_k: int = 10) -> list:
         """Search settings the calibration measures: families ordered cheapest first (a family
@@ -569,9 +570,11 @@ class AnnIndex(Index):
         at most ``rerank_memory`` bytes), so re-ranking reads one number per heavy query feature
         and candidate instead of scattering a row with thousands of entries.
         """
-        M = self._m()
+        W = self.model.W
         n = Xp.shape[0]
-        row_nnz = np.diff(M.indptr)
+        row_nnz = np.diff(W.indptr)  # nnz of the rows of M = I + W: plus a missing diagonal entry
+        if self.model.identity:
+            row_nnz = row_nnz + (W.diagonal() == 0)
         df = np.bincount(Xp.indices, minlength=self.n_features)
         h_max = int(self.rerank_memory_ // (8 * max(n, 1)))
         eligible = np.flatnonzero((row_nnz >= self.heavy_min_nnz) & (df > 0))
@@ -601,9 +604,11 @@ class AnnIndex(Index):
         """Z[c, t] = (M x_c)_{heavy_rows[t]} = (X M_H^T)[c, t], computed block by block of heavy rows."""
         H = self.heavy_rows_
         Z = np.empty((Xp.shape[0], H.size), dtype=np.float64)
-        M = self._m()
+        W = self.model.W
         for lo in range(0, H.size, block):
-            D = np.ascontiguousarray(M[H[lo:lo + block]].toarray().T)  # d x b
+            D = np.ascontiguousarray(W[H[lo:lo + block]].toarray().T)  # d x b: rows of W, not of I + W
+            if self.model.identity:
+                D[H[lo:lo + block], np.arange(D.shape[1])] += 1.0
             Z[:, lo:lo + D.shape[1]] = _embed(Xp, D, n_jobs, dtype=np.float64)
         return Z
 
@@ -621,9 +626,9 @@ class AnnIndex(Index):
             # the list length a fresh build over all documents would use (it grows with the corpus)
             self.postings_length_ = max(self.postings_length_, self._postings_length(n_old + Xp.shape[0]))
             heaps = _heaps_from_postings(self.postings_, self.postings_length_)
-            MT_light = _light_transpose(self._m(), self.heavy_rows_)
+            MT_light = _light_transpose(self.model.W, self.heavy_rows_)
             heaps = expanded_postings(Xp, MT_light, self.heavy_rows_, Z_new, self.postings_length_, jobs,
-                                      heaps=heaps, doc0=n_old)
+                                      heaps=heaps, doc0=n_old, identity=self.model.identity)
             self.postings_ = _postings_from_heaps(*heaps, n_old + Xp.shape[0])
         self.Z_ = np.vstack([self.Z_, Z_new])
         if self._dense_on:

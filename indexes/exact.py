@@ -168,8 +168,10 @@ class ExactIndex(Index):
         the model only, so the shards of a sharded index share one per block.
         """
         qm = np.zeros((Qb.shape[0], self.n_features))  # Q_b M, scattered row by row (contiguous writes)
-        M = self._m()
-        K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, M.indptr, M.indices, M.data, qm)
+        W = self.model.W  # M = I + W is never formed: W is scattered, then Q_b added
+        K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, qm)
+        if self.model.identity:
+            qm[np.repeat(np.arange(Qb.shape[0]), np.diff(Qb.indptr)), Qb.indices] += Qb.data
         return np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
 
     def _score_expanded(self, qmt, k, n_jobs):

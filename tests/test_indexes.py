@@ -364,3 +364,22 @@ def test_ann_threads_and_hnsw_mmap(model, split, tmp_path):
     index.save(tmp_path / "hnsw")
     loaded = load_index(tmp_path / "hnsw", mmap=True)
     np.testing.assert_array_equal(loaded.query(Q, top_k=5)[1], r1[1])
+
+
+def test_build_and_query_never_form_i_plus_w(model, split, monkeypatch):
+    """Build memory: the ann build (with its calibration) and the exact query strategy scatter W
+    and add the identity; a copy of I + W (as large as W) is never made."""
+    X, Q, _ = split
+
+    def formed(self):
+        raise AssertionError("I + W formed")
+
+    monkeypatch.setattr(BilinearSimilarity, "M", property(formed))
+    index = build_index(model, X, kind="ann", heavy_min_nnz=1, rerank_memory=200_000)
+    assert index.calibration_ is not None and 0 < index.heavy_rows_.size < X.shape[1]
+    _, scores = index.query(Q[:5], top_k=5)
+    _, exact = ExactIndex(model, strategy="query").fit(X).query(Q[:5], top_k=5)
+    monkeypatch.undo()
+    _, truth, _ = brute_top(model, Q[:5], X, 5)
+    np.testing.assert_allclose(exact, truth, rtol=0, atol=1e-10)
+    assert np.all(scores <= truth + 1e-10)
