@@ -35,6 +35,7 @@ from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
 from . import ExperimentConfig
+from .runner import protocol_options
 
 DEFAULT_OPTIONS = {
     "n_permutations": 100,
@@ -53,13 +54,7 @@ DEFAULT_OPTIONS = {
 
 
 def _options(config: ExperimentConfig) -> dict:
-    unknown = sorted(set(config.options) - set(DEFAULT_OPTIONS))
-    if unknown:
-        raise InvalidInputError(
-            f"protocol 'oht': unknown option(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_OPTIONS)}"
-        )
-    opts = dict(DEFAULT_OPTIONS)
-    opts.update(config.options)
+    opts = protocol_options("oht", config.options, DEFAULT_OPTIONS)
     if int(opts["n_permutations"]) < 2:
         raise InvalidInputError("n_permutations must be at least 2 (the paired t-test needs repeats)")
     return opts

@@ -53,13 +53,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..persistence import atomic_write, dumps_strict, save_figure
+from ..persistence import save_figure
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig
+from .runner import mean_std, protocol_options, write_report
 
 __all__ = [
     "DEFAULT_ALGORITHMS",
@@ -76,6 +77,8 @@ DEFAULT_ALGORITHMS = ["romco-nucl", "romco-logd", "pa-global", "pa-unique", "omt
 LAMBDA_GRID = [10.0 ** k for k in range(-7, 1)]  # 1e-7 .. 1 (paper: Sec. 6.1, 6.5)
 UNDECIDED_TOL = 1e-8  # |margin| below it: an undecided prediction
 ETA_GRID = [10.0 ** k for k in range(-4, 1)]  # 1e-4 .. 1 (paper: {1e-6..1}; 1e-6/1e-5 never learn)
+DEFAULT_OPTIONS = {"shuffles": None, "search": False, "search_seed": 12345, "ablation": False, "sensitivity": False,
+                   "sensitivity_shuffles": 3, "checkpoints": 100, "dataset_options": None, "max_per_task": None}
 ROMCO_SEARCH = "stage 1: eta1 x eta2 at lam1 = lam2 = 1e-4; stage 2: lam1 x lam2 over 1e-7..1; stage 3: eta1 x eta2 again"
 
 
@@ -247,30 +250,17 @@ def _summarise(results: list, algorithms: list, task_names: list) -> list:
         ok = [r for r in rs if r["status"] == "ok"]
         row = {"algorithm": alg, "runs": len(rs), "diverged": len(rs) - len(ok)}
         for key in ("error_rate", "f1", "f1_pos", "f1_neg", "train_seconds"):
-            vals = np.array([r[key] for r in ok], dtype=float)
-            row[f"{key}_mean"] = float(vals.mean()) if vals.size else float("nan")
-            row[f"{key}_std"] = float(vals.std()) if vals.size else float("nan")
+            row[f"{key}_mean"], row[f"{key}_std"] = mean_std(r[key] for r in ok)
         for key in SPLIT_KEYS:  # a shuffle without undecided predictions has no error on them
-            vals = np.array([r[key] for r in ok], dtype=float)
-            row[f"{key}_mean"] = float(np.nanmean(vals)) if np.isfinite(vals).any() else float("nan")
+            row[f"{key}_mean"] = mean_std(r[key] for r in ok)[0]
         per_task = []
         for t, name in enumerate(task_names):
-            e = np.array([r["per_task"][t]["error_rate"] for r in ok])
-            fp = np.array([r["per_task"][t]["f1_pos"] for r in ok])
-            fn = np.array([r["per_task"][t]["f1_neg"] for r in ok])
-            per_task.append({
-                "task": name,
-                "error_mean": float(e.mean()) if e.size else float("nan"),
-                "error_std": float(e.std()) if e.size else float("nan"),
-                "f1_pos_mean": float(fp.mean()) if fp.size else float("nan"),
-                "f1_pos_std": float(fp.std()) if fp.size else float("nan"),
-                "f1_neg_mean": float(fn.mean()) if fn.size else float("nan"),
-                "f1_neg_std": float(fn.std()) if fn.size else float("nan"),
-            })
+            entry = {"task": name}
+            for key, field in (("error", "error_rate"), ("f1_pos", "f1_pos"), ("f1_neg", "f1_neg")):
+                entry[f"{key}_mean"], entry[f"{key}_std"] = mean_std(r["per_task"][t][field] for r in ok)
+            per_task.append(entry)
         row["per_task"] = per_task
-        task_err = np.array([p["error_mean"] for p in per_task])
-        finite = task_err[np.isfinite(task_err)]
-        row["error_rate_task_std"] = float(finite.std()) if finite.size else float("nan")
+        row["error_rate_task_std"] = mean_std(p["error_mean"] for p in per_task)[1]
         rows.append(row)
     return rows
 
@@ -317,12 +307,7 @@ def run(config: ExperimentConfig) -> dict:
         (algorithm, seed) with ``algorithm, seed, error_rate, f1, f1_pos, f1_neg, train_seconds,
         per_task`` (``curve`` is moved to ``curves``, averaged over seeds).
     """
-    opts = dict(config.options)
-    known = {"shuffles", "search", "search_seed", "ablation", "sensitivity", "sensitivity_shuffles", "checkpoints",
-             "dataset_options", "max_per_task"}
-    unknown = set(opts) - known
-    if unknown:
-        raise InvalidInputError(f"protocol romco: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    opts = protocol_options("romco", config.options, DEFAULT_OPTIONS)
     algorithms = list(config.algorithms) or list(DEFAULT_ALGORITHMS)
     for alg in algorithms:
         spec = get_algorithm(alg)
@@ -332,11 +317,11 @@ def run(config: ExperimentConfig) -> dict:
                 f"({', '.join(DEFAULT_ALGORITHMS)})"
             )
     seeds = list(range(int(opts["shuffles"]))) if opts.get("shuffles") else [int(s) for s in config.seeds]
-    search_seed = int(opts.get("search_seed", 12345))
+    search_seed = int(opts["search_seed"])
     if opts.get("search") and search_seed in seeds:
         raise InvalidInputError(f"search_seed {search_seed} is also an evaluation seed; choose another")
     max_per_task = opts.get("max_per_task")
-    checkpoints = int(opts.get("checkpoints", 100))
+    checkpoints = int(opts["checkpoints"])
     streams = _load(config)
 
     params, search = {}, {}
@@ -373,7 +358,7 @@ def run(config: ExperimentConfig) -> dict:
 
     sensitivity = {}
     if opts.get("sensitivity"):
-        sens_seeds = seeds[: int(opts.get("sensitivity_shuffles", 3))]
+        sens_seeds = seeds[: int(opts["sensitivity_shuffles"])]
         sensitivity = _sensitivity(streams, algorithms, params, sens_seeds, config.n_jobs, max_per_task)
 
     report = {
@@ -400,12 +385,8 @@ def run(config: ExperimentConfig) -> dict:
         report["plots"].append(str(plot_curves(report, out / f"{stem}_cumulative_error.png")))
         if sensitivity:
             report["plots"].append(str(plot_sensitivity(report, out / f"{stem}_sensitivity.png")))
-        _write_json(report, out / f"{stem}.json")
+        write_report(report, out, f"{stem}.json")
     return report
-
-
-def _write_json(obj, path: Path) -> None:
-    atomic_write(path, lambda fh: fh.write(dumps_strict(obj, indent=1, default=float)), mode="w")
 
 
 # --------------------------------------------------------------------------- plots and tables

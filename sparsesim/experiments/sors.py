@@ -43,8 +43,10 @@ from ..registry import get_algorithm
 from ..triplets import stratified_split
 from ..tuning import tune_similarity
 from . import ExperimentConfig
+from .runner import protocol_options, write_report
 
 DEFAULT_TRIPLETS = 100_000
+DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
 
 
 @functools.lru_cache(maxsize=2)
@@ -145,21 +147,22 @@ def run(config: ExperimentConfig) -> dict:
         spec = get_algorithm(name)
         if spec.kind not in ("similarity", "baseline"):
             raise InvalidInputError(f"algorithm {name!r} ({spec.kind}) does not fit the 'sors' protocol")
+    opts = protocol_options("sors", config.options, DEFAULT_OPTIONS)
     data = _dataset(config.dataset)  # fail fast (and clearly) before starting workers
     n_triplets = config.triplets or DEFAULT_TRIPLETS
-    train_fraction = float(config.options.get("train_fraction", 0.7))
-    k = int(config.options.get("k", 10))
-    tune = config.options.get("tune")
+    train_fraction = float(opts["train_fraction"])
+    k = int(opts["k"])
+    tune = opts["tune"]
     if tune in (None, False):
         tune = None
     elif tune is True:
         tune = {}
     elif not isinstance(tune, dict):
         raise InvalidInputError("option 'tune' must be true or a dict of search settings (grid, factor, ...)")
-    points = [{}] if tune is not None else _grid_points(config.options.get("grid", {}))
-    if tune is not None and config.options.get("grid"):
-        tune = dict(tune, grid=config.options["grid"])
-    scales = _grid_points(config.options.get("scale", {}), "scale")
+    points = [{}] if tune is not None else _grid_points(opts["grid"])
+    if tune is not None and opts["grid"]:
+        tune = dict(tune, grid=opts["grid"])
+    scales = _grid_points(opts["scale"], "scale")
     if tune is not None and scales != [{}]:
         raise InvalidInputError("options 'tune' and 'scale' exclude each other")
     jobs = []
@@ -171,7 +174,7 @@ def run(config: ExperimentConfig) -> dict:
                 for seed in config.seeds:
                     jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune,
                                  scale or None])
-    progress = config.options.get("progress_callback")
+    progress = opts["progress_callback"]
     with dask_jobs(config.scheduler, scatter=[data], n_jobs=config.n_jobs) as session:
         if session.distributed:  # the loaded data set travels once, as one scattered object
             for job in jobs:
@@ -180,9 +183,7 @@ def run(config: ExperimentConfig) -> dict:
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "results": results}
     if config.out_dir is not None:
-        out = Path(config.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "sors_results.json").write_text(json.dumps(report, indent=1))
+        out = write_report(report, config.out_dir, "sors_results.json").parent
         if len(points) * len(scales) > 1:
             report["plot"] = str(plot_sparsity_vs_map(results, out / "sors_sparsity_vs_map.png", config.dataset))
     return report
