@@ -297,6 +297,15 @@ def _json_label(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+#: What a multi-task model file's metadata must hold (other keys are kept as stored).
+MULTITASK_META_SCHEMA = {
+    "n_features": ("int", 1, MAX_FEATURES),
+    "n_tasks": ("int", 1, 1 << 20),
+    "has_shared": ("bool",),
+    "checksum": ("str",),
+}
+
+
 class MultiTaskSimilarity:
     """K bilinear similarities S^k(x, x') = x^T (I + S + O_k) x' sharing one matrix S.
 
@@ -390,19 +399,34 @@ class MultiTaskSimilarity:
     def load(cls, path: str | os.PathLike) -> "MultiTaskSimilarity":
         """Read a model written by :meth:`save` (format, kind and checksum verified)."""
         arrays, meta = load_bundle(path, kind=MULTITASK_MODEL_KIND)
-        try:
-            d = int(meta["n_features"])
+        check_meta(meta, MULTITASK_META_SCHEMA, str(path))
+        d = meta["n_features"]
 
-            def mat(name):
-                m = sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
-                                  shape=(d, d))
-                m.check_format(full_check=True)
-                return m
+        def mat(name):
+            try:
+                parts = [arrays.pop(f"{name}_{part}") for part in ("indptr", "indices", "data")]
+            except KeyError:
+                raise FileFormatError(f"{path}: multi-task model arrays lack {name}") from None
+            try:  # exactly the dtypes written, canonical, finite: nothing is coerced
+                check_csr_arrays(*parts, (d, d), name=name, data_dtypes=(np.float64,), sorted_indices=True)
+                if parts[0].dtype != np.int64 or parts[1].dtype != np.int32:
+                    raise InvalidInputError(f"{name} index arrays of dtypes {parts[0].dtype}/{parts[1].dtype}; "
+                                            "expected int64/int32")
+            except InvalidInputError as exc:
+                raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({bounded(exc, 200)})") from None
+            m = sp.csr_matrix((d, d))
+            m.indptr, m.indices, m.data = parts
+            return m
 
-            own = [mat(f"own{k}") for k in range(int(meta["n_tasks"]))]
-            shared = mat("shared") if meta.get("has_shared") else None
-        except (KeyError, ValueError, TypeError) as exc:
-            raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({exc})") from None
+        own = [mat(f"own{k}") for k in range(meta["n_tasks"])]
+        shared = mat("shared") if meta["has_shared"] else None
+        if arrays:
+            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        tasks = meta.get("tasks")
+        if tasks is not None and (not isinstance(tasks, list) or len(tasks) != meta["n_tasks"]
+                                  or not all(isinstance(t, (str, int, float)) and not isinstance(t, bool) for t in tasks)
+                                  or len(set(map(repr, tasks))) != len(tasks)):
+            raise FileFormatError(f"{path}: tasks must be {meta['n_tasks']} distinct task names")
         return cls(own, shared, tasks=meta.get("tasks"), metadata=meta)
 
     def __repr__(self):

@@ -148,3 +148,55 @@ def test_model_metadata_derived_from_w_must_match(indexes, tmp_path, edit):
     np.savez(tmp_path / "h.npz", **arrays)
     with pytest.raises(FileFormatError, match="altered"):
         BilinearSimilarity.load(tmp_path / "h.npz")
+
+
+def _rehash_bundle(src, dst, meta_edit=None, arr_edit=None):
+    from sparsesim.persistence import bundle_checksum
+
+    with np.load(src) as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    if meta_edit:
+        meta_edit(meta)
+    if arr_edit:
+        arr_edit(arrays)
+    meta["checksum"] = bundle_checksum(arrays, meta)
+    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(dst, **arrays)
+    return dst
+
+
+def _nan_first(arrays):
+    arrays["own0_data"] = arrays["own0_data"].copy()
+    arrays["own0_data"][0] = np.nan
+
+
+MULTITASK_ATTACKS = {
+    "NaN value": (None, _nan_first),
+    "float32 values": (None, lambda a: a.update(own1_data=a["own1_data"].astype(np.float32))),
+    "int16 indices": (None, lambda a: a.update(shared_indices=a["shared_indices"].astype(np.int16))),
+    "index out of range": (None, lambda a: a.update(own0_indices=np.where(np.arange(a["own0_indices"].size) == 0, 10**6,
+                                                                           a["own0_indices"]).astype(np.int32))),
+    "n_tasks a string": (lambda m: m.update(n_tasks="2"), None),
+    "n_tasks larger": (lambda m: m.update(n_tasks=3), None),
+    "has_shared a string": (lambda m: m.update(has_shared="no"), None),
+    "tasks of another length": (lambda m: m.update(tasks=[0]), None),
+    "extra array": (None, lambda a: a.update(extra=np.zeros(3))),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(MULTITASK_ATTACKS))
+def test_hostile_multitask_model_files_refused(tmp_path, attack):
+    """A re-hashed multi-task similarity file is checked like a single model: metadata schema,
+    exact dtypes, canonical finite matrices."""
+    from sparsesim.models import MultiTaskSimilarity
+
+    mats = [sp.random(6, 6, density=0.3, format="csr", random_state=s) for s in range(3)]
+    model = MultiTaskSimilarity(mats[:2], mats[2], tasks=["a", "b"])
+    model.save(tmp_path / "mt.npz")
+    back = MultiTaskSimilarity.load(tmp_path / "mt.npz")  # the genuine file loads, unchanged
+    assert back.tasks == ["a", "b"] and all((x != y).nnz == 0 for x, y in zip(back.own, model.own))
+    meta_edit, arr_edit = MULTITASK_ATTACKS[attack]
+    _rehash_bundle(tmp_path / "mt.npz", tmp_path / "h.npz", meta_edit, arr_edit)
+    with pytest.raises(FileFormatError):
+        MultiTaskSimilarity.load(tmp_path / "h.npz")
