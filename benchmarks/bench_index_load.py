@@ -1,8 +1,11 @@
 """Time from start to the first answer of a saved ann index, memory-mapped (issue #17: <= 1 s at 10^5 documents).
 
-Builds (once; reused when ``ROOT/index`` exists) an ann index with default settings over the
-synthetic RCV1-like corpus of ``bench_indexes.py`` (``--documents``, default 10^5, d = 47,236)
-under an OASIS model (``--triplets``, default 3,000, trained on 10^4 documents), then measures,
+Builds (once; reused when ``ROOT/index`` exists) an ann index with default settings over
+``--corpus`` (default ``1e5``: the synthetic RCV1-like corpus of ``bench_indexes.py``, 10^5
+documents, d = 47,236; or a data set such as ``news20``) under a model (``--algorithm oasis|sors``,
+``--triplets``, default OASIS 3,000, trained on 10^4 documents of a synthetic corpus or the whole
+real corpus; cached in ROOT) and reports its build time and build peak (VmHWM from just before
+the build, so the corpus and the model are included) against its size on disk, then measures,
 each in a fresh Python process (best of ``--repeats``; the page cache is warm after the first run,
 the caches are not dropped):
 
@@ -18,6 +21,7 @@ the caches are not dropped):
 build``); the query is then its first stored document.
 
     python benchmarks/bench_index_load.py /tmp/index-load
+    SPARSESIM_DATA=... python benchmarks/bench_index_load.py /tmp/news20-sors --corpus news20 --algorithm sors --triplets 20000
     python benchmarks/bench_index_load.py /tmp/index-load --index news20-oasis.idx
 
 Prints one JSON object per measurement and writes them to ``benchmarks/out/bench_index_load.json``.
@@ -56,26 +60,57 @@ print(json.dumps({"import": t1 - t0, "load": t2 - t1, "verify_all": t3 - t2, "fi
 """
 
 
-def build(root: pathlib.Path, n: int, triplets: int) -> pathlib.Path:
+def peak_gib() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pathlib.Path:
+    """Build (once) the ann index of ``corpus`` (``1e5``-style synthetic size or a data set name)
+    under a cached model; prints its build time, build peak and sizes."""
     import numpy as np
     from sklearn.datasets import dump_svmlight_file
 
+    from sparsesim.data import load_dataset
     from sparsesim.data.synthetic import rcv1_like
     from sparsesim.indexes import build_index
-    from sparsesim.learners.bilinear import OASIS
+    from sparsesim.learners.bilinear import OASIS, SORS
+    from sparsesim.models import BilinearSimilarity
 
     out = root / "index"
     if (out / "manifest.json").is_file():
         return out
-    data = rcv1_like(n, seed=0)
-    sub = np.arange(min(n, 10_000))
-    model = OASIS(n_triplets=triplets, random_state=0).fit(data.X[sub], data.y[sub]).model_
+    if corpus[0].isdigit():
+        data = rcv1_like(int(float(corpus)), seed=0)
+    else:
+        data = load_dataset(corpus)
+    X, y = data.X, data.y
+    cache = root / f"model-{corpus}-{algorithm}-{triplets}.npz"
+    if cache.is_file():
+        model = BilinearSimilarity.load(cache)
+    else:
+        sub = np.arange(X.shape[0] if X.shape[0] <= 20_000 else 10_000)
+        est = OASIS(n_triplets=triplets, random_state=0) if algorithm == "oasis" else \
+            SORS(regularizer="l1", n_triplets=triplets, random_state=0)
+        model = est.fit(X[sub], y[sub]).model_
+        model.save(cache)
+    with open("/proc/self/clear_refs", "w") as handle:  # VmHWM from here: corpus and model included
+        handle.write("5")
     start = time.perf_counter()
-    index = build_index(model, data.X, kind="ann")
-    print(json.dumps({"built": str(out), "seconds": round(time.perf_counter() - start, 1),
-                      "setting": index.search_setting()}), flush=True)
+    index = build_index(model, X, kind="ann")
+    seconds = time.perf_counter() - start
+    peak = peak_gib()
     index.save(out)
-    dump_svmlight_file(data.X[:1], [0], root / "q.svm", zero_based=model.metadata.get("zero_based", True))
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    inputs = 12 * X.nnz + 8 * X.shape[0] + 12 * model.W.nnz + 8 * model.n_features
+    print(json.dumps({"built": str(out), "corpus": corpus, "model": f"{algorithm} {triplets}", "nnz_W": int(model.W.nnz),
+                      "build_seconds": round(seconds, 1), "build_peak_gib": round(peak, 3),
+                      "index_gib": round(size / 2**30, 3), "corpus_plus_model_gib": round(inputs / 2**30, 3),
+                      "peak_over_index": round(peak * 2**30 / size, 2), "setting": index.search_setting(),
+                      "calibrated_recall": index.calibration_["recall"]}), flush=True)
+    dump_svmlight_file(X[:1], [0], root / "q.svm", zero_based=model.metadata.get("zero_based", True))
     return out
 
 
@@ -83,14 +118,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root")
     parser.add_argument("--index", help="measure this existing index directory instead of building one")
-    parser.add_argument("--documents", type=int, default=100_000)
+    parser.add_argument("--corpus", default="1e5", help="synthetic size (1e5) or a data set name (news20)")
+    parser.add_argument("--algorithm", choices=("oasis", "sors"), default="oasis")
     parser.add_argument("--triplets", type=int, default=3_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_index_load.json"))
     args = parser.parse_args()
     root = pathlib.Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
-    index = pathlib.Path(args.index) if args.index else build(root, args.documents, args.triplets)
+    index = pathlib.Path(args.index) if args.index else build(root, args.corpus, args.algorithm, args.triplets)
     size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
     results = []
     for mode in ("lazy", "eager"):
