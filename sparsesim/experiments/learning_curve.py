@@ -9,13 +9,13 @@ collects mean MAP per algorithm; :func:`plot_learning_curve` writes it as a PNG.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import InvalidInputError
-from ..persistence import atomic_write
+from ..persistence import save_figure
+from .runner import mean_std, write_report
 
 __all__ = ["learning_curve", "plot_learning_curve", "write_learning_curve"]
 
@@ -44,15 +44,14 @@ def learning_curve(module, config, budgets) -> dict:
         for name in dict.fromkeys(r["algorithm"] for r in rows):
             maps = [float(r["map"]) for r in rows if r["algorithm"] == name]
             curve = curves.setdefault(name, {"map": [], "std": []})
-            curve["map"].append(float(np.mean(maps)))
-            curve["std"].append(float(np.std(maps)))
+            mean, std = mean_std(maps)
+            curve["map"].append(mean)
+            curve["std"].append(std)
     return {"dataset": str(config.dataset), "budgets": budgets, "curves": curves, "runs": runs}
 
 
 def plot_learning_curve(curve: dict, path) -> Path:
     """Write MAP vs triplets (log x axis, one line per algorithm, ±1 std band) as a PNG, atomically."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,18 +71,14 @@ def plot_learning_curve(curve: dict, path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
+    try:
+        return save_figure(fig, Path(path), format="png", dpi=90)
+    finally:
+        plt.close(fig)
 
 
 def write_learning_curve(curve: dict, out_dir) -> dict:
     """``out_dir/learning_curve.json`` and ``.png``; returns their paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary = {k: curve[k] for k in ("dataset", "budgets", "curves")}
-    json_path = atomic_write(out_dir / "learning_curve.json",
-                             lambda handle: handle.write(json.dumps(summary, indent=2)), mode="w")
-    png = plot_learning_curve(curve, out_dir / "learning_curve.png")
+    json_path = write_report({k: curve[k] for k in ("dataset", "budgets", "curves")}, out_dir, "learning_curve.json")
+    png = plot_learning_curve(curve, Path(out_dir) / "learning_curve.png")
     return {"json": str(json_path), "png": str(png)}
