@@ -337,8 +337,8 @@ def create_app(service: QueryService):
                     values[name] = int(raw)
                 except ValueError:
                     raise RequestError(422, f"{name} must be an integer, got {raw[:40]!r}") from None
-            asked = await anyio.to_thread.run_sync(lambda: service.feedback.ask(values["n"], per_query=values["per_query"]),
-                                                   limiter=limiter)
+            asked = await anyio.to_thread.run_sync(
+                lambda: service.feedback.ask(values["n"], per_query=values["per_query"]), limiter=limiter)
             return JSONResponse({"ask": asked})
         except RequestError as exc:
             return error(exc.status, str(exc))

@@ -105,6 +105,8 @@ def test_feedback_changes_scores_as_the_update_rule_says(index_dir, tmp_path):
         assert r.json()["queued"] == 5  # 2 triplets + click log: food[2] over sport[4], sport[3], food[3]
         fb = wait_applied(client, 5)
         assert fb["pending"] == 0 and fb["version"] >= 1
+        # OASIS versions: base + low-rank factors; a small corpus is scored exhaustively (no candidate stage)
+        assert fb["publishing"].startswith("low-rank") and fb["scoring"] == "exact" and fb["candidates"] is None
         after = client.post("/query", json={"texts": [text], "top_k": len(ids)}).json()
         served = {h["id"]: h["score"] for h in after["results"][0]}
     finally:
