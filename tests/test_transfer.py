@@ -407,3 +407,28 @@ def test_kernel_pa_refuses_to_densify_a_large_sparse_corpus():
         _check_dense(big)
     small = sp.random(20, 8, density=0.5, format="csr", random_state=0)
     np.testing.assert_array_equal(_check_dense(small), small.toarray())
+
+
+def test_protocol_grid_reports_every_point_and_the_best():
+    from sparsesim.experiments import ExperimentConfig
+    from sparsesim.experiments import oht
+
+    _load("wikipedia-xmodal")
+    options = {"n_permutations": 3, "tasks": [0], "curve_tasks": []}
+    cfg = ExperimentConfig(dataset="wikipedia-xmodal", algorithms=["pa2", "oht1-pa2"], seeds=[1],
+                           options=dict(options, grid={"C": [1.0, 5.0], "oht1-pa2.eta": [0.05, 0.5]}))
+    rep = oht.run(cfg)
+    assert [row["point"] for row in rep["grid"]] == [{"C": c, "oht1-pa2.eta": e} for c in (1.0, 5.0) for e in (0.05, 0.5)]
+    one = oht.run(ExperimentConfig(dataset="wikipedia-xmodal", algorithms=["pa2", "oht1-pa2"], seeds=[1],
+                                   params={"*": {"C": 5.0}, "oht1-pa2": {"eta": 0.05}}, options=options))
+    same = {r["algorithm"]: r["mistake_rate"] for r in one["results"]}
+    assert rep["grid"][2]["mistake_rate"] == same
+    # pa2 has no eta: its rate does not move with it
+    assert rep["grid"][0]["mistake_rate"]["pa2"] == rep["grid"][1]["mistake_rate"]["pa2"]
+    for name in ("pa2", "oht1-pa2"):
+        assert rep["grid"][[row["point"] for row in rep["grid"]].index(rep["best"][name])]["mistake_rate"][name] == \
+            min(row["mistake_rate"][name] for row in rep["grid"])
+    assert len(rep["results"]) == 8 and "best point per algorithm" in oht.format_table(rep)
+    with pytest.raises(InvalidInputError, match="not one of the algorithms"):
+        oht.run(ExperimentConfig(dataset="wikipedia-xmodal", algorithms=["pa2"],
+                                 options=dict(options, grid={"oht2-pa2.alpha": [0.5]})))

@@ -13,7 +13,10 @@ Options (``config.options``): ``n_permutations`` (100), ``target_frac`` (0.4), `
 (0.2), ``pair_classes`` ("task" | "all"), ``standardize`` (True), ``tasks`` (0-based task indices,
 default all), ``target_view`` / ``source_view`` (override the data set's roles), ``level`` (0.01),
 ``k_values`` (list of K for the sensitivity plot; default none), ``k_permutations`` (20),
-``curve_tasks`` (1-based task numbers for the online mistake curves; default 2, 14, 36, 7, 16, 33).
+``curve_tasks`` (1-based task numbers for the online mistake curves; default 2, 14, 36, 7, 16, 33),
+``grid`` (``{param: [values]}``, a key ``ALG.param`` for one algorithm only: the protocol runs once
+per combination and reports every point's mean mistake rates and each algorithm's best point —
+the parameter search of ``docs/transfer.md``, on a split seed kept apart from the reported runs).
 ``config.seeds``: each seed gives one task split and one set of permutations (win / tie / loss
 counts add up over seeds x tasks). ``config.triplets`` is not used (a stream is a task's whole
 target part).
@@ -21,6 +24,7 @@ target part).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -35,7 +39,7 @@ from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
 from . import ExperimentConfig
-from .runner import protocol_options
+from .runner import grid_points, protocol_options
 
 DEFAULT_OPTIONS = {
     "n_permutations": 100,
@@ -50,6 +54,7 @@ DEFAULT_OPTIONS = {
     "k_values": None,
     "k_permutations": 20,
     "curve_tasks": [2, 14, 36, 7, 16, 33],
+    "grid": None,
 }
 
 
@@ -217,9 +222,39 @@ def compare(base: np.ndarray, other: np.ndarray, level: float = 0.01) -> tuple[s
     return "tie", p, d
 
 
+def run_grid(config: ExperimentConfig, grid: dict) -> dict:
+    """The protocol once per point of ``grid``; returns ``{"protocol", "dataset", "grid", "best", "results"}``.
+
+    ``results`` holds one row per (point, algorithm): ``algorithm, params`` (the point),
+    ``mistake_rate`` (mean over tasks and seeds) and, against the baseline, ``win, tie, loss``.
+    ``best[algorithm]`` is the point of its lowest mean mistake rate.
+    """
+    results, rows = [], []
+    for point in grid_points(grid):
+        params = {alg: dict(p) for alg, p in config.params.items()}
+        for key, value in point.items():
+            alg, _, name = key.rpartition(".")
+            if alg and alg not in config.algorithms:
+                raise InvalidInputError(f"option 'grid': {key!r} names {alg!r}, which is not one of the algorithms")
+            params.setdefault(alg or "*", {})[name] = value
+        options = {k: v for k, v in config.options.items() if k != "grid"}
+        report = run(dataclasses.replace(config, params=params, options=options, out_dir=None))
+        rates = {}
+        for name in config.algorithms:
+            rates[name] = float(np.mean([r["mistake_rate"] for r in report["results"] if r["algorithm"] == name]))
+            results.append({"algorithm": name, "params": point, "mistake_rate": rates[name],
+                            **report["win_tie_loss"].get(name, {})})
+        rows.append({"point": point, "mistake_rate": rates, "win_tie_loss": report["win_tie_loss"]})
+    best = {name: min(rows, key=lambda row: row["mistake_rate"][name])["point"] for name in config.algorithms}
+    return {"protocol": "oht", "dataset": config.dataset, "baseline": config.algorithms[0], "grid": rows,
+            "best": best, "results": results}
+
+
 def run(config: ExperimentConfig) -> dict:
     """Run the OHT protocol; returns the report (see the module docstring)."""
     opts = _options(config)
+    if opts["grid"]:
+        return run_grid(config, opts["grid"])
     estimators = _make_estimators(config)
     names = [n for n, _ in estimators]
     base = names[0]
@@ -305,7 +340,17 @@ def run(config: ExperimentConfig) -> dict:
 
 
 def format_table(report: dict) -> str:
-    """Summary table (one row per algorithm and seed) followed by the per-task mistake rates."""
+    """Summary table (one row per algorithm and seed) followed by the per-task mistake rates; for
+    a grid, one row per point with every algorithm's mean mistake rate, then the best points."""
+    if "grid" in report:
+        names = list(report["best"])
+        lines = [f"OHT protocol on {report['dataset']}: mean mistake rate per grid point (baseline {report['baseline']})",
+                 f"{'point':<44}" + "".join(f"{n:>12}" for n in names)]
+        for row in report["grid"]:
+            point = ", ".join(f"{k}={v}" for k, v in row["point"].items())
+            lines.append(f"{point[:44]:<44}" + "".join(f"{row['mistake_rate'][n]:>12.4f}" for n in names))
+        lines += ["", "best point per algorithm:"] + [f"  {n:<12} {p}" for n, p in report["best"].items()]
+        return "\n".join(lines)
     base = report["baseline"]
     lines = [f"OHT protocol on {report['dataset']} (target view {report['views']['target']}, "
              f"source view {report['views']['source']}); baseline {base}; paired t-test at {report['level']}",

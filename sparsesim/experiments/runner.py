@@ -5,12 +5,14 @@ table shows); the pieces here are the same for all of them:
 
 * :func:`protocol_options` — the protocol's options over its defaults; a misspelt option is an
   error that lists the known ones, never silently ignored;
+* :func:`grid_points` — the points of a parameter grid ``{param: [values]}`` (every combination);
 * :func:`mean_std` — mean and standard deviation of the finite values (NaN when there are none);
 * :func:`write_report` — the report as strict JSON, written atomically into the output folder.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +48,25 @@ def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
         raise InvalidInputError(f"protocol {protocol!r}: unknown option(s) {', '.join(unknown)}; "
                                 f"known: {', '.join(sorted(defaults))}")
     return {**defaults, **options}
+
+
+def grid_points(grid: dict | None, option: str = "grid") -> list[dict]:
+    """Every combination of a grid ``{param: [values]}`` as a list of ``{param: value}``.
+
+    An empty or missing grid is one point with no parameters (``[{}]``); keys are taken in sorted
+    order, so the points come out in the same order whatever order the grid was written in.
+
+    Raises
+    ------
+    InvalidInputError
+        ``grid`` is not a mapping of names to non-empty lists (``option`` names it in the message).
+    """
+    if not grid:
+        return [{}]
+    if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
+        raise InvalidInputError(f"option {option!r} must map parameter names to non-empty lists of values")
+    keys = sorted(grid)
+    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
 
 
 def mean_std(values) -> tuple[float, float]:

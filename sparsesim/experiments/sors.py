@@ -25,7 +25,6 @@ Options (``ExperimentConfig.options``):
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import resource
 import time
@@ -43,7 +42,7 @@ from ..registry import get_algorithm
 from ..triplets import stratified_split
 from ..tuning import tune_similarity
 from . import ExperimentConfig
-from .runner import protocol_options, write_report
+from .runner import grid_points, protocol_options, write_report
 
 DEFAULT_TRIPLETS = 100_000
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
@@ -132,15 +131,6 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     return row
 
 
-def _grid_points(grid: dict, option: str = "grid") -> list[dict]:
-    if not grid:
-        return [{}]
-    if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
-        raise InvalidInputError(f"option {option!r} must map parameter names to non-empty lists of values")
-    keys = sorted(grid)
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
-
-
 def run(config: ExperimentConfig) -> dict:
     """Run the SORS protocol; returns ``{"protocol", "dataset", "results": [...]}``."""
     for name in config.algorithms:
@@ -159,10 +149,10 @@ def run(config: ExperimentConfig) -> dict:
         tune = {}
     elif not isinstance(tune, dict):
         raise InvalidInputError("option 'tune' must be true or a dict of search settings (grid, factor, ...)")
-    points = [{}] if tune is not None else _grid_points(opts["grid"])
+    points = [{}] if tune is not None else grid_points(opts["grid"])
     if tune is not None and opts["grid"]:
         tune = dict(tune, grid=opts["grid"])
-    scales = _grid_points(opts["scale"], "scale")
+    scales = grid_points(opts["scale"], "scale")
     if tune is not None and scales != [{}]:
         raise InvalidInputError("options 'tune' and 'scale' exclude each other")
     jobs = []
