@@ -16,16 +16,20 @@ Public helpers
     Context manager yielding a connected ``Client`` (closed on exit).
 ``dask_jobs(address, scatter=())``
     Context manager for trial runners (tuning, experiments): inside it,
-    ``run_parallel(..., n_jobs=session.n_jobs)`` runs its jobs as Dask tasks through joblib's
-    dask backend, with the objects in ``scatter`` (e.g. the training matrix) sent to the
-    workers once instead of with every task. Without an address it yields an in-process
-    session and changes nothing.
+    ``session.call(run_parallel, func, jobs, n_jobs=session.n_jobs)`` runs the jobs as Dask
+    tasks through joblib's dask backend, with the objects in ``scatter`` (e.g. the training
+    matrix) sent to the workers once instead of with every task; a call whose tasks the cluster
+    cancelled runs once more, then fails with one ``ClusterError``. Without an address it
+    yields an in-process session and changes nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import time
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -33,7 +37,7 @@ from typing import Any, Iterator, Sequence
 from .exceptions import ClusterError, InvalidInputError, MissingDependencyError
 
 __all__ = ["SCHEDULER_ENV", "DASK_EXTRA_HINT", "resolve_scheduler", "require_distributed", "connect", "dask_jobs",
-           "DaskSession", "worker_addresses"]
+           "DaskSession", "worker_addresses", "is_cluster_failure"]
 
 SCHEDULER_ENV = "SPARSESIM_SCHEDULER"
 DASK_EXTRA_HINT = 'install the optional extra: pip install "sparsesim[dask]"'
@@ -133,10 +137,84 @@ class DaskSession:
     client: Any
     n_jobs: int | None
     n_workers: int
+    retries: int = 1
+    _gone: threading.Event | None = None
+    _config: dict | None = None
 
     @property
     def distributed(self) -> bool:
         return self.client is not None
+
+    def call(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` (e.g. ``run_parallel(...)``) under the cluster's failure policy.
+
+        In-process this is a plain call. On a cluster, a call whose Dask tasks were cancelled or
+        whose workers were lost (``CancelledError``, ``KilledWorker``, a closed connection) runs
+        again, up to ``retries`` times, with the ``scatter`` objects sent to the workers anew (a
+        worker restarted by its nanny for exceeding its memory limit takes its copies with it;
+        the trials are seeded, so a repeat gives the same results); when it fails again, or when every worker has left the cluster (checked every
+        few seconds, so the call never waits forever), it raises one
+        :class:`~sparsesim.exceptions.ClusterError`. Errors of the trials themselves (bad
+        parameters, ...) pass through unchanged.
+        """
+        if self.client is None:
+            return fn(*args, **kwargs)
+        for attempt in range(self.retries + 1):
+            try:
+                if attempt == 0 or self._config is None:
+                    return fn(*args, **kwargs)
+                from joblib import parallel_config
+
+                with parallel_config(**self._config):  # a fresh backend: the data scattered again
+                    return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - sorted below: only the cluster's own failures
+                if self._gone is not None and self._gone.is_set():
+                    raise ClusterError("every Dask worker left the cluster while the trials ran; no partial "
+                                       "result is reported. Start workers (`dask worker ADDRESS`) and run again") from None
+                if not is_cluster_failure(exc):
+                    raise
+                if attempt == self.retries:
+                    raise ClusterError(f"the Dask cluster failed {attempt + 1} time(s) while running the trials "
+                                       f"({_one_line(exc)}); no partial result is reported. Check that the "
+                                       f"workers are alive and below their memory limit "
+                                       f"(`dask worker --memory-limit`)") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def is_cluster_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of the Dask cluster (cancelled tasks, a lost worker or
+    connection), as opposed to an error raised by the task's own code."""
+    if isinstance(exc, (CancelledError, ClusterError)):
+        return True
+    kind = type(exc)
+    return kind.__module__.split(".")[0] == "distributed" and kind.__name__ in (
+        "KilledWorker", "CommClosedError", "FutureCancelledError", "FuturesCancelledError", "CancelledError")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _watch_workers(client, gone: threading.Event, stop: threading.Event, grace: float, every: float = 2.0):
+    """Set ``gone`` and cancel the client's futures once no worker has been connected for ``grace`` s."""
+    empty_since = None
+    while not stop.wait(every):
+        try:
+            alive = bool(worker_addresses(client))
+        except Exception:  # noqa: BLE001 - the scheduler itself is gone: the call fails on its own
+            return
+        if alive:
+            empty_since = None
+            continue
+        empty_since = empty_since or time.monotonic()
+        if time.monotonic() - empty_since >= grace:
+            gone.set()
+            try:
+                client.cancel(list(client.futures))
+            except Exception:  # noqa: BLE001
+                pass
+            return
 
 
 @contextmanager
@@ -184,5 +262,21 @@ def dask_jobs(address: str | None = None, scatter: Sequence[Any] = (), n_jobs: i
         config = {"backend": "dask", "client": client, "wait_for_workers_timeout": wait_for_workers}
         if scatter:
             config["scatter"] = list(scatter)
-        with parallel_config(**config):
-            yield DaskSession(client=client, n_jobs=-1, n_workers=n_workers)
+        gone, stop = threading.Event(), threading.Event()
+        watcher = threading.Thread(target=_watch_workers, args=(client, gone, stop, wait_for_workers), daemon=True,
+                                   name="sparsesim-worker-watch")
+        watcher.start()
+        try:
+            with parallel_config(**config):
+                yield DaskSession(client=client, n_jobs=-1, n_workers=n_workers, _gone=gone, _config=config)
+        except Exception as exc:  # noqa: BLE001 - a cluster failure outside session.call: one clean error
+            if gone.is_set():
+                raise ClusterError("every Dask worker left the cluster while the trials ran; no partial result "
+                                   "is reported. Start workers (`dask worker ADDRESS`) and run again") from None
+            if is_cluster_failure(exc) and not isinstance(exc, ClusterError):
+                raise ClusterError(f"the Dask cluster failed while running the trials ({_one_line(exc)}); no "
+                                   f"partial result is reported") from None
+            raise
+        finally:
+            stop.set()
+            watcher.join(timeout=5)

@@ -314,7 +314,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                 if progress is not None:
                     progress(_base + done, total_steps)
 
-            results = run_parallel(_run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
+            results = session.call(run_parallel, _run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
             done_steps += len(jobs)
             for i, (state, row) in zip(alive, results):
                 states[i] = state

@@ -327,6 +327,104 @@ def test_experiment_trials_run_on_the_cluster_with_the_data_scattered_once(clust
     assert any("run_one" in p for p in prefixes), prefixes  # the trials did run as Dask tasks
 
 
+def test_tune_trials_run_on_the_cluster_with_the_data_scattered_once(cluster, client, monkeypatch):
+    """`tune --scheduler` (tune_similarity with a scheduler): every rung's trials are Dask tasks
+    on the workers; the fit/validation matrices are scattered once for the whole search (the same
+    keys in every rung), and the trials and the chosen parameters equal an in-process run."""
+    from sparsesim import tuning
+    from sparsesim.data import load_dataset
+
+    data = load_dataset("news20-sample")
+    rung_keys = []
+    real = tuning.run_parallel
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        rung_keys.append(client.run_on_scheduler(
+            lambda dask_scheduler: sorted(str(k) for k in dask_scheduler.tasks if "csr_matrix" in str(k))))
+        return out
+
+    monkeypatch.setattr(tuning, "run_parallel", spy)
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+
+    def run(scheduler):
+        return tuning.tune_similarity("oasis", data.X, data.y, n_triplets=300, min_budget=100, seed=0,
+                                      scheduler=scheduler, final=False).to_dict()
+    local = run(None)
+    rung_keys.clear()
+    remote = run(cluster.scheduler_address)
+    assert len(remote["rungs"]) == len(rung_keys) >= 2
+    assert len(rung_keys[0]) == 2 and all(keys == rung_keys[0] for keys in rung_keys)  # X_fit, X_val: once
+    assert remote["best_params"] == local["best_params"]
+    assert [[r["map"] for r in t["rungs"]] for t in remote["trials"]] == \
+        [[r["map"] for r in t["rungs"]] for t in local["trials"]]
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert any("_run_trial" in p for p in prefixes), prefixes
+
+
+def test_session_call_retries_a_cancelled_run_once_then_one_cluster_error(cluster):
+    from concurrent.futures import CancelledError
+
+    from sparsesim.distributed import DaskSession
+
+    failures = []
+
+    def flaky(n_fail, value):
+        if len(failures) < n_fail:
+            failures.append(1)
+            raise CancelledError("call_shard-1234")
+        return value
+
+    session = DaskSession(client=object(), n_jobs=-1, n_workers=2)
+    assert session.call(flaky, 1, "ok") == "ok" and len(failures) == 1  # retried once, same answer
+    failures.clear()
+    with pytest.raises(ClusterError, match=r"failed 2 time\(s\) .*CancelledError.* no partial result"):
+        session.call(flaky, 5, "never")
+    failures.clear()
+
+    def bad_input():
+        failures.append(1)
+        raise InvalidInputError("C must be positive")
+
+    with pytest.raises(InvalidInputError):  # the trial's own error: no retry
+        session.call(bad_input)
+    assert len(failures) == 1
+    assert DaskSession(client=None, n_jobs=1, n_workers=0).call(lambda: 3) == 3
+
+
+def _exit_now():
+    import os
+
+    os._exit(1)
+
+
+def test_trials_recover_when_workers_lose_the_scattered_data(cluster, client, monkeypatch):
+    """The failure seen under load: a worker restarted by its nanny (memory limit) takes its copy
+    of the scattered data with it, and the next trials are cancelled ('lost dependencies'). The
+    session runs them once more with the data scattered again and returns the same answer."""
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    X = sp.random(300, 200, density=0.05, format="csr", random_state=2)
+    attempts = []
+
+    def counted(*args, **kwargs):
+        attempts.append(1)
+        return run_parallel(*args, **kwargs)
+
+    want = [float(X.sum()) * i for i in range(3)]
+    with dask_jobs(cluster.scheduler_address, scatter=[X]) as session:
+        assert session.call(counted, _sum_times, [(X, i) for i in range(3)], n_jobs=-1) == want
+        holders = client.run_on_scheduler(lambda dask_scheduler: sorted(
+            {w.address for k, ts in dask_scheduler.tasks.items() if "csr_matrix" in str(k) for w in ts.who_has}))
+        assert holders
+        for worker in holders:  # every copy of X is gone; the nannies start fresh workers
+            with pytest.raises(Exception):
+                client.run(_exit_now, workers=[worker])
+        client.wait_for_workers(2, timeout=60)
+        attempts.clear()
+        assert session.call(counted, _sum_times, [(X, i) for i in range(3)], n_jobs=-1) == want
+    assert len(attempts) == 2  # the first was cancelled, the second ran on the data sent again
+
+
 def _die_after(seconds):
     import os
     import time

@@ -169,7 +169,7 @@ def run(config: ExperimentConfig) -> dict:
         if session.distributed:  # the loaded data set travels once, as one scattered object
             for job in jobs:
                 job[0] = data
-        results = run_parallel(run_one, jobs, n_jobs=session.n_jobs, progress=progress)
+        results = session.call(run_parallel, run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "results": results}
     if config.out_dir is not None:
