@@ -11,7 +11,11 @@ features (``||x||^2`` in the hundreds):
   per unit step), over the rows of the corpus the learner first sees and ``SAMPLE_PAIRS``
   random pairs of them (:func:`data_statistics`);
 * OASIS: ``C = OASIS_C_FACTOR / s`` (the PA step ``l / s`` is capped at that many "full" steps);
-* SORS: ``eta = SORS_ETA_FACTOR / s`` (one update moves its own margin by ``SORS_ETA_FACTOR``);
+* SORS: ``eta = SORS_ETA_FACTOR * max(1, q) ** SORS_MARGIN_POWER / s`` with ``q`` the mean
+  ``|x''^T (x - x')|`` of random rows (the typical margin under M = I): one update moves its own
+  margin by ``SORS_ETA_FACTOR`` on features whose margins are below 1 (L2-normalised text), and by
+  ``SORS_ETA_FACTOR * sqrt(q)`` where they are larger (raw dense features, whose violated
+  triplets have losses of order ``q``);
 * L1 weight (SORS and AdaSORS): ``lam = L1_SURVIVAL * g / T`` with ``T`` the triplet budget
   (``n_triplets``): over the whole run the proximal steps remove ``L1_SURVIVAL`` times the size
   of one typical write, so an entry must be written about that many times to survive;
@@ -51,6 +55,7 @@ SAMPLE_PAIRS = 2000
 
 OASIS_C_FACTOR = 3.0
 SORS_ETA_FACTOR = 4.0
+SORS_MARGIN_POWER = 0.5
 L1_SURVIVAL = 3.0
 ADA_DELTA_FACTOR = 10.0
 ADA_ETA_FACTOR = 30.0
@@ -95,7 +100,8 @@ def data_statistics(X: sp.csr_matrix, n_pairs: int = SAMPLE_PAIRS, seed: int = 0
         ``sq_x`` (mean ||x||^2 over the rows), ``sq_z`` (mean ||x - x'||^2 over ``n_pairs``
         random pairs of distinct rows), ``abs_x`` and ``abs_z`` (mean absolute nonzero value of
         the rows and of the differences), ``s = sq_x * sq_z``, ``g = abs_x * abs_z`` and
-        ``n_pairs``.
+        ``margin`` (mean |x''^T (x - x')| over the pairs, each with a third random row ``x''`` as
+        anchor: the size of a typical margin under M = I) and ``n_pairs``.
     """
     n = X.shape[0]
     if n < 2:
@@ -105,12 +111,14 @@ def data_statistics(X: sp.csr_matrix, n_pairs: int = SAMPLE_PAIRS, seed: int = 0
     b = (a + rng.integers(1, n, size=n_pairs)) % n  # a different row
     Z = (X[a] - X[b]).tocsr()
     Z.eliminate_zeros()
+    c = rng.integers(0, n, size=n_pairs)  # anchors of the margin statistic (drawn after a, b)
+    margin = float(np.abs(np.asarray(X[c].multiply(Z).sum(axis=1)).ravel()).mean())
     sq_x = float(X.multiply(X).sum() / n)
     sq_z = float(Z.multiply(Z).sum() / n_pairs)
     abs_x = float(np.abs(X.data).mean()) if X.nnz else 0.0
     abs_z = float(np.abs(Z.data).mean()) if Z.nnz else 0.0
     return {"sq_x": sq_x, "sq_z": sq_z, "abs_x": abs_x, "abs_z": abs_z, "s": sq_x * sq_z,
-            "g": abs_x * abs_z, "n_pairs": int(n_pairs)}
+            "g": abs_x * abs_z, "margin": margin, "n_pairs": int(n_pairs)}
 
 
 def _safe(value: float, fallback: float) -> float:
@@ -164,7 +172,9 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
         out["lam"] = L1_SURVIVAL * g / T
     if kind == "sors":
         if is_auto(out.get("eta")):
-            out["eta"] = SORS_ETA_FACTOR / s
+            q = stats.get("margin", 0.0)
+            q = float(q) if np.isfinite(q) else 0.0
+            out["eta"] = SORS_ETA_FACTOR * max(1.0, q) ** SORS_MARGIN_POWER / s
         return out
     if is_auto(out.get("delta")):
         out["delta"] = ADA_DELTA_FACTOR * g

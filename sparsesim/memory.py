@@ -22,7 +22,8 @@ import re
 
 from .exceptions import InvalidParameterError, MemoryBudgetError
 
-__all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget"]
+__all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
+           "check_allocation"]
 
 DEFAULT_SHARE = 0.7
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
@@ -136,3 +137,42 @@ class MemoryBudget:
             f"at {entry_bytes} bytes each, {format_bytes(held)}) but its memory budget is "
             f"{format_bytes(self.limit)}{spec}; use fewer triplets{hint}, or a larger max_memory "
             f"(bytes, '8GiB' or a share like '90%' of available memory)")
+
+
+def _rebuild_bytes(store, extra: int) -> int:
+    """Bytes a table rebuild for ``extra`` more inserts adds while old and new tables coexist
+    (0 when ``store`` has room); follows a paired store's overflow table too."""
+    total = 0
+    for table in (store, getattr(store, "overflow", None)):
+        if table is None or table.counts[1] + extra <= table.max_used():
+            continue
+        total += table.grown_capacity(extra) * table.table.dtype.itemsize
+    return total
+
+
+def budgeted_reserve(store, budget: MemoryBudget | None, hint: str = ""):
+    """``store.reserve`` that first checks ``budget``: a rebuild whose old and new tables together
+    would cross it raises :class:`MemoryBudgetError` before allocating (no budget: the plain
+    ``store.reserve``)."""
+    if budget is None:
+        return store.reserve
+
+    def reserve(extra: int) -> None:
+        grow = _rebuild_bytes(store, int(extra))
+        if grow and not budget.fits(store.nbytes + grow):
+            budget.fail(store.nbytes + grow, store.nbytes, store.n_entries, store.table.dtype.itemsize, hint=hint)
+        store.reserve(extra)
+
+    return reserve
+
+
+def check_allocation(budget: MemoryBudget | None, nbytes: int, what: str, hint: str = "") -> None:
+    """Raise :class:`MemoryBudgetError` before a fixed allocation of ``nbytes`` (a dense matrix, a
+    full covariance) that does not fit ``budget``."""
+    if budget is None or budget.fits(nbytes):
+        return
+    spec = "" if budget.spec in (None, "auto") else f" (max_memory={budget.spec!r})"
+    raise MemoryBudgetError(
+        f"{budget.owner}: {what} needs {format_bytes(nbytes)} but the memory budget is "
+        f"{format_bytes(budget.limit)}{spec}; use {hint + ', or ' if hint else ''}a larger max_memory "
+        f"(bytes, '8GiB' or a share like '90%' of available memory)")

@@ -32,7 +32,8 @@ def test_auto_values_follow_the_stated_rule(cls, kind):
     else:
         assert got["lam"] == pytest.approx(defaults.L1_SURVIVAL * g / 600)
     if kind == "sors":
-        assert got["eta"] == pytest.approx(defaults.SORS_ETA_FACTOR / s)
+        q = max(1.0, stats["margin"]) ** defaults.SORS_MARGIN_POWER
+        assert got["eta"] == pytest.approx(defaults.SORS_ETA_FACTOR * q / s)
     if kind == "adasors":
         assert got["delta"] == pytest.approx(defaults.ADA_DELTA_FACTOR * g)
         assert got["eta"] == pytest.approx(defaults.ADA_ETA_FACTOR * got["delta"] / s)
@@ -41,11 +42,16 @@ def test_auto_values_follow_the_stated_rule(cls, kind):
 
 def test_auto_values_scale_with_the_data():
     X, y = labelled_problem()
+    X = X / np.sqrt(defaults.data_statistics(X)["margin"]) / 2  # typical margin 1/4 under M = I
     small = SORS(n_triplets=300, random_state=0).fit(X, y).resolved_params_
     big = SORS(n_triplets=300, random_state=0).fit(10.0 * X, y).resolved_params_
-    # eta ~ 1 / (|x|^2 |z|^2) scales by 10^-4, lam ~ |x_i||z_j| by 10^2
-    assert big["eta"] == pytest.approx(small["eta"] * 1e-4)
+    # lam ~ |x_i||z_j| scales by 10^2; eta ~ 1 / (|x|^2 |z|^2) by 10^-4 while the typical margin
+    # |x''^T (x - x')| stays below 1, and by 10^-4 * sqrt(100 / 4) once it is 25
     assert big["lam"] == pytest.approx(small["lam"] * 1e2)
+    assert small["eta"] == pytest.approx(defaults.SORS_ETA_FACTOR / defaults.data_statistics(X)["s"])
+    assert big["eta"] == pytest.approx(small["eta"] * 1e-4 * 5.0)
+    mid = SORS(n_triplets=300, random_state=0).fit(3.0 * X, y).resolved_params_
+    assert mid["eta"] == pytest.approx(small["eta"] * 3.0 ** -4 * 1.5)  # margin 9/4 > 1: sqrt(2.25) = 1.5
 
 
 def test_explicit_values_win_and_are_recorded(tmp_path):

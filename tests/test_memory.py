@@ -83,3 +83,57 @@ def test_cli_budget_error_is_one_line_and_writes_nothing(tmp_path, monkeypatch, 
     assert code == 2 and err.startswith("error: ") and "memory budget" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# --- the second-order and multi-task engines share the mechanism -----------------------------
+
+from sparsesim.learners.active import PAAS  # noqa: E402
+from sparsesim.learners.multitask import OGRSL, OMTRSL, OSTRSL  # noqa: E402
+from sparsesim.learners.second_order import CWS  # noqa: E402
+
+
+@pytest.mark.parametrize("make", [lambda b: PAAS(C=1.0, delta=100.0, initial_capacity=1024, max_memory=b),
+                                  lambda b: CWS(covariance="diag", eta=0.1, gamma=1.0, initial_capacity=1024,
+                                                max_memory=b)])
+def test_second_order_budget_stops_growth(make):
+    X, y = problem()
+    T = sors_triplets(y, 400, seed=0)
+    free = make("auto").partial_fit_triplets(X, T)  # the same run without a tight budget grows past it
+    assert free.engine_.store.nbytes > 200_000
+    est = make(200_000)
+    with pytest.raises(MemoryBudgetError, match=r"memory budget is 195\.3 KiB.*max_memory"):
+        est.partial_fit_triplets(X, T)
+    assert est.engine_.store.nbytes <= 200_000
+
+
+def test_full_covariance_is_checked_before_allocation():
+    X = sp.random(30, 40, density=0.5, random_state=0, format="csr")  # Sigma: 8 * 1600^2 bytes = 20.5 MB
+    with pytest.raises(MemoryBudgetError, match=r"full covariance at d = 40.*covariance='diag'"):
+        CWS(covariance="full", max_memory="10MB").partial_fit_triplets(X, np.array([[0, 1, 2]]))
+    CWS(covariance="full", max_memory="40MB").partial_fit_triplets(X, np.array([[0, 1, 2]]))
+
+
+def tasks_problem():
+    X, y = problem(n=240, d=300)
+    return X, y, np.arange(240) % 2
+
+
+@pytest.mark.parametrize("cls", [OMTRSL, OGRSL, OSTRSL])
+def test_multitask_hash_budget_stops_growth(cls):
+    X, y, tasks = tasks_problem()
+    kwargs = dict(n_triplets=600, random_state=0, storage="hash", initial_capacity=1024)
+    free = cls(**kwargs).fit(X, y, tasks)
+    stores = [e.store for e in getattr(free, "engines_", None) or [free.engine_]]
+    assert sum(s.nbytes for s in stores) > 400_000
+    with pytest.raises(MemoryBudgetError, match="max_memory"):
+        cls(max_memory=400_000, **kwargs).fit(X, y, tasks)
+
+
+def test_multitask_auto_storage_follows_the_budget():
+    X, y, tasks = tasks_problem()  # dense storage: 3 matrices of 300 x 300 float64 = 2.16 MB
+    roomy = OMTRSL(n_triplets=5, random_state=0).fit(X, y, tasks)
+    tight = OMTRSL(n_triplets=5, random_state=0, initial_capacity=1024, max_memory="1.5MB").fit(X, y, tasks)
+    assert roomy.engine_.storage == "dense" and tight.engine_.storage == "hash"
+    np.testing.assert_allclose(tight.model_for(0).W.toarray(), roomy.model_for(0).W.toarray(), atol=1e-12)
+    with pytest.raises(MemoryBudgetError, match="storage='hash'"):
+        OMTRSL(n_triplets=5, storage="dense", max_memory="1.5MB").fit(X, y, tasks)

@@ -54,6 +54,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..memory import budgeted_reserve, check_allocation
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
 from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
@@ -758,7 +759,7 @@ class MultiTaskEngine:
     """
 
     def __init__(self, d, n_tasks, b=1.0, C=1.0, query="all", rate=1.0, storage="auto",
-                 dense_budget=1 << 30, initial_capacity=1 << 16, compact=False):
+                 dense_budget=1 << 30, initial_capacity=1 << 16, compact=False, budget=None):
         self.d = int(d)
         self.n_tasks = int(n_tasks)
         self.b = float(b)
@@ -770,12 +771,16 @@ class MultiTaskEngine:
         self.rate = float(rate)
         self.alpha, self.beta = task_coefficients(self.b, self.n_tasks)
         n_mats = self.n_tasks + (1 if self.beta != 0.0 else 0)
+        self.budget = budget  # sparsesim.memory.MemoryBudget: checked before allocations and rebuilds
         if storage == "auto":
-            storage = "dense" if n_mats * self.d * self.d * 8 <= dense_budget else "hash"
+            fits = budget is None or budget.fits(n_mats * self.d * self.d * 8)
+            storage = "dense" if n_mats * self.d * self.d * 8 <= dense_budget and fits else "hash"
         if storage not in ("dense", "hash"):
             raise ValueError(f"unknown storage {storage!r}; use 'auto', 'dense' or 'hash'")
         self.storage = storage
         if storage == "dense":
+            check_allocation(budget, n_mats * self.d * self.d * 8, f"dense storage of {n_mats} d x d matrices",
+                             hint="storage='hash'")
             self.W = np.zeros((n_mats, self.d, self.d))
             self.store = None
         else:
@@ -859,7 +864,7 @@ class MultiTaskEngine:
                 return train_paired(t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift,
                                     st.max_used(), *common)
 
-            run_growing(call, 0, n, st.reserve)
+            run_growing(call, 0, n, budgeted_reserve(st, self.budget))
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         self.n_queries += int(queried.sum())

@@ -50,6 +50,7 @@ import numba
 import numpy as np
 
 from ..exceptions import InvalidInputError
+from ..memory import budgeted_reserve, check_allocation
 from .bilinear import merge_difference, oasis_tau
 from .driver import YIELD, run_growing, triplet_scratch
 from .hashstore import HashStore, find, find_or_insert
@@ -521,8 +522,9 @@ class SparseSecondOrderEngine(_EngineBase):
     """
 
     def __init__(self, d, rule="pa", policy="all", delta=1.0, rate=1.0, C=1.0, eta=1.0, gamma=1.0, r=1.0,
-                 sigma_step="previous", identity=False, query_budget=None, initial_capacity=1 << 16):
+                 sigma_step="previous", identity=False, query_budget=None, initial_capacity=1 << 16, budget=None):
         super().__init__(d, rule, policy, delta, rate, C, eta, gamma, r, sigma_step, query_budget)
+        self.budget = budget  # sparsesim.memory.MemoryBudget: checked before every table rebuild
         diag_init = 1.0 if identity else 0.0
         if self.rule == PA:
             self.store = HashStore(self.d, "plain", diag_init, initial_capacity)
@@ -548,7 +550,7 @@ class SparseSecondOrderEngine(_EngineBase):
                 )
                 return nxt, need if status[0] == NEED_ROOM else YIELD
 
-            return run_growing(call, pos, n, st.reserve), status[0], 0
+            return run_growing(call, pos, n, budgeted_reserve(st, self.budget)), status[0], 0
 
         return step
 
@@ -587,11 +589,14 @@ class FullCovarianceEngine(_EngineBase):
     """
 
     def __init__(self, d, rule="cw", policy="all", delta=1.0, rate=1.0, C=1.0, eta=1.0, gamma=1.0, r=1.0,
-                 sigma_step="previous", identity=False, query_budget=None, blas_min_d2=BLAS_MIN_D2):
+                 sigma_step="previous", identity=False, query_budget=None, blas_min_d2=BLAS_MIN_D2,
+                 budget=None):
         super().__init__(d, rule, policy, delta, rate, C, eta, gamma, r, sigma_step, query_budget)
         if self.d > FULL_MAX_D:
             raise ValueError(f"full covariance needs d <= {FULL_MAX_D}, got {self.d}")
         D = self.d * self.d
+        check_allocation(budget, 8 * (D * D + 3 * D) if self.rule != PA else 8 * 3 * D,
+                         f"the full covariance at d = {self.d}", hint="the diagonal variant (covariance='diag')")
         self.M = np.eye(self.d) if identity else np.zeros((self.d, self.d))
         self.S = np.eye(D) if self.rule != PA else np.zeros((1, 1))
         self.pend = np.zeros(D)

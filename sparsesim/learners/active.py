@@ -100,7 +100,7 @@ class SelectiveBilinear(_BaseBilinear):
     def _make_engine(self, d):
         self._check_common()
         kwargs = dict(rule=self._rule, policy=self._policy, identity=bool(self.identity),
-                      query_budget=self.query_budget)
+                      query_budget=self.query_budget, budget=self._budget())
         kwargs.update(self._rule_params())
         kwargs.update(self._policy_params())
         if self.covariance == "full" and self._rule != "pa":
@@ -207,6 +207,11 @@ class PAAS(SelectiveBilinear):
         Seeds the triplet stream of :meth:`fit` and the query draws.
     initial_capacity : int, default 65536
         Hash slots reserved ahead.
+    max_memory : int, str, default "auto"
+        Memory budget of the model store (bytes, ``"6GiB"``, ``"80%"`` of the memory available
+        when training starts, or ``"auto"``: 70% of it; :mod:`sparsesim.memory`). A table rebuild
+        (or the full covariance) that would cross it stops with
+        :class:`~sparsesim.exceptions.MemoryBudgetError` before allocating.
 
     Attributes
     ----------
@@ -229,7 +234,7 @@ class PAAS(SelectiveBilinear):
     _auto_names = ("C",)
 
     def __init__(self, C="auto", delta=1.0, query_budget=None, oracle=None, n_triplets=100_000, identity=False,
-                 random_state=None, initial_capacity=65536):
+                 random_state=None, initial_capacity=65536, max_memory="auto"):
         self.C = C
         self.delta = delta
         self.query_budget = query_budget
@@ -238,6 +243,7 @@ class PAAS(SelectiveBilinear):
         self.identity = identity
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.max_memory = max_memory
 
     def _rule_params(self):
         return pa_rule_params(self._param("C"))
@@ -254,7 +260,7 @@ class PARS(SelectiveBilinear):
     C : float or "auto", default "auto"
         As in :class:`PAAS`.
     query_rate : float in [0, 1], default 0.2
-    query_budget, oracle, n_triplets, identity, random_state, initial_capacity
+    query_budget, oracle, n_triplets, identity, random_state, initial_capacity, max_memory
         As in :class:`PAAS`.
     """
 
@@ -264,7 +270,7 @@ class PARS(SelectiveBilinear):
     _auto_names = ("C",)
 
     def __init__(self, C="auto", query_rate=0.2, query_budget=None, oracle=None, n_triplets=100_000,
-                 identity=False, random_state=None, initial_capacity=65536):
+                 identity=False, random_state=None, initial_capacity=65536, max_memory="auto"):
         self.C = C
         self.query_rate = query_rate
         self.query_budget = query_budget
@@ -273,6 +279,7 @@ class PARS(SelectiveBilinear):
         self.identity = identity
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.max_memory = max_memory
 
     def _rule_params(self):
         return pa_rule_params(self._param("C"))

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..engine.multitask import MultiTaskEngine
+from ..memory import MemoryBudget, parse_memory
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity, MultiTaskSimilarity
 from ..parallel import run_parallel
@@ -61,6 +62,11 @@ class _MultiTaskBase(TripletLearner):
     def _check_params(self):
         if not self.C > 0:
             raise InvalidInputError(f"C must be positive, got {self.C}")
+
+    def _budget(self, share: int = 1) -> MemoryBudget:
+        """The memory budget of this fit (``max_memory``), split into ``share`` equal parts."""
+        return MemoryBudget(parse_memory(self.max_memory) // max(1, int(share)), self.max_memory,
+                            owner=self._algorithm or type(self).__name__)
 
     def _make_engines(self, d: int):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -249,6 +255,11 @@ class OMTRSL(_MultiTaskBase):
         packed into the key, S_ij and O_k,ij stored as float32; arithmetic stays float64) instead
         of 32-byte ones. Falls back to the 32-byte records, with a warning giving the reason,
         when d and K do not fit the packed key.
+    max_memory : int, str, default "auto"
+        Memory budget of the model store (bytes, ``"6GiB"``, ``"80%"`` of the memory available
+        when training starts, or ``"auto"``: 70% of it; :mod:`sparsesim.memory`). ``storage="auto"``
+        takes the dense arrays only when they fit it; a dense allocation or a hash-table rebuild
+        that would cross it stops with :class:`~sparsesim.exceptions.MemoryBudgetError`.
 
     Attributes
     ----------
@@ -276,7 +287,7 @@ class OMTRSL(_MultiTaskBase):
     _query = "all"
 
     def __init__(self, C=1.0, b=1.0, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536, compact=False):
+                 initial_capacity=65536, compact=False, max_memory="auto"):
         self.C = C
         self.b = b
         self.n_triplets = n_triplets
@@ -284,6 +295,7 @@ class OMTRSL(_MultiTaskBase):
         self.storage = storage
         self.initial_capacity = initial_capacity
         self.compact = compact
+        self.max_memory = max_memory
 
     def _check_params(self):
         super()._check_params()
@@ -298,7 +310,7 @@ class OMTRSL(_MultiTaskBase):
     def _make_engines(self, d):
         self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self.b, C=self.C, query=self._query, rate=self._rate(),
                                        storage=self.storage, initial_capacity=self.initial_capacity,
-                                       compact=self.compact)
+                                       compact=self.compact, budget=self._budget())
         if self._query != "all":
             self.query_rng_ = _query_rng(self.random_state)
 
@@ -329,9 +341,9 @@ class OMTRSLActive(OMTRSL):
     _query = "active"
 
     def __init__(self, C=1.0, b=1.0, delta=1.0, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536, compact=False):
+                 initial_capacity=65536, compact=False, max_memory="auto"):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
-                         initial_capacity=initial_capacity, compact=compact)
+                         initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
         self.delta = delta
 
     def _check_params(self):
@@ -358,9 +370,9 @@ class OMTRSLRandom(OMTRSL):
     _query = "random"
 
     def __init__(self, C=1.0, b=1.0, query_ratio=0.2, n_triplets=20_000, random_state=None, storage="auto",
-                 initial_capacity=65536, compact=False):
+                 initial_capacity=65536, compact=False, max_memory="auto"):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
-                         initial_capacity=initial_capacity, compact=compact)
+                         initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
         self.query_ratio = query_ratio
 
     def _check_params(self):
@@ -387,22 +399,26 @@ class OGRSL(_MultiTaskBase):
     initial_capacity : int
     compact : bool, default False
         16-byte float32 pair records in the hash storage (see :class:`OMTRSL`).
+    max_memory : int, str, default "auto"
+        Memory budget of the model store (see :class:`OMTRSL`).
     """
 
     _algorithm = "ogrsl"
 
     def __init__(self, C=1.0, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536,
-                 compact=False):
+                 compact=False, max_memory="auto"):
         self.C = C
         self.n_triplets = n_triplets
         self.random_state = random_state
         self.storage = storage
         self.initial_capacity = initial_capacity
         self.compact = compact
+        self.max_memory = max_memory
 
     def _make_engines(self, d):
         self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
-                                       initial_capacity=self.initial_capacity, compact=self.compact)
+                                       initial_capacity=self.initial_capacity, compact=self.compact,
+                                       budget=self._budget())
 
     def _train(self, X, triplets, signs, codes):
         losses, _, queried = self.engine_.partial_fit(X, triplets, signs, np.zeros(triplets.shape[0], np.int64))
@@ -440,6 +456,9 @@ class OSTRSL(_MultiTaskBase):
     initial_capacity : int
     compact : bool, default False
         16-byte float32 pair records in each task's hash storage (see :class:`OMTRSL`).
+    max_memory : int, str, default "auto"
+        Memory budget of all task models together; each task's store gets an equal share (see
+        :class:`OMTRSL`).
 
     Attributes
     ----------
@@ -452,7 +471,7 @@ class OSTRSL(_MultiTaskBase):
     _algorithm = "ostrsl"
 
     def __init__(self, C=1.0, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536,
-                 compact=False):
+                 compact=False, max_memory="auto"):
         self.C = C
         self.n_triplets = n_triplets
         self.random_state = random_state
@@ -460,10 +479,13 @@ class OSTRSL(_MultiTaskBase):
         self.storage = storage
         self.initial_capacity = initial_capacity
         self.compact = compact
+        self.max_memory = max_memory
 
     def _make_engines(self, d):
+        budget = self._budget(len(self.tasks_))  # each task's engine: its share of the budget
         self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
-                                         initial_capacity=self.initial_capacity, compact=self.compact)
+                                         initial_capacity=self.initial_capacity, compact=self.compact,
+                                         budget=budget)
                          for _ in self.tasks_]
         self.task_seconds_ = np.zeros(len(self.tasks_))
 

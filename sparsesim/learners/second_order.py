@@ -59,6 +59,9 @@ class CWS(SelectiveBilinear):
     random_state : int, optional
     initial_capacity : int, default 65536
         Hash slots reserved ahead (diagonal covariance).
+    max_memory : int, str, default "auto"
+        Memory budget (see :class:`~sparsesim.learners.active.PAAS`); the full covariance's
+        8 d^4 bytes are checked against it before they are allocated.
 
     Attributes
     ----------
@@ -85,7 +88,8 @@ class CWS(SelectiveBilinear):
         return "cw-d" if self.covariance == "diag" else "cw"
 
     def __init__(self, eta="auto", gamma="auto", covariance="full", sigma_step="previous", query_budget=None,
-                 oracle=None, n_triplets=100_000, identity=False, random_state=None, initial_capacity=65536):
+                 oracle=None, n_triplets=100_000, identity=False, random_state=None, initial_capacity=65536,
+                 max_memory="auto"):
         self.eta = eta
         self.gamma = gamma
         self.covariance = covariance
@@ -96,6 +100,7 @@ class CWS(SelectiveBilinear):
         self.identity = identity
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.max_memory = max_memory
 
     @property
     def _algorithm(self):
@@ -126,7 +131,7 @@ class CWAS(CWS):
         As in :class:`CWS`.
     delta : float, default 1.0
         Sampling threshold (larger asks more).
-    query_budget, oracle, n_triplets, identity, random_state, initial_capacity
+    query_budget, oracle, n_triplets, identity, random_state, initial_capacity, max_memory
         As in :class:`CWS`.
     """
 
@@ -134,10 +139,10 @@ class CWAS(CWS):
 
     def __init__(self, eta="auto", gamma="auto", delta=1.0, covariance="full", sigma_step="previous",
                  query_budget=None, oracle=None, n_triplets=100_000, identity=False, random_state=None,
-                 initial_capacity=65536):
+                 initial_capacity=65536, max_memory="auto"):
         super().__init__(eta=eta, gamma=gamma, covariance=covariance, sigma_step=sigma_step,
                          query_budget=query_budget, oracle=oracle, n_triplets=n_triplets, identity=identity,
-                         random_state=random_state, initial_capacity=initial_capacity)
+                         random_state=random_state, initial_capacity=initial_capacity, max_memory=max_memory)
         self.delta = delta
 
 
@@ -149,7 +154,7 @@ class CWRS(CWS):
     eta, gamma, covariance, sigma_step
         As in :class:`CWS`.
     query_rate : float in [0, 1], default 0.2
-    query_budget, oracle, n_triplets, identity, random_state, initial_capacity
+    query_budget, oracle, n_triplets, identity, random_state, initial_capacity, max_memory
         As in :class:`CWS`.
     """
 
@@ -157,10 +162,10 @@ class CWRS(CWS):
 
     def __init__(self, eta="auto", gamma="auto", query_rate=0.2, covariance="full", sigma_step="previous",
                  query_budget=None, oracle=None, n_triplets=100_000, identity=False, random_state=None,
-                 initial_capacity=65536):
+                 initial_capacity=65536, max_memory="auto"):
         super().__init__(eta=eta, gamma=gamma, covariance=covariance, sigma_step=sigma_step,
                          query_budget=query_budget, oracle=oracle, n_triplets=n_triplets, identity=identity,
-                         random_state=random_state, initial_capacity=initial_capacity)
+                         random_state=random_state, initial_capacity=initial_capacity, max_memory=max_memory)
         self.query_rate = query_rate
 
 
@@ -177,7 +182,7 @@ class AROMA(SelectiveBilinear):
         AROW regulariser. ``"auto"``: ``0.03 * s``, ``s = mean ||x||^2 * mean ||x - x'||^2``
         (:mod:`sparsesim.defaults`).
     covariance : {"full", "diag"}, default "full"
-    query_budget, oracle, n_triplets, identity, random_state, initial_capacity
+    query_budget, oracle, n_triplets, identity, random_state, initial_capacity, max_memory
         As in :class:`CWS`.
     """
 
@@ -187,7 +192,7 @@ class AROMA(SelectiveBilinear):
     _auto_names = ("r",)
 
     def __init__(self, r="auto", covariance="full", query_budget=None, oracle=None, n_triplets=100_000,
-                 identity=False, random_state=None, initial_capacity=65536):
+                 identity=False, random_state=None, initial_capacity=65536, max_memory="auto"):
         self.r = r
         self.covariance = covariance
         self.query_budget = query_budget
@@ -196,6 +201,7 @@ class AROMA(SelectiveBilinear):
         self.identity = identity
         self.random_state = random_state
         self.initial_capacity = initial_capacity
+        self.max_memory = max_memory
 
     @property
     def _algorithm(self):
