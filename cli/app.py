@@ -563,7 +563,8 @@ def experiment(
     scheduler: Optional[str] = scheduler_option(),
     tune: bool = typer.Option(False, "--tune", help="Choose parameters on training data only: sors protocol: "
                               "`sparsesim tune`'s search per learner and seed (--option grid=... sets its grid); "
-                              "cikm15: the paper's 5-fold CV search."),
+                              "cikm15: 5-fold CV over a grid around the auto values (--option search=grid: the paper's "
+                              "10^-5..10^5); ijcai17: the paper's Figure 3 search."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
@@ -614,13 +615,15 @@ def experiment(
     if tune:
         if protocol == "sors":
             options["tune"] = True
-        elif protocol == "cikm15":  # the paper's own search: 5-fold CV on a disjoint tuning subset
-            options.setdefault("search", "grid")
+        elif protocol == "cikm15":  # the paper's 5-fold CV on a disjoint tuning subset, bounded grid
+            options.setdefault("search", "auto")
             options.setdefault("search_folds", 5)
+        elif protocol == "ijcai17":  # the paper's Figure 3 grid (b x C), best validation AP@10
+            options.setdefault("search", True)
         else:
-            raise InvalidInputError(f"--tune is available for the sors protocol (successive halving) and cikm15 "
-                                    f"(the paper's 5-fold CV search); the {protocol} protocol sets its search "
-                                    f"through --option")
+            raise InvalidInputError(f"--tune is available for the sors protocol (successive halving), cikm15 "
+                                    f"(5-fold CV search) and ijcai17 (the Figure 3 search); the {protocol} "
+                                    f"protocol sets its search through --option")
     module = get_protocol(protocol)
     config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
                               params=params, n_jobs=n_jobs, out_dir=out_dir, options=options,

@@ -367,3 +367,18 @@ def test_cikm15_search_averages_over_tuning_folds():
     first = run_one("oasis", {"C": C, "identity": False}, X[folds[0][0]], y[folds[0][0]], X[folds[0][1]],
                     y[folds[0][1]], sors_triplets(y[folds[0][0]], 200, seed=7), 0)["ap@10"]
     assert one_score == pytest.approx(first, abs=1e-12)  # n_folds=1 is the single 4/5 - 1/5 split
+
+
+def test_cikm15_auto_search_is_a_bounded_grid_around_the_rule():
+    from sparsesim.defaults import PA_C_FACTOR, data_statistics
+    from sparsesim.experiments.cikm15 import AUTO_FACTORS, AUTO_FACTORS_2D, _search_family
+
+    X, y = _data(n=60, d=6, seed=21)
+    data = type("D", (), {"X": X, "y": y})()
+    rows = np.arange(60)
+    pa = _search_family("pa", data, rows, 200, seed=0, mode="auto", n_jobs=1, fixed={}, n_folds=2)
+    s = data_statistics(X)["s"]
+    assert sorted(r["C"] for r in pa["scores"]) == pytest.approx(sorted(PA_C_FACTOR / s * f for f in AUTO_FACTORS))
+    assert pa["best"]["C"] in [r["C"] for r in pa["scores"]] and pa["folds"] == 2
+    cw = _search_family("cw-d", data, rows, 200, seed=0, mode="auto", n_jobs=1, fixed={}, n_folds=1)
+    assert cw["n_evaluated"] == len(AUTO_FACTORS_2D[0]) * len(AUTO_FACTORS_2D[1])

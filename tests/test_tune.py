@@ -124,4 +124,4 @@ def test_experiment_tune_uses_the_same_search(monkeypatch, capsys):
     assert tuned["resolved_params"]["eta"] == tuned["tuned_params"]["eta"] and "tuning" not in rows["cosine"]
     code, stdout, err = run_cli(["experiment", "--dataset", "landmine", "--algorithms", "romco-nucl", "--protocol",
                                  "romco", "--tune"], monkeypatch, capsys)
-    assert code == 2 and "--tune is available for the sors protocol" in err
+    assert code == 2 and "--tune is available for the sors protocol" in err and "ijcai17" in err

@@ -11,7 +11,11 @@ Per data set and seed:
    *disjoint* stratified tuning subset of the same size (mean AP@10 over its folds;
    ``search_folds=1``: one 4/5 - 1/5 split): C for the PA family (on OASIS with
    M_1 = 0, the passive PAAS), (eta, gamma) for CW (on CWS; all 121 pairs by default,
-   ``search="coordinate"`` for gamma -> eta -> gamma, 31 runs), r for AROMA. Active and random
+   ``search="coordinate"`` for gamma -> eta -> gamma, 31 runs), r for AROMA. ``search="auto"``
+   (what ``experiment --tune`` runs) searches a bounded grid around the data-adaptive values of
+   :mod:`sparsesim.defaults` instead — C or r times 0.1..10 (5 values), (eta, gamma) times
+   0.1..10 x {0.1, 1, 10} (15 pairs) — with the same cross validation; ``"none"`` uses the
+   learners' defaults. Active and random
    variants use the parameters of their passive version (the paper tunes the passive versions
    in its Fig. 2). Constructor overrides in ``config.params`` skip the search of a family.
 3. **5-fold CV** — per fold, ``n_triplets`` SORS triplets (Table 1 counts) are drawn from the
@@ -27,7 +31,7 @@ Per data set and seed:
    ``cikm15_<dataset>.png`` into ``config.out_dir``.
 
 Options (``config.options``): ``query_ratio`` (0.2), ``deltas`` (list), ``folds`` (5),
-``search`` ("grid", "coordinate" or "none"), ``search_triplets`` (default min(n_triplets, 5000)),
+``search`` ("grid", "coordinate", "auto" or "none"), ``search_triplets`` (default min(n_triplets, 5000)),
 ``search_folds`` (5, the paper's "cross validation": mean AP@10 over the 5 folds of the tuning
 subset; 1: one 4/5 - 1/5 split, cheaper and noisier),
 ``n_instances`` (subset size), ``scale`` ("auto", "none", "minmax"), ``curve`` (True: sweep
@@ -66,6 +70,12 @@ PAPER_SIZES = {
 SCALE_DEFAULT = {"shuttle": "minmax"}
 DEFAULT_DELTAS = [2.0 ** e for e in range(-10, 11, 2)]
 GRID = [10.0 ** e for e in range(-5, 6)]
+# search="auto": multiples of the data-adaptive values (sparsesim.defaults) on the tuning subset
+AUTO_FACTORS = [0.1, 0.3, 1.0, 3.0, 10.0]
+AUTO_FACTORS_2D = ([0.1, 0.3, 1.0, 3.0, 10.0], [0.1, 1.0, 10.0])
+# the learner whose "auto" rule a family's search="auto" grid is centred on (OASIS's own rule
+# assumes M_1 = I; the PA family here starts from M_1 = 0 like PAAS)
+AUTO_RULE_OF = {"pa": "paas", "cw": "cws", "cw-d": "cws-d", "aroma": "aroma", "aroma-d": "aroma-d"}
 
 # Table 2 of the paper (query %, AP@10, mAP@10) at about 20% queries.
 PAPER_TABLE2 = {
@@ -217,7 +227,14 @@ def _search_family(family, data, rows, n_triplets, seed, mode, n_jobs, fixed, n_
     def best():
         return max(scores, key=lambda c: (scores[c], -sum(abs(np.log10(v)) for v in c)))
 
-    if len(names) == 1:
+    if mode == "auto":  # a bounded grid around the data-adaptive values, read on the tuning subset
+        centre = make_estimator(AUTO_RULE_OF[family]).resolve_params(X)
+        if len(names) == 1:
+            evaluate([(centre[names[0]] * f,) for f in AUTO_FACTORS])
+        else:
+            evaluate([(centre[names[0]] * a, centre[names[1]] * b)
+                      for a in AUTO_FACTORS_2D[0] for b in AUTO_FACTORS_2D[1]])
+    elif len(names) == 1:
         evaluate([(v,) for v in GRID])
     elif mode == "grid":
         evaluate([(a, b) for a in GRID for b in GRID])
@@ -286,8 +303,8 @@ def run(config) -> dict:
     deltas = [float(v) for v in opts.get("deltas", DEFAULT_DELTAS)]
     n_folds = int(opts.get("folds", 5))
     search_mode = opts.get("search", "grid")
-    if search_mode not in ("coordinate", "grid", "none"):
-        raise InvalidInputError(f"search must be 'coordinate', 'grid' or 'none', got {search_mode!r}")
+    if search_mode not in ("coordinate", "grid", "auto", "none"):
+        raise InvalidInputError(f"search must be 'coordinate', 'grid', 'auto' or 'none', got {search_mode!r}")
     curve = bool(opts.get("curve", True))
     refine = float(opts.get("refine", 0.02))
     data = load_cikm15_data(dataset, opts.get("scale", "auto"))
