@@ -251,3 +251,27 @@ def test_model_version_is_base_plus_factors(corpus):
     assert abs(v.model().W - expect.W).max() < 1e-12
     folded = v.rebased()
     assert folded.number == 2 and folded.n_pending == 0 and folded.base is v.model()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_drift_refresh_rebuilds_an_ann_candidate_index():
+    """An ann candidate stage is rebuilt with its own kind and parameters; its recall under the
+    newest model recovers."""
+    from sparsesim.indexes import AnnIndex
+
+    X = sp.random(200, 40, density=0.2, random_state=0, format="csr")
+    y = np.arange(200) % 3
+    model = OASIS(C=0.5, n_triplets=200, random_state=0).fit(X, y).model_
+    index = build_index(model, X, kind="ann", dim=8)
+    with FeedbackLearner(index, learner=OASIS(C=0.5), exact_limit=0, candidate_pool=20,
+                         drift_check_every=10 ** 9, min_recall=1.0) as fl:
+        rng = np.random.default_rng(0)
+        t = [(int(a), int(rng.choice(np.flatnonzero(y != y[a]))), int(rng.choice(np.flatnonzero(y == y[a]))))
+             for a in rng.choice(200, 100)]  # against the labels: the model moves far
+        fl.submit([{"query": a, "preferred": p, "other": o} for a, p, o in t if o != a])
+        fl.flush(timeout=60)
+        info = fl.check_candidates()
+        assert info["refreshes"] == 1 and info["recall"] > info["recall_before_refresh"]
+        fresh = fl._candidates
+        assert isinstance(fresh, AnnIndex) and fresh is not index and fresh.params() == index.params()
+        assert abs(fresh.model.W - fl.model.W).max() == 0.0
