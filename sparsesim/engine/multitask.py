@@ -49,17 +49,20 @@ uniform draws come from the caller, so a run is reproducible from its seed.
 from __future__ import annotations
 
 import warnings
+from collections import namedtuple
 
 import numba
 import numpy as np
 import scipy.sparse as sp
+from numba.extending import overload
 
 from ..memory import budgeted_reserve, check_allocation
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
 from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .prefetch import prefetch
-from .primitives import QUERY_ACTIVE, QUERY_ALL, QUERY_POLICIES, QUERY_RANDOM, decide_query, sq_norms
+from .primitives import (QUERY_ACTIVE, QUERY_ALL, QUERY_POLICIES, QUERY_RANDOM, decide_query, prefetch_cached_slot,
+                         sq_norms)
 
 
 
@@ -106,6 +109,15 @@ def skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
     losses[t] = 0.0
     margins[t] = np.nan
     return True
+
+
+@numba.njit(cache=True, inline="always")
+def anchor_and_difference(t, triplets, indptr, indices, data, zi, zv):
+    """Triplet t's difference z = x^1 - x^2 into zi/zv and its anchor's row x = data[lo:hi]:
+    returns (nnz(z), lo, hi)."""
+    a = triplets[t, 0]
+    nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
+    return nz, indptr[a], indptr[a + 1]
 
 
 @numba.njit(cache=True)
@@ -158,9 +170,7 @@ def train_dense(
         k = task_ids[t]
         if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
             continue
-        a = triplets[t, 0]
-        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
-        lo, hi = indptr[a], indptr[a + 1]
+        nz, lo, hi = anchor_and_difference(t, triplets, indptr, indices, data, zi, zv)
         dense_rows = 4 * nz >= d
         # p_t = x^T (I + S + O_k) z
         p = 0.0
@@ -250,161 +260,6 @@ def insert_absent(keys, vals, key, shift, counts):
 
 
 @numba.njit(cache=True, inline="always")
-def insert_pair(keys, tags, novers, svals, ovals, key, tag, free, counts):
-    """Insert the absent pair key ``i d + j`` owned by task ``tag`` (S = O = 0) at the empty slot
-    ``free`` that ended its probe, or at the next empty one (see :func:`insert_packed`); returns its slot."""
-    mask = keys.shape[0] - 1
-    s = free
-    while keys[s] != EMPTY:
-        s = (s + 1) & mask
-    keys[s] = key
-    tags[s] = tag
-    novers[s] = 0
-    svals[s] = 0.0
-    ovals[s] = 0.0
-    counts[0] += 1
-    counts[1] += 1
-    return s
-
-
-@numba.njit(cache=True)
-def train_paired(
-    keys, tags, novers, svals, ovals, counts, shift, max_used,
-    xkeys, xvals, xcounts, xshift, xmax_used, diag, d, n_tasks,
-    indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
-    mode, rate, alpha, beta, C, zi, zv, keybuf, slots, xslots, losses, margins, queried,
-):
-    """Process triplets[start:stop] on the paired storage; returns (next_triplet, inserts_needed).
-
-    See :class:`PairedTaskStore`. Pass 1 is a three-stage software pipeline over the touched
-    entries: the pair record of entry e + 2P is prefetched, the pair record of entry e + P is
-    read (its slot cached, and the overflow slot of task k prefetched when the pair has own values
-    of other tasks), and entry e is added to the margin (P = ``PREFETCH_DISTANCE``). Pass 2 writes
-    through the cached slots, prefetching P entries ahead. Stops before a triplet whose inserts
-    could pass either table's load limit, so the caller can grow them and call again. Outputs as
-    in :func:`train_dense`.
-    """
-    shared = n_tasks
-    use_shared = beta != 0.0
-    P = PREFETCH_DISTANCE
-    for t in range(start, stop):
-        k = task_ids[t]
-        if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
-            continue
-        a = triplets[t, 0]
-        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
-        lo, hi = indptr[a], indptr[a + 1]
-        m = (hi - lo) * nz
-        if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
-            return t, m
-        outer_keys(indices, lo, hi, zi, nz, d, keybuf)
-        prefetch_ahead(keys, keybuf, min(P, m), shift)
-        # pass 1: p_t = x^T (I + S + O_k) z as a pipeline over the entries e (row-major over
-        # (ii, jj)): prefetch the pair record of e + 2P, read the pair record of e + P (caching
-        # its slot, prefetching task k's overflow slot when the pair belongs to another task),
-        # add entry e.
-        p = 0.0
-        acc = 0.0
-        ii = lo
-        jj = 0
-        for e in range(-P, m):
-            q = e + 2 * P
-            if q < m and keybuf[q] >= 0:
-                prefetch(keys, home_slot(keybuf[q], shift))
-            q = e + P
-            if 0 <= q < m:
-                key = keybuf[q]
-                xslots[q] = _OWN
-                if key < 0:
-                    slots[q] = -1
-                else:
-                    s = find_or_free(keys, key, shift)
-                    slots[q] = s  # >= 0: the pair's slot; <= -2: where to insert it
-                    if s >= 0 and tags[s] != k:
-                        prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
-                        xslots[q] = _LOOKUP if novers[s] > 0 else _ABSENT
-            if e < 0:
-                continue
-            key = keybuf[e]
-            if key < 0:
-                i = indices[ii]
-                v = 1.0 + diag[k, i]
-                if use_shared:
-                    v += diag[shared, i]
-            else:
-                s = slots[e]
-                v = 0.0
-                if s >= 0:
-                    v = svals[s]
-                    x = xslots[e]
-                    if x == _OWN:
-                        v += ovals[s]
-                    elif x == _LOOKUP:
-                        x = find_or_free(xkeys, key * n_tasks + k, xshift)
-                        if x >= 0:
-                            v += xvals[x]
-                            xslots[e] = x
-                        else:  # absent: hand the free slot that ended the probe to pass 2
-                            xslots[e] = _FREE_AT - (-2 - x)
-            acc += zv[jj] * v
-            jj += 1
-            if jj == nz:
-                p += data[ii] * acc
-                acc = 0.0
-                jj = 0
-                ii += 1
-        update, ga, gb = step_coefficients(t, p, mode, uniforms, rate, signs, data, lo, hi, zv, nz,
-                                           alpha, beta, C, losses, margins, queried)
-        if not update:
-            continue
-        # pass 2: O_{t_k} += alpha y tau X_t and S += beta y tau X_t through the cached slots
-        e = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
-            xi = data[ii]
-            for jj in range(nz):
-                q = e + P
-                if q < m:
-                    sq = slots[q]
-                    if sq >= 0:
-                        prefetch(keys, sq)
-                    elif sq <= -2:
-                        prefetch(keys, -2 - sq)
-                    xq = xslots[q]
-                    if xq >= 0:
-                        prefetch(xkeys, xq)
-                    elif xq <= _FREE_AT:
-                        prefetch(xkeys, _FREE_AT - xq)
-                    elif xq == _ABSENT:
-                        prefetch(xkeys, home_slot(keybuf[q] * n_tasks + k, xshift))
-                w = xi * zv[jj]
-                key = keybuf[e]
-                if key < 0:
-                    diag[k, i] += ga * w
-                    if use_shared:
-                        diag[shared, i] += gb * w
-                else:
-                    s = slots[e]
-                    if s < 0:  # first touch of the pair: its record takes task k's own value
-                        s = insert_pair(keys, tags, novers, svals, ovals, key, k, -2 - s, counts)
-                    if use_shared:
-                        svals[s] += gb * w
-                    x = xslots[e]
-                    if x == _OWN:  # also a pair inserted just now
-                        ovals[s] += ga * w
-                    else:
-                        if x <= _FREE_AT:  # O_k,ij is not stored; pass 1 found where it goes
-                            x = insert_at_or_probe(xkeys, xvals, key * n_tasks + k, xshift, xcounts, _FREE_AT - x)
-                            novers[s] += 1
-                        elif x < 0:  # _ABSENT (the pair has no overflow entry yet): O_k,ij is not stored
-                            x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
-                            novers[s] += 1
-                        xvals[x] += ga * w
-                e += 1
-    return stop, 0
-
-
-@numba.njit(cache=True, inline="always")
 def find_packed(keys, key, shift, pmask):
     """Slot whose packed key holds pair ``key`` in its low bits (``key & pmask``), or ``-2 - f``
     where ``f`` is the empty slot that ended the probe (where an insert of ``key`` may go)."""
@@ -421,9 +276,10 @@ def find_packed(keys, key, shift, pmask):
 
 @numba.njit(cache=True, inline="always")
 def insert_packed(keys, svals, ovals, packed, free, counts):
-    """Insert an absent pair with packed key ``packed`` (S = O = 0) at the empty slot ``free`` that
-    ended its probe, or at the next empty slot if an insert took ``free`` since (keys are never
-    deleted, so every slot before ``free`` on the probe path is still occupied); returns its slot."""
+    """Insert an absent pair with (packed) key ``packed`` (S = O = 0) at the empty slot ``free``
+    that ended its probe, or at the next empty slot if an insert took ``free`` since (keys are
+    never deleted, so every slot before ``free`` on the probe path is still occupied); returns
+    its slot."""
     mask = keys.shape[0] - 1
     s = free
     while keys[s] != EMPTY:
@@ -436,36 +292,130 @@ def insert_packed(keys, svals, ovals, packed, free, counts):
     return s
 
 
-# A separate kernel, not layout branches inside train_paired: one kernel with runtime branches on
-# the record layout (tag field vs packed key bits) ran ~30% slower for both layouts in an A/B with
-# benchmarks/bench_multitask.py on a quiet machine (default 1,777 -> 1,245, compact 2,101 -> 1,467
-# updates/s at K = 4).
+@numba.njit(cache=True, inline="always")
+def prefetch_write(keys, xkeys, xshift, slot, xslot, xkey):
+    """Prefetch what pass 2 writes for one entry: its pair record (cached ``slot``) and, when
+    task k's own value lives in the overflow table, its overflow slot (cached ``xslot``; overflow
+    key ``xkey``)."""
+    prefetch_cached_slot(keys, slot)
+    if xslot >= 0:
+        prefetch(xkeys, xslot)
+    elif xslot <= _FREE_AT:
+        prefetch(xkeys, _FREE_AT - xslot)
+    elif xslot == _ABSENT:
+        prefetch(xkeys, home_slot(xkey, xshift))
+
+
+# --- pair-record layouts. The kernel below is written once; what differs between the 32-byte
+# and the 16-byte record (where the first writer's task id and the has-overflow mark live) is
+# in four accessors chosen at compile time by the type of ``rec``, so each layout gets its own
+# machine code with no layout branch in the loop (runtime layout branches cost ~30%).
+
+WideRecords = namedtuple("WideRecords", ["tags", "novers"])
+WideRecords.__doc__ = """32-byte records (``PAIR_FIELDS``): the first writer in ``tag``, the overflow count in ``nover``."""
+PackedRecords = namedtuple("PackedRecords", ["pmask", "kbits", "tmask", "fbit"])
+PackedRecords.__doc__ = """16-byte records (``COMPACT_PAIR_FIELDS``): key = pair | tag << kbits | has_overflow bit."""
+
+
+def _is_packed(rec):
+    return getattr(rec, "instance_class", None) is PackedRecords
+
+
+def pair_find(rec, keys, key, shift):
+    """Slot of pair ``key`` (>= 0), or ``-2 - f`` with ``f`` where an insert of it may go."""
+
+
+def pair_owner(rec, keys, s):
+    """The task that wrote the pair in slot ``s`` first (whose own value the record holds)."""
+
+
+def pair_has_overflow(rec, keys, s):
+    """Whether other tasks hold own values of the pair in slot ``s`` (in the overflow table)."""
+
+
+def pair_insert(rec, keys, svals, ovals, key, k, free, counts):
+    """Insert the absent pair ``key``, first written by task ``k``, at or after slot ``free``."""
+
+
+def pair_add_overflow(rec, keys, s):
+    """Record that one more task holds an own value of the pair in slot ``s``."""
+
+
+@overload(pair_find, inline="always")
+def _pair_find(rec, keys, key, shift):
+    if _is_packed(rec):
+        return lambda rec, keys, key, shift: find_packed(keys, key, shift, rec.pmask)
+    return lambda rec, keys, key, shift: find_or_free(keys, key, shift)
+
+
+@overload(pair_owner, inline="always")
+def _pair_owner(rec, keys, s):
+    if _is_packed(rec):
+        return lambda rec, keys, s: (keys[s] >> rec.kbits) & rec.tmask
+    return lambda rec, keys, s: rec.tags[s]
+
+
+@overload(pair_has_overflow, inline="always")
+def _pair_has_overflow(rec, keys, s):
+    if _is_packed(rec):
+        return lambda rec, keys, s: (keys[s] & rec.fbit) != 0
+    return lambda rec, keys, s: rec.novers[s] > 0
+
+
+@overload(pair_insert, inline="always")
+def _pair_insert(rec, keys, svals, ovals, key, k, free, counts):
+    if _is_packed(rec):
+        return lambda rec, keys, svals, ovals, key, k, free, counts: insert_packed(
+            keys, svals, ovals, key | (k << rec.kbits), free, counts)
+
+    def insert(rec, keys, svals, ovals, key, k, free, counts):
+        s = insert_packed(keys, svals, ovals, key, free, counts)
+        rec.tags[s] = k
+        rec.novers[s] = 0
+        return s
+
+    return insert
+
+
+@overload(pair_add_overflow, inline="always")
+def _pair_add_overflow(rec, keys, s):
+    if _is_packed(rec):
+        def mark(rec, keys, s):
+            keys[s] |= rec.fbit
+        return mark
+
+    def count(rec, keys, s):
+        rec.novers[s] += 1
+    return count
+
+
 @numba.njit(cache=True)
-def train_paired_compact(
-    keys, svals, ovals, counts, shift, max_used, kbits, tmask,
+def train_paired(
+    keys, svals, ovals, rec, counts, shift, max_used,
     xkeys, xvals, xcounts, xshift, xmax_used, diag, d, n_tasks,
     indptr, indices, data, triplets, signs, task_ids, uniforms, start, stop,
     mode, rate, alpha, beta, C, zi, zv, keybuf, slots, xslots, losses, margins, queried,
 ):
-    """:func:`train_paired` on compact 16-byte pair records; returns (next_triplet, inserts_needed).
+    """Process triplets[start:stop] on the paired storage; returns (next_triplet, inserts_needed).
 
-    ``keys`` holds ``pair | tag << kbits | has_overflow << (kbits + tag bits)`` (see
-    :class:`PairedTaskStore` with ``compact=True``; ``tmask`` = 2^(tag bits) - 1); ``svals``,
-    ``ovals`` and the overflow values ``xvals`` are float32, the arithmetic float64. Pipeline,
-    growth protocol and outputs as in :func:`train_paired`.
+    See :class:`PairedTaskStore`. ``rec`` is the record layout: :class:`WideRecords` (the
+    ``tag`` and ``nover`` fields of the table) or :class:`PackedRecords` (compact records; the
+    values are then float32, the arithmetic float64). Pass 1 is a three-stage software pipeline over the touched
+    entries: the pair record of entry e + 2P is prefetched, the pair record of entry e + P is
+    read (its slot cached, and the overflow slot of task k prefetched when the pair has own values
+    of other tasks), and entry e is added to the margin (P = ``PREFETCH_DISTANCE``). Pass 2 writes
+    through the cached slots, prefetching P entries ahead. Stops before a triplet whose inserts
+    could pass either table's load limit, so the caller can grow them and call again. Outputs as
+    in :func:`train_dense`.
     """
     shared = n_tasks
-    pmask = (np.int64(1) << kbits) - 1
-    fbit = np.int64(tmask + 1) << kbits
     use_shared = beta != 0.0
     P = PREFETCH_DISTANCE
     for t in range(start, stop):
         k = task_ids[t]
         if skipped_by_random_query(mode, uniforms, t, rate, losses, margins, queried):
             continue
-        a = triplets[t, 0]
-        nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
-        lo, hi = indptr[a], indptr[a + 1]
+        nz, lo, hi = anchor_and_difference(t, triplets, indptr, indices, data, zi, zv)
         m = (hi - lo) * nz
         if counts[1] + m > max_used or xcounts[1] + m > xmax_used:
             return t, m
@@ -490,13 +440,11 @@ def train_paired_compact(
                 if key < 0:
                     slots[q] = -1
                 else:
-                    s = find_packed(keys, key, shift, pmask)
+                    s = pair_find(rec, keys, key, shift)
                     slots[q] = s  # >= 0: the pair's slot; <= -2: where to insert it
-                    if s >= 0:
-                        kv = keys[s]
-                        if ((kv >> kbits) & tmask) != k:
-                            prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
-                            xslots[q] = _LOOKUP if (kv & fbit) != 0 else _ABSENT
+                    if s >= 0 and pair_owner(rec, keys, s) != k:
+                        prefetch(xkeys, home_slot(key * n_tasks + k, xshift))
+                        xslots[q] = _LOOKUP if pair_has_overflow(rec, keys, s) else _ABSENT
             if e < 0:
                 continue
             key = keybuf[e]
@@ -537,20 +485,8 @@ def train_paired_compact(
             i = indices[ii]
             xi = data[ii]
             for jj in range(nz):
-                q = e + P
-                if q < m:
-                    sq = slots[q]
-                    if sq >= 0:
-                        prefetch(keys, sq)
-                    elif sq <= -2:
-                        prefetch(keys, -2 - sq)
-                    xq = xslots[q]
-                    if xq >= 0:
-                        prefetch(xkeys, xq)
-                    elif xq <= _FREE_AT:
-                        prefetch(xkeys, _FREE_AT - xq)
-                    elif xq == _ABSENT:
-                        prefetch(xkeys, home_slot(keybuf[q] * n_tasks + k, xshift))
+                if e + P < m:
+                    prefetch_write(keys, xkeys, xshift, slots[e + P], xslots[e + P], keybuf[e + P] * n_tasks + k)
                 w = xi * zv[jj]
                 key = keybuf[e]
                 if key < 0:
@@ -560,7 +496,7 @@ def train_paired_compact(
                 else:
                     s = slots[e]
                     if s < 0:  # first touch of the pair: its record takes task k's own value
-                        s = insert_packed(keys, svals, ovals, key | (k << kbits), -2 - s, counts)
+                        s = pair_insert(rec, keys, svals, ovals, key, k, -2 - s, counts)
                     if use_shared:
                         svals[s] += gb * w
                     x = xslots[e]
@@ -569,10 +505,10 @@ def train_paired_compact(
                     else:
                         if x <= _FREE_AT:  # O_k,ij is not stored; pass 1 found where it goes
                             x = insert_at_or_probe(xkeys, xvals, key * n_tasks + k, xshift, xcounts, _FREE_AT - x)
-                            keys[s] |= fbit
+                            pair_add_overflow(rec, keys, s)
                         elif x < 0:  # _ABSENT (the pair has no overflow entry yet): O_k,ij is not stored
                             x = insert_absent(xkeys, xvals, key * n_tasks + k, xshift, xcounts)
-                            keys[s] |= fbit
+                            pair_add_overflow(rec, keys, s)
                         xvals[x] += ga * w
                 e += 1
     return stop, 0
@@ -852,17 +788,19 @@ class MultiTaskEngine:
             zi, zv, keybuf, slots, xslots = triplet_scratch(X, 3)
             st = self.store
 
+            def rec():  # the layout accessors of the current table (a grown table is a new array)
+                if st.compact:
+                    kbits, tmask = st.kbits, (1 << st.tbits) - 1
+                    return PackedRecords((1 << kbits) - 1, kbits, tmask, (tmask + 1) << kbits)
+                return WideRecords(st.table["tag"], st.table["nover"])
+
             def call(pos):
                 t, x = st.table, st.overflow
-                common = (x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag, self.d,
-                          self.n_tasks, indptr, indices, data, triplets, signs, task_ids, uniforms,
-                          pos, n, self.mode, self.rate, self.alpha, self.beta, self.C, zi, zv, keybuf, slots,
-                          xslots, losses, margins, queried)
-                if st.compact:
-                    return train_paired_compact(t["key"], t["s"], t["o"], st.counts, st.shift, st.max_used(),
-                                                st.kbits, (1 << st.tbits) - 1, *common)
-                return train_paired(t["key"], t["tag"], t["nover"], t["s"], t["o"], st.counts, st.shift,
-                                    st.max_used(), *common)
+                return train_paired(t["key"], t["s"], t["o"], rec(), st.counts, st.shift, st.max_used(),
+                                    x.table["key"], x.table["val"], x.counts, x.shift, x.max_used(), st.diag,
+                                    self.d, self.n_tasks, indptr, indices, data, triplets, signs, task_ids,
+                                    uniforms, pos, n, self.mode, self.rate, self.alpha, self.beta, self.C,
+                                    zi, zv, keybuf, slots, xslots, losses, margins, queried)
 
             run_growing(call, 0, n, budgeted_reserve(st, self.budget))
         self.n_seen += n
@@ -895,5 +833,6 @@ __all__ = [
     "skipped_by_random_query",
     "step_coefficients",
     "train_paired",
-    "train_paired_compact",
+    "WideRecords",
+    "PackedRecords",
 ]

@@ -1,4 +1,4 @@
-"""Compiled primitives shared by the engine's kernels: query policies and squared norms.
+"""Compiled primitives shared by the engine's kernels: query policies, squared norms, prefetch.
 
 Selective sampling (Hao et al., CIKM 2015 eq. 3; IJCAI 2017 eq. 5) asks for the label y_t of a
 triplet with margin p_t only when Z_t = 1:
@@ -13,6 +13,8 @@ triplet with margin p_t only when Z_t = 1:
 from __future__ import annotations
 
 import numba
+
+from .prefetch import prefetch
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1
@@ -46,3 +48,13 @@ def sq_norms(data, lo, hi, zv, nz):
     for jj in range(nz):
         sq_z += zv[jj] * zv[jj]
     return sq_x, sq_z
+
+
+@numba.njit(cache=True, inline="always")
+def prefetch_cached_slot(keys, code):
+    """Prefetch the slot a read pass cached for an entry: ``code >= 0`` is the entry's slot,
+    ``code <= -2`` the free slot ``-2 - code`` where its insert goes; -1 (no slot) does nothing."""
+    if code >= 0:
+        prefetch(keys, code)
+    elif code <= -2:
+        prefetch(keys, -2 - code)
