@@ -665,3 +665,27 @@ def test_calibrate_and_add_at_once_keep_both(tmp_path, monkeypatch):
     assert spawned[0].wait(timeout=180) == 0, spawned[0].stderr.read()
     index = load_index(tmp_path / "ann")
     assert index.n_documents == 260 and index.calibration_ is not None
+
+
+def test_two_feedback_learners_on_one_snapshot_never_lose_triplets(add_setup, tmp_path):
+    """Two learners (two `learn --resume` runs, two servers) writing one snapshot file: the one that
+    writes second fails with ConcurrentWriteError instead of replacing the first one's triplets."""
+    from sparsesim.feedback import FeedbackLearner
+
+    index = load_index(add_setup / "base")
+    snap = tmp_path / "snap.npz"
+    records = [{"query": int(q), "preferred": int(q + 1), "other": int(q + 100)} for q in range(0, 40, 2)]
+    first = FeedbackLearner(index, snapshot=snap, snapshot_every=1 << 30)
+    second = FeedbackLearner(index, snapshot=snap, snapshot_every=1 << 30)  # both start from no snapshot
+    first.submit(records[:10])
+    first.close()
+    n_first = BilinearSimilarity.load(snap).metadata["feedback"]["n_applied"]
+    assert n_first == 10
+    second.submit(records[10:])
+    with pytest.raises(ConcurrentWriteError, match="written by another process"):
+        second.close()
+    assert BilinearSimilarity.load(snap).metadata["feedback"]["n_applied"] == n_first  # kept, not replaced
+    third = FeedbackLearner(index, snapshot=snap, snapshot_every=1 << 30)  # resumes from the first one's
+    third.submit(records[10:])
+    third.close()
+    assert BilinearSimilarity.load(snap).metadata["feedback"]["n_applied"] == 20

@@ -40,6 +40,7 @@ from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError
 from ..indexes import load_index
 from ..indexes.base import Index
 from ..models import BilinearSimilarity
+from ..persistence import file_state, replacing_unchanged
 from ..registry import make_estimator
 from ..topk import top_k_rows
 from ..validation import check_csr, check_float, check_int
@@ -125,6 +126,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self.min_recall = check_float(min_recall, "min_recall", 0.0, 1.0)
         queue_size = check_int(queue_size, "queue_size", 1)
         self.snapshot_path = None if snapshot is None else Path(snapshot)
+        # the snapshot file as found: a snapshot write refuses if another writer replaced it since
+        self._snap_state = None if self.snapshot_path is None else file_state(self.snapshot_path)
         base = self.index.model
         self.featurizer = base.featurizer
         self.X = sp.csr_matrix(self.index.X_)
@@ -391,8 +394,12 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         applied = self.n_applied
         meta = dict(model.metadata)
         meta["feedback"] = {"n_applied": int(applied), "version": int(version)}
-        BilinearSimilarity(model.W, identity=model.identity, normalize=model.normalize, metadata=meta,
-                           featurizer=self.featurizer).save(self.snapshot_path)
+        # another learner writing the same file meanwhile (a second `learn --resume`, a second server)
+        # gets ConcurrentWriteError here instead of one of them silently dropping the other's triplets
+        with replacing_unchanged(self.snapshot_path, self._snap_state):
+            BilinearSimilarity(model.W, identity=model.identity, normalize=model.normalize, metadata=meta,
+                               featurizer=self.featurizer).save(self.snapshot_path)
+            self._snap_state = file_state(self.snapshot_path)
         info = {"path": str(self.snapshot_path), "n_applied": int(applied), "time": time.time(),
                 "version": int(version)}
         with self._lock:
