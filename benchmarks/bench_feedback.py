@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import socket
@@ -135,27 +136,43 @@ def main():
             client = httpx.Client(base_url=base, timeout=60)
             qbodies = [{"vectors": [vec(Xq[i])], "top_k": 10} for i in range(Xq.shape[0])]
             client.post("/query", json=qbodies[0])
+            iconn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             t_idle = time.perf_counter()
-            before = [client.post("/query", json=b).json()["results"][0] for b in qbodies]
+            before = []
+            for b in qbodies:
+                iconn.request("POST", "/query", body=json.dumps(b).encode(), headers={"Content-Type": "application/json"})
+                before.append(json.loads(iconn.getresponse().read())["results"][0])
             idle_qps = len(qbodies) / (time.perf_counter() - t_idle)
+            iconn.close()
             map_before = map10([[h["id"] for h in r] for r in before], qy, y)
 
             done = threading.Event()
             answers = []  # (time, latency, query row, ids, version)
 
+            # the timed clients are the standard library's http.client (one keep-alive connection
+            # each): on two shared cores a heavier client would mostly measure itself
+            raw_q = [json.dumps(b).encode() for b in qbodies]
+
+            def post(conn, path, body):
+                conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, json.loads(resp.read())
+
             def query_loop():
-                with httpx.Client(base_url=base, timeout=60) as c:
-                    i = 0
-                    while not done.is_set():
-                        q = i % len(qbodies)
-                        s = time.perf_counter()
-                        r = c.post("/query", json=qbodies[q]).json()
-                        answers.append((time.perf_counter(), time.perf_counter() - s, q,
-                                        [h["id"] for h in r["results"][0]], r["version"]))
-                        i += 1
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                i = 0
+                while not done.is_set():
+                    q = i % len(qbodies)
+                    s = time.perf_counter()
+                    _, r = post(conn, "/query", raw_q[q])
+                    answers.append((time.perf_counter(), time.perf_counter() - s, q,
+                                    [h["id"] for h in r["results"][0]], r["version"]))
+                    i += 1
+                conn.close()
 
             fb = triplets[n0:]
             qt = threading.Thread(target=query_loop)
+            fconn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             start = time.perf_counter()
             qt.start()
             applied_log = []
@@ -163,9 +180,9 @@ def main():
                 if args.rate > 0:  # pace: batch lo is due at start + lo / rate
                     time.sleep(max(0.0, start + lo / args.rate - time.perf_counter()))
                 body = [{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in fb[lo:lo + args.batch]]
-                r = client.post("/feedback", json=body)
-                assert r.status_code == 202, r.text
-                applied_log.append((time.perf_counter(), r.json()["applied"]))
+                status, r = post(fconn, "/feedback", json.dumps(body).encode())
+                assert status == 202, r
+                applied_log.append((time.perf_counter(), r["applied"]))
             sent_done = time.perf_counter()
             while True:
                 info = client.get("/info").json()["feedback"]
