@@ -12,6 +12,10 @@ Measured, each phase in its own process(es) so memory does not carry over:
   the client): ``ShardedIndex`` with one shard per worker, each worker reading its shard's rows
   and the model from files (nothing large passes through the client); build time, queries/s,
   peak resident memory of each worker (VmHWM, reset after start-up) and of the client;
+* **CPU seconds** of the query batch in the one process and in every worker: their ratio
+  (one process over the busiest worker) is the throughput ratio when every worker has a core of
+  its own, which a machine shared with other jobs does not give (the wall-clock ratio is
+  reported as well);
 * **identical answers**: ids equal and scores within 1e-9 for every query;
 * **scaling by simulation**: the per-query time of one shard as a function of its size (exact
   index over the first n/8, n/4, n/2, n documents, one thread), fitted as t = a + b n, and the
@@ -43,6 +47,7 @@ import scipy.sparse as sp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOP_K = 10
+WARM = 256  # queries run before the measured batch (4 blocks of 64: every worker forms one)
 
 
 def reset_peak():
@@ -118,14 +123,16 @@ def single(work: pathlib.Path) -> dict:
     index = ExactIndex(model).fit(X)
     build = time.perf_counter() - start
     build_peak = peak_gib()
-    index.query(Q[:8], top_k=TOP_K)  # warm the compiled kernels
+    index.query(Q[:WARM], top_k=TOP_K)  # warm the compiled kernels and the allocator
     reset_peak()
+    cpu = time.process_time()
     start = time.perf_counter()
     ids, scores = index.query(Q, top_k=TOP_K)
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     np.savez(work / "single_answers.npz", ids=np.array(ids), scores=scores)
     return {"build_seconds": build, "query_seconds": seconds, "queries_per_second": Q.shape[0] / seconds,
-            "strategy": index.strategy_, "rss_after_imports_gib": imports, "rss_after_load_gib": base, "peak_gib_build": build_peak,
+            "query_cpu_seconds": cpu, "strategy": index.strategy_, "rss_after_imports_gib": imports, "rss_after_load_gib": base, "peak_gib_build": build_peak,
             "peak_gib_query": peak_gib(), "peak_gib": max(build_peak, peak_gib())}
 
 
@@ -141,7 +148,8 @@ def _worker_reset():
     return rss_gib()
 
 
-def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: str) -> dict:
+def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: str, worker_malloc: str) -> dict:
+    import dask
     import distributed
 
     from sparsesim.indexes.sharded import ShardedIndex
@@ -149,8 +157,14 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
 
     model = BilinearSimilarity.load(work / "model.npz")
     Q = load_csr(work / "queries.npz")
-    with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                  memory_limit=memory_limit, dashboard_address=":0", host="127.0.0.1") as cluster, \
+    # Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, which also turns off glibc's
+    # adaptive mmap threshold: every large temporary array of a search is then fresh pages from
+    # the kernel (measured: ~30% more CPU for an exact search). "glibc" runs the workers with the
+    # allocator defaults of the one-process run; "dask" keeps Dask's setting.
+    env = {} if worker_malloc == "dask" else {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+    with dask.config.set(env), \
+            distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                     memory_limit=memory_limit, dashboard_address=":0", host="127.0.0.1") as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(n_workers)
         idle = client.run(_worker_reset)
@@ -162,19 +176,26 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
             [work / f"part-{i}.npz" for i in range(n_shards)], load_part)
         build = time.perf_counter() - start
         build_peaks = client.run(_worker_peak)
-        index.query(Q[:8], top_k=TOP_K)  # warm the compiled kernels on every worker
+        index.query(Q[:WARM], top_k=TOP_K)  # the same warm-up; every worker transforms a query block
         client.run(_worker_reset)
+        cpu_before = client.run(time.process_time)
+        client_cpu = time.process_time()
         start = time.perf_counter()
         ids, scores = index.query(Q, top_k=TOP_K)
         seconds = time.perf_counter() - start
+        client_cpu = time.process_time() - client_cpu
+        cpu_after = client.run(time.process_time)
         query_peaks = client.run(_worker_peak)
         workers = sorted(build_peaks)
         index.release()
     single = np.load(work / "single_answers.npz")
     same_ids = bool(np.array_equal(np.array(ids), single["ids"]))
     max_diff = float(np.abs(scores - single["scores"]).max())
-    return {"n_workers": n_workers, "threads_per_worker": 1, "n_shards": n_shards, "build_seconds": build,
+    return {"n_workers": n_workers, "threads_per_worker": 1, "n_shards": n_shards, "worker_malloc": worker_malloc,
+            "build_seconds": build,
             "query_seconds": seconds, "queries_per_second": Q.shape[0] / seconds,
+            "worker_query_cpu_seconds": [cpu_after[w] - cpu_before[w] for w in workers],
+            "client_query_cpu_seconds": client_cpu,
             "worker_idle_rss_gib": [idle[w] for w in workers],
             "worker_peak_gib": [max(build_peaks[w], query_peaks[w]) for w in workers],
             "client_rss_gib_before": client_base, "client_peak_gib": peak_gib(),
@@ -252,6 +273,9 @@ def main():
     parser.add_argument("--triplets", type=int, default=1_000, help="OASIS triplets of the model")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="3GiB", help="per worker")
+    parser.add_argument("--worker-malloc", choices=["glibc", "dask"], default="glibc",
+                        help="workers' allocator settings: glibc defaults (as the one process) or Dask's "
+                             "MALLOC_TRIM_THRESHOLD_=65536")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_distributed.json"))
     parser.add_argument("--phase", choices=["single", "scaling"], help=argparse.SUPPRESS)
@@ -270,10 +294,13 @@ def main():
         print("data", report["data"], flush=True)
         report["one_process"] = _child("single", work)
         print("one process", report["one_process"], flush=True)
-        report["two_workers"] = on_cluster(work, args.workers, args.workers, args.memory_limit)
+        report["two_workers"] = on_cluster(work, args.workers, args.workers, args.memory_limit, args.worker_malloc)
         print("workers", report["two_workers"], flush=True)
         one, two = report["one_process"], report["two_workers"]
         report["ratios"] = {"query_throughput_workers_over_one": two["queries_per_second"] / one["queries_per_second"],
+                            # CPU seconds of the one process over those of the busiest worker: the
+                            # throughput ratio when every worker has a core of its own
+                            "query_cpu_one_over_busiest_worker": one["query_cpu_seconds"] / max(two["worker_query_cpu_seconds"]),
                             "worker_peak_over_one_process_peak": [p / one["peak_gib"] for p in two["worker_peak_gib"]],
                             "worker_peak_above_imports_over_one_process_above_imports": [
                                 (p - i) / (one["peak_gib"] - one["rss_after_imports_gib"]) for p, i in
