@@ -414,8 +414,8 @@ class MultiTaskSimilarity:
                                             "expected int64/int32")
             except InvalidInputError as exc:
                 raise FileFormatError(f"{path}: inconsistent multi-task model arrays ({bounded(exc, 200)})") from None
-            m = sp.csr_matrix((d, d))
-            m.indptr, m.indices, m.data = parts
+            m = sp.csr_matrix((parts[2], parts[1], parts[0]), shape=(d, d))  # one index dtype (scipy's choice)
+            m.has_sorted_indices = True
             return m
 
         own = [mat(f"own{k}") for k in range(meta["n_tasks"])]
