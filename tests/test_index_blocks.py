@@ -15,6 +15,8 @@ from sparsesim.indexes import build_index, load_index
 from sparsesim.indexes.blocks import BLOCK_BYTES
 from sparsesim.models import BilinearSimilarity
 
+from indextools import rehash_index  # noqa: E402
+
 N, D = 1500, 3000
 
 
@@ -119,3 +121,28 @@ def test_out_of_range_values_refused_before_a_kernel_reads_them(saved, corpus, t
         load_index(path, mmap=True, verify=False).query(corpus, top_k=10)
     with pytest.raises(FileFormatError):
         load_index(path, mmap=False, verify=False)
+
+
+def test_format_2_directory_still_read_and_checked_whole(saved, corpus, model, tmp_path):
+    """A format-2 index (W inside model.npz, whole-file checksums only) loads, memory-mapped too,
+    with every array checked at load."""
+    path, data = _copy(saved, tmp_path, "light")
+    for part in ("indptr", "indices", "data"):
+        (data / f"model.W.{part}.npy").unlink()
+    (data / "blocks.sha256").unlink()
+    (data / "model.npz").unlink()
+    model.save(data / "model.npz")
+
+    def as_format_2(manifest):
+        manifest["format_version"] = 2
+        manifest.pop("block_bytes")
+        for name in [f for f in manifest["files"] if f.startswith("model.W.") or f == "blocks.sha256"]:
+            del manifest["files"][name]
+
+    rehash_index(path, as_format_2)
+    index = load_index(path, mmap=True)
+    assert index._guards == {}
+    ids, scores = index.query(corpus[:3], top_k=5)
+    ids2, scores2 = load_index(saved / "light").query(corpus[:3], top_k=5)
+    np.testing.assert_array_equal(np.array(ids), np.array(ids2))
+    np.testing.assert_allclose(scores, scores2, rtol=0, atol=1e-12)
