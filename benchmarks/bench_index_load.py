@@ -60,6 +60,9 @@ print(json.dumps({"import": t1 - t0, "load": t2 - t1, "verify_all": t3 - t2, "fi
 """
 
 
+BUILD = {}  # the build record, when this run built the index
+
+
 def peak_gib() -> float:
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM"):
@@ -71,7 +74,6 @@ def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pat
     """Build (once) the ann index of ``corpus`` (``1e5``-style synthetic size or a data set name)
     under a cached model; prints its build time, build peak and sizes."""
     import numpy as np
-    from sklearn.datasets import dump_svmlight_file
 
     from sparsesim.data import load_dataset
     from sparsesim.data.synthetic import rcv1_like
@@ -105,13 +107,27 @@ def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pat
     index.save(out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     inputs = 12 * X.nnz + 8 * X.shape[0] + 12 * model.W.nnz + 8 * model.n_features
-    print(json.dumps({"built": str(out), "corpus": corpus, "model": f"{algorithm} {triplets}", "nnz_W": int(model.W.nnz),
-                      "build_seconds": round(seconds, 1), "build_peak_gib": round(peak, 3),
-                      "index_gib": round(size / 2**30, 3), "corpus_plus_model_gib": round(inputs / 2**30, 3),
-                      "peak_over_index": round(peak * 2**30 / size, 2), "setting": index.search_setting(),
-                      "calibrated_recall": index.calibration_["recall"]}), flush=True)
-    dump_svmlight_file(X[:1], [0], root / "q.svm", zero_based=model.metadata.get("zero_based", True))
+    BUILD.update({"built": str(out), "corpus": corpus, "model": f"{algorithm} {triplets}", "nnz_W": int(model.W.nnz),
+                  "build_seconds": round(seconds, 1), "build_peak_gib": round(peak, 3),
+                  "index_gib": round(size / 2**30, 3), "corpus_plus_model_gib": round(inputs / 2**30, 3),
+                  "peak_over_index": round(peak * 2**30 / size, 2), "setting": index.search_setting(),
+                  "calibrated_recall": index.calibration_["recall"]})
+    print(json.dumps(BUILD), flush=True)
     return out
+
+
+def query_file(root: pathlib.Path, index_dir: pathlib.Path) -> pathlib.Path:
+    """An svmlight file holding the index's first document (the CLI's query)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from sparsesim.indexes import load_index
+
+    path = root / "q.svm"
+    if not path.is_file():
+        index = load_index(index_dir, mmap=True)
+        dump_svmlight_file(index.X_[:1], [0], str(path),
+                           zero_based=index.reader_model().metadata.get("zero_based", True))
+    return path
 
 
 def main():
@@ -139,19 +155,18 @@ def main():
         results.append({"mode": mode, "index": str(index), "index_gib": round(size / 2**30, 3),
                         **{k: round(v, 3) if isinstance(v, float) else v for k, v in best.items()}})
         print(json.dumps(results[-1]), flush=True)
-    queries = root / "q.svm"
-    if queries.is_file() and not args.index:
-        cli = pathlib.Path(sys.executable).with_name("sparsesim")
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            subprocess.run([str(cli), "query", "--index", str(index), "--queries", str(queries), "--top-k", "10",
-                            "--json"], capture_output=True, check=True)
-            times.append(time.perf_counter() - start)
-        results.append({"mode": "cli", "index": str(index), "index_gib": round(size / 2**30, 3),
-                        "start_to_exit": round(min(times), 3)})
-        print(json.dumps(results[-1]), flush=True)
-    record = {"load_average": os.getloadavg(), "results": results, "command": " ".join(sys.argv)}
+    queries = query_file(root, index)
+    cli = pathlib.Path(sys.executable).with_name("sparsesim")
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        subprocess.run([str(cli), "query", "--index", str(index), "--queries", str(queries), "--top-k", "10",
+                        "--json"], capture_output=True, check=True)
+        times.append(time.perf_counter() - start)
+    results.append({"mode": "cli", "index": str(index), "index_gib": round(size / 2**30, 3),
+                    "start_to_exit": round(min(times), 3)})
+    print(json.dumps(results[-1]), flush=True)
+    record = {"load_average": os.getloadavg(), "build": BUILD or None, "results": results, "command": " ".join(sys.argv)}
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
 
