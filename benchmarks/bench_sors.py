@@ -13,8 +13,15 @@ model (the same W, so the same work per step). "updates/s" is wall time on one c
 Table 2 — SORS-I updates/s at d = 10^4, 10^5, 10^6 (synthetic, same nonzeros per document):
 the cost of an update depends on the nonzeros it touches, not on d.
 
-Run:  python benchmarks/bench_sors.py [--quick] [--out benchmarks/out]
+Run:  python benchmarks/bench_sors.py [--quick] [--out benchmarks/out] [--json FILE]
 Each configuration runs in its own process (one core) so peak memory is per configuration.
+``--json FILE`` writes every row (corpus, algorithm, T, updates/s, CPU-s rate, peak RSS, nnz,
+store bytes per nonzero, held-out accuracy, and MAP where measured) for machines to read.
+``--baseline-python PY`` runs every engine row a second time in the interpreter ``PY`` (e.g. the
+virtual environment of an older checkout) for an A/B in the same run; those rows say
+``"engine": "baseline"``. ``--checkpoints 10000,100000,1000000`` adds, to each engine row, the
+rate, nnz, peak memory, held-out accuracy and (news20, ``--map``) the retrieval MAP on the
+held-out split at each of those triplet counts (evaluation time is not training time).
 """
 
 from __future__ import annotations
@@ -84,6 +91,21 @@ def naive_steps(W, X, triplets, eta: float, lam: float) -> tuple[float, object]:
     return len(triplets) / (time.perf_counter() - start), W
 
 
+def heldout_map(model, name: str, seed: int = 0) -> float:
+    """Retrieval MAP on the held-out 30% of a real data set (each test document queries the others)."""
+    from sparsesim.data import load_dataset
+    from sparsesim.evaluation import evaluate_retrieval
+    from sparsesim.triplets import stratified_split
+
+    data = load_dataset(name)
+    _, test = stratified_split(data.y, 0.7, seed=seed)
+    return float(evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=10)["map"])
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_engine(cfg: dict) -> dict:
     from sparsesim.registry import make_estimator
     from sparsesim.triplets import sors_triplets
@@ -95,18 +117,47 @@ def run_engine(cfg: dict) -> dict:
     est = make_estimator(cfg["algorithm"].split("+")[0], **cfg.get("params", {}), initial_capacity=1 << 20)
     est.partial_fit_triplets(data.X, train_t[:50])  # compile outside the timing
     wall0, cpu0 = est.train_seconds_, time.process_time()
-    for chunk in np.array_split(train_t[50:], max(1, (cfg["T"] - 50) // 5000)):
-        est.partial_fit_triplets(data.X, chunk)
-    seconds, cpu = est.train_seconds_ - wall0, time.process_time() - cpu0
+    cpu_eval = 0.0
+    stops = sorted({c for c in cfg.get("checkpoints", []) if 50 < c < cfg["T"]} | {cfg["T"]})
+    checkpoints = []
+    done = 50
+    for stop in stops:
+        for chunk in np.array_split(train_t[done:stop], max(1, (stop - done) // 5000)):
+            est.partial_fit_triplets(data.X, chunk)
+        done = stop
+        if stop == cfg["T"]:
+            break
+        c0 = time.process_time()
+        model = est.model_
+        point = {"T": stop, "updates_per_second": (stop - 50) / (est.train_seconds_ - wall0),
+                 "nnz": model.nnz(), "peak_rss_mb": _peak_rss_mb(),
+                 "heldout_accuracy": heldout_accuracy(model, data.X, test_t)}
+        if cfg.get("map"):
+            point["map"] = heldout_map(model, cfg["corpus"])
+        est._model_cache = None  # the next export sees the next updates
+        cpu_eval += time.process_time() - c0
+        checkpoints.append(point)
+        print(json.dumps({"checkpoint": point}), file=sys.stderr, flush=True)
+    seconds, cpu = est.train_seconds_ - wall0, time.process_time() - cpu0 - cpu_eval
     model = est.model_
+    nnz = model.nnz()
     out = {
         "updates_per_second": (cfg["T"] - 50) / seconds,
         "updates_per_cpu_second": (cfg["T"] - 50) / cpu,
+        "train_seconds": seconds,
         "updated_fraction": est.n_updates_ / est.n_triplets_seen_,
-        "nnz": model.nnz(),
+        "nnz": nnz,
         "table_mb": est.engine_.store.nbytes / 2**20,
+        "store_bytes_per_nnz": est.engine_.store.nbytes / max(1, nnz),
         "heldout_accuracy": heldout_accuracy(model, data.X, test_t),
     }
+    if cfg.get("map"):
+        out["map"] = heldout_map(model, cfg["corpus"])
+    if checkpoints:
+        checkpoints.append({"T": cfg["T"], "updates_per_second": out["updates_per_second"], "nnz": nnz,
+                            "peak_rss_mb": _peak_rss_mb(), "heldout_accuracy": out["heldout_accuracy"],
+                            **({"map": out["map"]} if "map" in out else {})})
+        out["checkpoints"] = checkpoints
     if cfg.get("naive_warm_T"):
         # the naive update continues from this model: the same W, so the same work per step
         sors = cfg.get("naive_params", {})
@@ -125,19 +176,22 @@ def run_naive(cfg: dict) -> dict:
     d = data.X.shape[1]
     triplets = sors_triplets(data.y, cfg["T"], seed=1)
     rate, W = naive_steps(sp.csr_matrix((d, d)), data.X, triplets, cfg.get("eta", 0.1), cfg.get("lam", 0.0))
+    nbytes = W.data.nbytes + W.indices.nbytes + W.indptr.nbytes
     return {"updates_per_second": rate, "updates_per_cpu_second": None, "nnz": int(W.nnz) + d,
-            "table_mb": (W.data.nbytes + W.indices.nbytes) / 2**20, "heldout_accuracy": None, "updated_fraction": None}
+            "table_mb": nbytes / 2**20, "store_bytes_per_nnz": nbytes / max(1, W.nnz),
+            "heldout_accuracy": None, "updated_fraction": None}
 
 
 def child(cfg: dict) -> None:
     out = run_naive(cfg) if cfg["algorithm"] == "naive-scipy" else run_engine(cfg)
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = _peak_rss_mb()
     print(json.dumps(out))
 
 
-def spawn(cfg: dict) -> dict:
+def spawn(cfg: dict, python: str | None = None) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(HERE), "--child", json.dumps(cfg)], capture_output=True, text=True, env=env)
+    proc = subprocess.run([python or sys.executable, str(HERE), "--child", json.dumps(cfg)], capture_output=True,
+                          text=True, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -168,6 +222,10 @@ def main(argv=None):
     parser.add_argument("--algorithms", default=",".join(DEFAULT_PARAMS),
                         help="registry names; 'name+label' runs 'name' with the --params entry of 'name+label'")
     parser.add_argument("--out", default=str(HERE.parent / "out"))
+    parser.add_argument("--json", help="write every row here (default: OUT/bench_sors.json)")
+    parser.add_argument("--baseline-python", help="also run each engine row with this interpreter (A/B)")
+    parser.add_argument("--checkpoints", default="", help="triplet counts to report within each engine row")
+    parser.add_argument("--map", action="store_true", help="held-out retrieval MAP (real data sets)")
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -189,19 +247,29 @@ def main(argv=None):
         rows.append({"corpus": name, "algorithm": "naive-scipy", "T": args.naive_T, **naive})
         for T in sizes:
             for algorithm in args.algorithms.split(","):
-                cfg = {"corpus": name, "algorithm": algorithm, "T": T, "params": params.get(algorithm, {})}
+                cfg = {"corpus": name, "algorithm": algorithm, "T": T, "params": params.get(algorithm, {}),
+                       "checkpoints": [int(c) for c in args.checkpoints.split(",") if c], "map": args.map}
                 if algorithm.split("+")[0] == "sors-l1" and args.naive_warm_T:
                     cfg.update(naive_warm_T=args.naive_warm_T, naive_params=sors)
-                row = spawn(cfg)
-                rows.append({"corpus": name, "algorithm": algorithm, "T": T, **row})
-                speedup = ""
-                if "error" not in row and "error" not in naive:
-                    speedup = f"  ({row['updates_per_second'] / naive['updates_per_second']:.0f}x naive from W=0"
-                    warm = row.get("naive_warm_updates_per_second")
-                    if warm:
-                        speedup += f"; naive from this model {warm:.1f}/s: {row['updates_per_second'] / warm:.0f}x"
-                    speedup += ")"
-                print(f"{name:<11}{algorithm:<17}{T:>8}{fmt(row)}{speedup}", flush=True)
+                for engine, python in [("rows", None)] + ([("baseline", args.baseline_python)]
+                                                          if args.baseline_python else []):
+                    row = spawn(cfg, python)
+                    rows.append({"corpus": name, "algorithm": algorithm, "T": T, "engine": engine, **row})
+                    speedup = ""
+                    if "error" not in row and "error" not in naive:
+                        speedup = f"  ({row['updates_per_second'] / naive['updates_per_second']:.0f}x naive from W=0"
+                        warm = row.get("naive_warm_updates_per_second")
+                        if warm:
+                            speedup += f"; naive from this model {warm:.1f}/s: {row['updates_per_second'] / warm:.0f}x"
+                        speedup += ")"
+                    if "map" in row:
+                        speedup += f"  MAP {100 * row['map']:.2f}"
+                    for point in row.get("checkpoints", [])[:-1]:
+                        speedup += (f"\n{'':<11}{'  at T=' + format(point['T'], ','):<17}{point['updates_per_second']:>18.0f}"
+                                    f"{point['peak_rss_mb']:>11.0f}{point['nnz']:>13,d}{'':>10}{point['heldout_accuracy']:>9.3f}"
+                                    + (f"  MAP {100 * point['map']:.2f}" if "map" in point else ""))
+                    label = algorithm + ("" if engine == "rows" else " (base)")
+                    print(f"{name:<11}{label:<17}{T:>8}{fmt(row)}{speedup}", flush=True)
     if not args.skip_d_table:
         print(f"\nTable 2: {args.d_table_algorithm} updates/s against d (synthetic, 75 nonzeros per document, 10,000 documents)")
         T = 2000 if args.quick else 20_000
@@ -211,9 +279,9 @@ def main(argv=None):
             row = spawn(cfg)
             rows.append({"table": "d", "d": d, "T": T, **row})
             print(f"d={d:>9,d}  T={T}{fmt(row)}", flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_sors.json").write_text(json.dumps(rows, indent=1))
+    path = Path(args.json) if args.json else Path(args.out) / "bench_sors.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

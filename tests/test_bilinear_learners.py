@@ -93,49 +93,63 @@ def test_table_growth_and_sweeps_keep_the_model_exact():
     assert small.engine_.store.capacity > 16
 
 
-@pytest.mark.parametrize("mode", ["sors", "adasors"])
-def test_in_place_sweep_keeps_every_entry_reachable(mode):
-    """sweep_compact against a dict model of the table: tombstones and shrunk-to-zero entries
-    go, survivors keep their caught-up values and stay findable, including clusters that wrap
-    past the table's end."""
-    from sparsesim.engine import bilinear as B
-    from sparsesim.engine.hashstore import EMPTY, TOMBSTONE, HashStore, find, find_or_insert, home_slot
+def test_row_moves_and_compaction_keep_every_entry_reachable():
+    """The row store against a dict model: inserts, tombstones, rows moving to larger segments
+    (one of them turning dense), and compactions that drop garbage, tombstones and the zero
+    records of a dense row that turns sparse again; every entry stays findable with its value
+    and statistics."""
+    from sparsesim.engine import rowstore as R
 
     rng = np.random.default_rng(3)
-    d, lam, delta = 1000, 0.1, 0.5
-    st = HashStore(d, "lazy_aux", initial_capacity=256)
-    keys, vals, lasts, auxs = (st.table[f] for f in ("key", "val", "last", "aux"))
-    # crowd the last slots so some clusters wrap around to slot 0
-    candidates = rng.permutation(d * d)[:20000]
-    tail = [k for k in candidates if home_slot(k, st.shift) >= 240][:60]
-    others = [k for k in candidates if home_slot(k, st.shift) < 240][:100]
-    cum_eta = np.arange(51, dtype=float) * 0.2  # eta = 0.2 for 50 steps
-    expected = {}
-    for k in tail + others:
-        s = find_or_insert(keys, vals, k, st.shift, st.counts)
-        vals[s], lasts[s], auxs[s] = rng.normal(scale=0.5), rng.integers(0, 50), abs(rng.normal())
-        expected[k] = s
-    dead = rng.choice(list(expected), size=40, replace=False)
-    for k in dead:
-        keys[expected.pop(k)] = TOMBSTONE
-        st.counts[0] -= 1
-    assert np.any(keys[:8] >= 0), "the test needs a cluster that wraps"
-    mode_id = B.SORS if mode == "sors" else B.ADASORS
-    want = {}
-    for k, s in expected.items():
-        v = B.catch_up(vals[s], lasts[s], auxs[s], 50, cum_eta, lam, mode_id, delta)
-        if v != 0.0 or mode == "adasors":
-            want[k] = (v, auxs[s])
-    assert len(want) < len(expected) or mode == "adasors"
-    live = B.sweep_compact(keys, vals, lasts, auxs, st.counts, st.shift, 50, cum_eta, lam, mode_id, delta)
-    assert live == len(want) == st.counts[0] == st.counts[1]
-    assert not np.any(keys == TOMBSTONE)
-    assert np.count_nonzero(keys != EMPTY) == live
-    for k, (v, h) in want.items():
-        s = find(keys, k, st.shift)
-        assert s >= 0 and vals[s] == v and lasts[s] == 50
-        if mode == "adasors":  # SORS has no per-entry statistic to carry
-            assert auxs[s] == h
+    d = 400
+    st = R.RowStore(d, "lazy_aux", initial_capacity=64)
+    model = {}
+
+    def room(i, k):
+        if R.needs_room(st.rows, i, k) and not R.move_row(*st.views(), st.rows, st.state, i, k, d, True, True):
+            caps, _, size = st.compacted_size(R.fitted_cap(st.rows[i, R.LIVE] + k, d))
+            st.compact_pool(caps, size)
+            assert not R.needs_room(st.rows, i, k) or R.move_row(*st.views(), st.rows, st.state, i, k, d, True, True)
+
+    def slot(i, j):
+        return R.probe(st.table["col"], st.rows, i, j, R.home(st.rows, i, j, np.uint64(R.col_hash(j))))
+
+    for rnd in range(300):
+        i = int(rng.choice([5, 7, 11, rng.integers(d)]))
+        js = rng.choice(d, size=int(rng.integers(1, 40)), replace=False)
+        room(i, len(js))
+        for j in js:
+            s = slot(i, j)
+            if s < 0:
+                s = R.insert_at(st.table["col"], st.table["val"], st.rows, i, j, np.uint64(R.col_hash(j)), -2 - s)
+            st.table["val"][s], st.table["last"][s], st.table["aux"][s] = rng.normal(), rnd, rnd + 0.5
+            model[(i, int(j))] = (st.table["val"][s], rnd)
+        for (i2, j2) in [k for k in model if k[0] == i != 5 and rng.random() < 0.3]:  # some entries die
+            s = slot(i2, j2)
+            st.table["val"][s] = 0.0
+            R.remove_at(st.table["col"], st.rows, i2, s)
+            del model[(i2, j2)]
+        if rnd == 200:  # row 5 loses almost everything: at the next compaction it turns sparse again
+            assert st.rows[5, R.SHIFT] < 0, "the test needs a dense row"
+            for (i2, j2) in [k for k in model if k[0] == 5][3:]:
+                s = slot(i2, j2)
+                st.table["val"][s] = 0.0
+                R.remove_at(st.table["col"], st.rows, i2, s)
+                del model[(i2, j2)]
+            caps, _, size = st.compacted_size(0)
+            st.compact_pool(caps, size)
+            assert st.rows[5, R.SHIFT] >= 0
+    assert st.state[R.GARBAGE] > 0 and st.n_dense_rows >= 1
+    caps, _, size = st.compacted_size(0)
+    st.compact_pool(caps, size)
+    assert st.state[R.GARBAGE] == 0 and not np.any(st.table["col"][:st.used_slots] == R.TOMBSTONE)
+    for (i, j), (v, rnd) in model.items():
+        s = slot(i, j)
+        assert s >= 0 and st.table["val"][s] == v and st.table["last"][s] == rnd and st.table["aux"][s] == rnd + 0.5
+    W = st.offdiag_csr()
+    assert W.nnz == len(model)
+    for (i, j), (v, _) in model.items():
+        assert W[i, j] == v
 
 
 def test_fit_is_deterministic_and_learns():

@@ -31,9 +31,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashstore import (EMPTY, TOMBSTONE, HashStore, find_or_free, home_slot, insert_at_or_probe,
-                        remove_at)
+from .hashstore import home_slot
 from .prefetch import prefetch
+from .rowstore import (CAP, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
+                       needs_room, probe, record_dtype, remove_at)
 
 OASIS = 0
 SORS = 1
@@ -138,20 +139,22 @@ def prefetch_ahead(keys, keybuf, n, shift):
 
 @numba.njit(cache=True)
 def train_triplets(
-    keys, vals, lasts, auxs, counts, shift, max_used,
-    diag, diag_last, diag_aux, d,
+    cols, vals, lasts, auxs, rows, state, d,
+    diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
-    etas, cum_eta, mode, C, lam, delta, prox_diag,
-    zi, zv, slots, keybuf, losses,
+    etas, cum_eta, mode, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
+    zi, zv, zh, homes, slots, losses,
 ):
-    """Process triplets[start:stop]; returns (next_triplet, step, inserts_needed).
+    """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
 
-    Stops early (returning the triplet it could not start and how many inserts it may need)
-    when the table could pass its load limit, so the caller can grow it and call again.
-    ``losses[t]`` receives the hinge loss before the update of triplet t.
-    The entries (i, j) of the outer product are enumerated once into ``keybuf`` (key i*d+j,
-    or -1 for a diagonal entry) so that both passes can prefetch a few entries ahead.
+    Before a triplet starts, every row of x that could pass its load limit is swept (with
+    ``drop_zeros``: its pending shrinkage applied, zero entries out) and, if still short of
+    room, moves to a larger segment; when the pool lacks the room, it stops (returning the triplet it could not start
+    and the slots it needs) so the caller can compact or grow the pool and call again.
+    ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
+    every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
+    kept dense beside the pool) so that both passes can prefetch a few entries ahead.
     """
     lazy = mode != OASIS
     for t in range(start, stop):
@@ -159,13 +162,30 @@ def train_triplets(
         y = signs[t]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
-        m = (hi - lo) * nz
-        if counts[1] + m > max_used:
-            return t, step, m
+        for ii in range(lo, hi):
+            i = indices[ii]
+            if drop_zeros and needs_room(rows, i, nz):
+                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
+            if needs_room(rows, i, nz) and not move_row(cols, vals, lasts, auxs, rows, state, i, nz, d, has_last,
+                                                        has_aux):
+                need = 0  # room for every row of x (a compaction may shrink rows moved just now)
+                for i2 in range(lo, hi):
+                    need += fitted_cap(rows[indices[i2], LIVE] + nz, d)
+                return t, step, need
         step += 1
         target = step - 1
-        outer_keys(indices, lo, hi, zi, nz, d, keybuf)
-        prefetch_ahead(keys, keybuf, min(PREFETCH_DISTANCE, m), shift)
+        for jj in range(nz):
+            zh[jj] = col_hash(zi[jj])
+        m = (hi - lo) * nz
+        e = 0
+        for ii in range(lo, hi):
+            i = indices[ii]
+            for jj in range(nz):
+                homes[e] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
+                e += 1
+        for e in range(min(PREFETCH_DISTANCE, m)):
+            if homes[e] >= 0:
+                prefetch(cols, homes[e])
         # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
         margin = 0.0
         e = 0
@@ -174,10 +194,9 @@ def train_triplets(
             acc = 0.0
             for jj in range(nz):
                 ahead = e + PREFETCH_DISTANCE
-                if ahead < m and keybuf[ahead] >= 0:
-                    prefetch(keys, home_slot(keybuf[ahead], shift))
-                key = keybuf[e]
-                if key < 0:
+                if ahead < m and homes[ahead] >= 0:
+                    prefetch(cols, homes[ahead])
+                if homes[e] < 0:
                     v = diag[i]
                     if lazy and prox_diag:
                         v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
@@ -185,7 +204,7 @@ def train_triplets(
                         diag_last[i] = target
                     slots[e] = -1
                 else:
-                    s = find_or_free(keys, key, shift)
+                    s = probe(cols, rows, i, zi[jj], homes[e])
                     slots[e] = s  # >= 0: the entry's slot; <= -2: where to insert it
                     if s >= 0:
                         v = vals[s]
@@ -202,10 +221,14 @@ def train_triplets(
         if loss <= 0.0:
             losses[t] = 0.0
             if mode == SORS:  # entries that shrank to zero while catching up leave the table
-                for q in range(m):
-                    s = slots[q]
-                    if s >= 0 and vals[s] == 0.0:
-                        remove_at(keys, s, counts)
+                e = 0
+                for ii in range(lo, hi):
+                    i = indices[ii]
+                    for jj in range(nz):
+                        s = slots[e]
+                        if s >= 0 and vals[s] == 0.0:
+                            remove_at(cols, rows, i, s)
+                        e += 1
             continue
         losses[t] = loss
         if mode == OASIS:
@@ -233,12 +256,12 @@ def train_triplets(
                 if ahead < m:
                     sa = slots[ahead]
                     if sa >= 0:
-                        prefetch(keys, sa)
+                        prefetch(cols, sa)
                     elif sa <= -2:
-                        prefetch(keys, -2 - sa)
+                        prefetch(cols, -2 - sa)
                 g = scale * xi * zv[jj]
-                key = keybuf[e]
-                if key < 0:
+                s = slots[e]
+                if s == -1:
                     if mode == OASIS:
                         diag[i] += g
                     else:
@@ -247,12 +270,11 @@ def train_triplets(
                         diag_aux[i] = h
                         diag_last[i] = step
                 else:
-                    s = slots[e]
                     if s < 0:
                         if mode == SORS and proximal_entry(0.0, g, eta, th, mode, delta, 0.0)[0] == 0.0:
                             e += 1  # a new entry the prox sets to zero never enters the table
                             continue
-                        s = insert_at_or_probe(keys, vals, key, shift, counts, -2 - s)
+                        s = insert_at(cols, vals, rows, i, zi[jj], zh[jj], -2 - s)
                         if lazy:
                             lasts[s] = target
                             if mode == ADASORS:
@@ -266,76 +288,42 @@ def train_triplets(
                             auxs[s] = h
                     vals[s] = v
                     if v == 0.0 and mode != ADASORS:
-                        remove_at(keys, s, counts)
+                        remove_at(cols, rows, i, s)
                 e += 1
     return stop, step, 0
 
 
 @numba.njit(cache=True)
-def finalize_lazy(keys, vals, lasts, auxs, counts, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta, prox_diag):
-    """Apply all pending shrinkage up to step ``target`` (before export); zeros leave the table."""
-    for s in range(keys.shape[0]):
-        if keys[s] >= 0:
+def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta):
+    """Apply the pending shrinkage of row i's entries up to step ``target``; zeros leave the row."""
+    lo = rows[i, OFF]
+    for s in range(lo, lo + rows[i, CAP]):
+        if cols[s] >= 0:
             v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
             vals[s] = v
             lasts[s] = target
-            if v == 0.0 and mode == SORS:
-                remove_at(keys, s, counts)
+            if v == 0.0:
+                remove_at(cols, rows, i, s)
+
+
+@numba.njit(cache=True)
+def finalize_lazy(cols, vals, lasts, auxs, rows, d, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta,
+                  prox_diag, drop_zeros):
+    """Apply all pending shrinkage up to step ``target``; with ``drop_zeros`` zero entries leave
+    the store (tombstones in sparse rows; a dense row keeps its zero records)."""
+    for i in range(d):
+        lo = rows[i, OFF]
+        for s in range(lo, lo + rows[i, CAP]):
+            if cols[s] >= 0:
+                v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
+                vals[s] = v
+                lasts[s] = target
+                if v == 0.0 and drop_zeros:
+                    remove_at(cols, rows, i, s)
     if prox_diag:
         for i in range(diag.shape[0]):
             diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
             diag_last[i] = target
-
-
-@numba.njit(cache=True)
-def sweep_compact(keys, vals, lasts, auxs, counts, shift, target, cum_eta, lam, mode, delta, drop_zero_state=False):
-    """Apply all pending shrinkage up to step ``target`` and drop zeros and tombstones in place.
-
-    One sequential pass and no new allocation, which is what keeps SORS's churn cheap: under L1
-    about as many entries die as are born each step, so the table fills with tombstones long
-    before it holds more live entries. The pass starts just after an EMPTY slot (no probe
-    cluster crosses it) and moves each surviving entry to the first EMPTY slot at or after its
-    home slot; that slot lies between its home and its current slot, so every probe stays short
-    and local, and entries already placed stay reachable. Zero entries leave the table (SORS);
-    under AdaSORS they stay, because their H_ij is part of the exact state, unless
-    ``drop_zero_state`` (the bounded-memory rule: a dropped entry restarts with H_ij = 0 when
-    it is next written).
-    Sets ``counts`` to the live entries (no tombstones remain); returns that count.
-    """
-    cap = keys.shape[0]
-    mask = cap - 1
-    start = -1
-    for s in range(cap):
-        if keys[s] == EMPTY:
-            start = s
-            break
-    live = 0
-    for off in range(1, cap + 1):
-        s = (start + off) & mask
-        k = keys[s]
-        if k == EMPTY:
-            continue
-        if k == TOMBSTONE:
-            keys[s] = EMPTY
-            continue
-        v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
-        if v == 0.0 and (mode == SORS or drop_zero_state):
-            keys[s] = EMPTY
-            continue
-        t = home_slot(k, shift)
-        while t != s and keys[t] != EMPTY:
-            t = (t + 1) & mask
-        vals[t] = v
-        lasts[t] = target
-        if t != s:
-            keys[t] = k
-            if mode == ADASORS:
-                auxs[t] = auxs[s]
-            keys[s] = EMPTY
-        live += 1
-    counts[0] = live
-    counts[1] = live
-    return live
 
 
 class StepSchedule:
@@ -384,16 +372,16 @@ class BilinearEngine:
     identity : bool
         M_1 = I (else M_1 = 0).
     initial_capacity : int
-        Hash slots allocated ahead.
+        Record slots of the pool allocated ahead.
     compact : bool
-        float32 storage of values and statistics (see :class:`~sparsesim.engine.hashstore.HashStore`).
+        float32 storage of values and statistics (see :class:`~sparsesim.engine.rowstore.RowStore`).
     budget : sparsesim.memory.MemoryBudget, optional
-        Byte limit of the store, transient rebuild copy included; a rebuild that would cross it
-        raises :class:`~sparsesim.exceptions.MemoryBudgetError` before allocating.
+        Byte limit of the store, transient copy of a compaction included; a compaction that
+        would cross it raises :class:`~sparsesim.exceptions.MemoryBudgetError` before allocating.
     drop_zero_state : bool
-        AdaSORS only: at each sweep of a full table, entries whose value is zero leave with their
-        H_ij (memory follows nnz(M); a dropped entry restarts with H_ij = 0). ``False`` keeps
-        Algorithm 2 exact (memory follows the entries ever touched).
+        AdaSORS only: whenever the pool is compacted, entries of sparse rows whose value is zero
+        leave with their H_ij (memory follows nnz(M); a dropped entry restarts with H_ij = 0).
+        ``False`` keeps Algorithm 2 exact (memory follows the entries ever touched).
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
@@ -408,12 +396,11 @@ class BilinearEngine:
         self.budget = budget
         self.drop_zero_state = bool(drop_zero_state) and self.mode == ADASORS
         if budget is not None:
-            itemsize = HashStore(1, MODE_LAYOUT[self.mode], 0.0, 16, compact).table.dtype.itemsize
-            cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
-            need = cap * itemsize + 24 * self.d
+            itemsize = record_dtype(MODE_LAYOUT[self.mode], compact).itemsize
+            need = max(MIN_CAP, int(initial_capacity)) * itemsize + 64 * self.d
             if not budget.fits(need):
                 budget.fail(need, 0, 0, itemsize, hint=", a smaller initial_capacity")
-        self.store = HashStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
+        self.store = RowStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
         self.n_seen = 0
         self.n_updates = 0
 
@@ -429,59 +416,62 @@ class BilinearEngine:
         max_row = int(row_nnz.max()) if row_nnz.size else 0
         zi = np.empty(2 * max_row + 1, np.int64)
         zv = np.empty(2 * max_row + 1)
-        slots = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
-        keybuf = np.empty_like(slots)
+        zh = np.empty(2 * max_row + 1, np.uint64)
+        homes = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
+        slots = np.empty_like(homes)
         st = self.store
+        names = st.dtype.names
         self.schedule.ensure(st.step + n)
         pos = 0
         while pos < n:
+            cols, vals, lasts, auxs = st.views()
             pos, st.step, need = train_triplets(
-                st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
-                st.shift, st.max_used(), st.diag, st.diag_last, st.diag_aux, self.d,
+                cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
                 X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, zi, zv, slots, keybuf, losses,
+                self.prox_diag, "last" in names, "aux" in names, self.mode == SORS,
+                zi, zv, zh, homes, slots, losses,
             )
             if pos < n:
-                if self.mode != OASIS:
-                    # Sweep before growing: apply all pending shrinkage so entries that decayed to
-                    # zero leave the table (SORS) and tombstones are reclaimed in place; memory
-                    # then follows the sparsity of M, not the set of entries ever touched. One
-                    # sequential O(capacity) pass, amortised over the inserts that filled the table;
-                    # the table only grows when live entries need the room.
-                    sweep_compact(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
-                                  st.shift, st.step, self.schedule.cum, self.lam, self.mode, self.delta,
-                                  self.drop_zero_state)
-                    if st.counts[0] + need <= st.capacity * st.rebuild_load:
-                        continue
-                    self._grow(max(need, 1))
-                elif st.counts[1] + need > st.max_used():
-                    self._grow(max(need, 1))
+                self._compact(need)
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
 
-    def _grow(self, extra: int) -> None:
-        """Rebuild the table for ``extra`` more inserts, within the budget or not at all."""
+    def _compact(self, extra: int) -> None:
+        """Make room for ``extra`` more slots: apply all pending shrinkage (zeros leave under SORS),
+        then rebuild the pool without garbage and tombstones, within the budget or not at all.
+
+        One sequential pass over the pool, amortised over the row moves that filled it; the
+        pool only grows when live entries need the room."""
         st = self.store
+        if self.mode != OASIS:
+            self._finalize(drop_zeros=self.mode == SORS or self.drop_zero_state)
+        keep_dense = self.mode == ADASORS and not self.drop_zero_state
+        caps, total, size = st.compacted_size(extra, keep_dense)
         if self.budget is not None:
-            itemsize = st.table.dtype.itemsize
-            need = st.nbytes + st.grown_capacity(extra) * itemsize  # old and new table coexist
-            if not self.budget.fits(need):
-                hint = {OASIS: " or compact=True" if not st.compact else "",
-                        SORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True"),
-                        ADASORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True")}[self.mode]
-                self.budget.fail(need, st.nbytes, st.n_entries, itemsize, hint=hint)
-        st.grow(extra)
+            itemsize = st.dtype.itemsize
+            fixed = st.nbytes - st.table.nbytes
+            if not self.budget.fits(st.nbytes + size * itemsize):
+                size = total + extra  # no headroom: the smallest pool that takes the next triplet
+                need = st.nbytes + size * itemsize  # old and new pool coexist during the copy
+                if not self.budget.fits(need) or not self.budget.fits(fixed + size * itemsize):
+                    hint = {OASIS: " or compact=True" if not st.compact else "",
+                            SORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True"),
+                            ADASORS: ", a larger lam (a sparser M)" + ("" if st.compact else ", compact=True")}[self.mode]
+                    self.budget.fail(need, st.nbytes, st.n_entries, itemsize, hint=hint)
+        st.compact_pool(caps, size)
+
+    def _finalize(self, drop_zeros: bool) -> None:
+        st = self.store
+        cols, vals, lasts, auxs = st.views()
+        finalize_lazy(cols, vals, lasts, auxs, st.rows, self.d, st.diag, st.diag_last, st.diag_aux, st.step,
+                      self.schedule.cum, self.lam, self.mode, self.delta, self.prox_diag, drop_zeros)
 
     def finalize(self):
         """Apply pending lazy shrinkage so the stored values are M_{t+1} exactly."""
-        if self.mode == OASIS:
-            return
-        st = self.store
-        finalize_lazy(st.table["key"], st.table["val"], st.field("last"), st.field("aux"), st.counts,
-                      st.diag, st.diag_last, st.diag_aux, st.step, self.schedule.cum, self.lam,
-                      self.mode, self.delta, self.prox_diag)
+        if self.mode != OASIS:
+            self._finalize(drop_zeros=self.mode == SORS)
 
     def export(self):
         """(off-diagonal CSR, diagonal copy) of the current M, all shrinkage applied."""
