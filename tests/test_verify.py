@@ -120,13 +120,17 @@ def test_grown_and_recalibrated_indexes_pass(indexes, tmp_path):
 
 
 def test_single_tampered_entry_detected_with_fresh_probes(indexes, tmp_path):
-    """The probes are drawn afresh on every load; a change to one value is caught every time."""
+    """The probes are drawn afresh on every load; a change of 1e-4 (relative) to one value is caught
+    every time. (A change near 1e-6 relative sits at the probes' rounding tolerance and escapes a
+    load a few times in a hundred -- 7 of 300 measured -- which is why this asserts 1e-4; such a
+    change moves scores by about 1e-7.) ``verify=False`` runs the check on every load instead of
+    once per index content."""
     root, _, _ = indexes
     d = _copy(root / "exact", tmp_path / "idx")
-    _edit(d, "postings.data", lambda a: _one(a, lambda v: v * (1 + 1e-6) + 1e-9))
-    for _ in range(10):
+    _edit(d, "postings.data", lambda a: _one(a, lambda v: v * (1 + 1e-4)))
+    for _ in range(30):
         with pytest.raises(FileFormatError):
-            load_index(d)
+            load_index(d, verify=False)
 
 
 @pytest.mark.parametrize("edit", [lambda m: m.update(nnz=m["nnz"] + 1), lambda m: m.update(nnz=0),
