@@ -31,6 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
 from .prefetch import prefetch
 from .rowstore import (CAP, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
@@ -412,28 +413,23 @@ class BilinearEngine:
         losses = np.zeros(n) if losses_out is None else losses_out
         if n == 0:
             return losses
-        row_nnz = np.diff(X.indptr)
-        max_row = int(row_nnz.max()) if row_nnz.size else 0
-        zi = np.empty(2 * max_row + 1, np.int64)
-        zv = np.empty(2 * max_row + 1)
-        zh = np.empty(2 * max_row + 1, np.uint64)
-        homes = np.empty(max(1, max_row * (2 * max_row + 1)), np.int64)
-        slots = np.empty_like(homes)
+        zi, zv, homes, slots = triplet_scratch(X, 2)
+        zh = np.empty(zi.shape[0], np.uint64)
         st = self.store
-        names = st.dtype.names
+        has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         self.schedule.ensure(st.step + n)
-        pos = 0
-        while pos < n:
+
+        def kernel(pos):
             cols, vals, lasts, auxs = st.views()
             pos, st.step, need = train_triplets(
                 cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
                 X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, "last" in names, "aux" in names, self.mode == SORS,
-                zi, zv, zh, homes, slots, losses,
+                self.prox_diag, has_last, has_aux, self.mode == SORS, zi, zv, zh, homes, slots, losses,
             )
-            if pos < n:
-                self._compact(need)
+            return pos, need
+
+        run_growing(kernel, 0, n, self._compact)
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
