@@ -392,6 +392,43 @@ def test_session_call_retries_a_cancelled_run_once_then_one_cluster_error(cluste
     assert DaskSession(client=None, n_jobs=1, n_workers=0).call(lambda: 3) == 3
 
 
+def test_trials_stop_waiting_when_every_worker_has_left():
+    """The watcher of dask_jobs: no worker for `grace` seconds -> the client's futures are
+    cancelled (joblib stops waiting) and the session reports it as one ClusterError."""
+    import threading
+
+    from sparsesim.distributed import DaskSession, _watch_workers
+
+    class NoWorkers:  # a client whose scheduler lists no worker
+        futures = {"batch-1": None, "batch-2": None}
+
+        def __init__(self):
+            self.cancelled = []
+
+        def sync(self, func, **kwargs):
+            return {"workers": {}}
+
+        scheduler = type("S", (), {"identity": None})()
+
+        def cancel(self, keys):
+            self.cancelled.extend(keys)
+
+    client, gone, stop = NoWorkers(), threading.Event(), threading.Event()
+    watcher = threading.Thread(target=_watch_workers, args=(client, gone, stop, 0.2, 0.05), daemon=True)
+    watcher.start()
+    watcher.join(timeout=10)
+    assert gone.is_set() and sorted(client.cancelled) == ["batch-1", "batch-2"]
+
+    from concurrent.futures import CancelledError
+
+    def cancelled():
+        raise CancelledError("batch-1")
+
+    session = DaskSession(client=client, n_jobs=-1, n_workers=0, _gone=gone)
+    with pytest.raises(ClusterError, match="every Dask worker left the cluster"):
+        session.call(cancelled)
+
+
 def _exit_now():
     import os
 
