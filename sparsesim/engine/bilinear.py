@@ -34,7 +34,7 @@ import numpy as np
 from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
 from .prefetch import prefetch
-from .rowstore import (CAP, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
+from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
                        needs_room, probe, record_dtype, remove_at)
 
 OASIS = 0
@@ -435,12 +435,20 @@ class BilinearEngine:
         return losses
 
     def _compact(self, extra: int) -> None:
-        """Make room for ``extra`` more slots: apply all pending shrinkage (zeros leave under SORS),
-        then rebuild the pool without garbage and tombstones, within the budget or not at all.
+        """Make room for ``extra`` more slots, within the budget or not at all.
 
-        One sequential pass over the pool, amortised over the row moves that filled it; the
-        pool only grows when live entries need the room."""
+        While at least half of the used pool is live segments, the pool grows to twice its used
+        part by one copy. Otherwise (or when that copy would cross the budget, or AdaSORS drops
+        zero-state at compactions) all pending shrinkage is applied (zeros leave under SORS) and
+        the pool is rebuilt without free segments and tombstones, at twice the live rows."""
         st = self.store
+        garbage, top = int(st.state[GARBAGE]), st.used_slots
+        if not self.drop_zero_state and 2 * garbage < top:
+            # mostly live segments: grow the pool by copying it (no sweep, no rebuild)
+            size = max(2 * top, top + extra)
+            if self.budget is None or self.budget.fits(st.nbytes + size * st.dtype.itemsize):
+                st.extend_pool(size)
+                return
         if self.mode != OASIS:
             self._finalize(drop_zeros=self.mode == SORS or self.drop_zero_state)
         keep_dense = self.mode == ADASORS and not self.drop_zero_state

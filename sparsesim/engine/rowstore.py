@@ -464,6 +464,14 @@ class RowStore:
         self.state[TOP] = top
         self.state[GARBAGE] = 0
 
+    def extend_pool(self, size: int) -> None:
+        """Move the pool into a larger one of ``size`` slots as it is (one copy of the used part;
+        segments keep their offsets and free lists stay valid): growth without a rebuild."""
+        new = np.empty(int(size), dtype=self.dtype)
+        top = self.used_slots
+        new[:top] = self.table[:top]
+        self.table = new
+
     def load_csr(self, M: sp.csr_matrix, diag_offset: float = 0.0) -> None:
         """Set the stored matrix to ``M`` (plus ``diag_offset`` on the diagonal), e.g. the W = M - I
         of a saved model with ``diag_offset=1.0``; per-entry statistics start at zero."""
