@@ -116,7 +116,7 @@ def main():
     print(f"offline model: {n0} triplets, nnz(W) {model.W.nnz}, {time.perf_counter() - t:.1f} s", flush=True)
     result = {"learner": type(make()).__name__, "documents": args.documents, "eval_queries": args.eval,
               "features": args.features, "budget": args.budget, "offline_triplets": n0,
-              "note": "measured on a shared, heavily loaded 2-core machine"}
+              "command": " ".join(sys.argv), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     if not args.skip_serve:
         ids = np.arange(X.shape[0])
         with tempfile.TemporaryDirectory() as tmp:
@@ -240,6 +240,7 @@ def main():
         result["active_vs_random"] = {"seeds": list(range(1, args.active_seeds + 1)), "runs": runs, "mean_map10": {
             mode: [round(float(np.mean([r[mode][i]["map10"] for r in runs])), 4) for i in range(len(runs[0][mode]))]
             for mode in runs[0]}}
+    result["load_average_at_end"] = os.getloadavg()
     print(json.dumps(result, indent=1))
 
 
