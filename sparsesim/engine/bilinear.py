@@ -34,6 +34,7 @@ import numpy as np
 from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
 from .prefetch import prefetch
+from .primitives import sq_norms
 from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
                        needs_room, probe, record_dtype, remove_at)
 
@@ -233,12 +234,7 @@ def train_triplets(
             continue
         losses[t] = loss
         if mode == OASIS:
-            sq_x = 0.0
-            for ii in range(lo, hi):
-                sq_x += data[ii] * data[ii]
-            sq_z = 0.0
-            for jj in range(nz):
-                sq_z += zv[jj] * zv[jj]
+            sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
             scale = oasis_tau(loss, sq_x, sq_z, C) * y
             eta = 0.0
             th = 0.0
@@ -295,15 +291,16 @@ def train_triplets(
 
 
 @numba.njit(cache=True)
-def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta):
-    """Apply the pending shrinkage of row i's entries up to step ``target``; zeros leave the row."""
+def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
+    """Apply the pending shrinkage of row i's entries up to step ``target``; with ``drop_zeros``
+    zero entries leave the row."""
     lo = rows[i, OFF]
     for s in range(lo, lo + rows[i, CAP]):
         if cols[s] >= 0:
             v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
             vals[s] = v
             lasts[s] = target
-            if v == 0.0:
+            if v == 0.0 and drop_zeros:
                 remove_at(cols, rows, i, s)
 
 
@@ -313,14 +310,7 @@ def finalize_lazy(cols, vals, lasts, auxs, rows, d, diag, diag_last, diag_aux, t
     """Apply all pending shrinkage up to step ``target``; with ``drop_zeros`` zero entries leave
     the store (tombstones in sparse rows; a dense row keeps its zero records)."""
     for i in range(d):
-        lo = rows[i, OFF]
-        for s in range(lo, lo + rows[i, CAP]):
-            if cols[s] >= 0:
-                v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
-                vals[s] = v
-                lasts[s] = target
-                if v == 0.0 and drop_zeros:
-                    remove_at(cols, rows, i, s)
+        sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros)
     if prox_diag:
         for i in range(diag.shape[0]):
             diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
