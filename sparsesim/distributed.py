@@ -15,12 +15,13 @@ Public helpers
 ``connect(address)``
     Context manager yielding a connected ``Client`` (closed on exit).
 ``dask_jobs(address, scatter=())``
-    Context manager for trial runners (tuning, experiments): inside it,
-    ``session.call(run_parallel, func, jobs, n_jobs=session.n_jobs)`` runs the jobs as Dask
-    tasks through joblib's dask backend, with the objects in ``scatter`` (e.g. the training
-    matrix) sent to the workers once instead of with every task; a call whose tasks the cluster
-    cancelled runs once more, then fails with one ``ClusterError``. Without an address it
-    yields an in-process session and changes nothing.
+    Context manager for trial runners (tuning, experiments): inside it, every
+    ``run_parallel(func, jobs, n_jobs=session.n_jobs)`` runs the jobs as Dask tasks through
+    joblib's dask backend, with the objects in ``scatter`` (e.g. the training matrix) sent to
+    the workers once instead of with every task; a call whose tasks the cluster cancelled runs
+    once more, then fails with one ``ClusterError`` (``session.call``, applied to every
+    ``run_parallel`` call of the block). Without an address it yields an in-process session and
+    changes nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from .exceptions import ClusterError, InvalidInputError, MissingDependencyError
+from .parallel import run_policy
 
 __all__ = ["SCHEDULER_ENV", "DASK_EXTRA_HINT", "resolve_scheduler", "require_distributed", "connect", "dask_jobs",
            "DaskSession", "worker_addresses", "is_cluster_failure"]
@@ -155,18 +157,21 @@ class DaskSession:
         the trials are seeded, so a repeat gives the same results); when it fails again, or when every worker has left the cluster (checked every
         few seconds, so the call never waits forever), it raises one
         :class:`~sparsesim.exceptions.ClusterError`. Errors of the trials themselves (bad
-        parameters, ...) pass through unchanged.
+        parameters, ...) pass through unchanged. Inside :func:`dask_jobs` every
+        :func:`~sparsesim.parallel.run_parallel` call already runs under this policy; the
+        ``run_parallel`` calls inside ``fn`` are not retried a second time.
         """
         if self.client is None:
             return fn(*args, **kwargs)
         for attempt in range(self.retries + 1):
             try:
-                if attempt == 0 or self._config is None:
-                    return fn(*args, **kwargs)
-                from joblib import parallel_config
+                with run_policy(None):  # the run_parallel calls inside fn: no second retry loop
+                    if attempt == 0 or self._config is None:
+                        return fn(*args, **kwargs)
+                    from joblib import parallel_config
 
-                with parallel_config(**self._config):  # a fresh backend: the data scattered again
-                    return fn(*args, **kwargs)
+                    with parallel_config(**self._config):  # a fresh backend: the data scattered again
+                        return fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - sorted below: only the cluster's own failures
                 if self._gone is not None and self._gone.is_set():
                     raise ClusterError("every Dask worker left the cluster while the trials ran; no partial "
@@ -266,9 +271,11 @@ def dask_jobs(address: str | None = None, scatter: Sequence[Any] = (), n_jobs: i
         watcher = threading.Thread(target=_watch_workers, args=(client, gone, stop, wait_for_workers), daemon=True,
                                    name="sparsesim-worker-watch")
         watcher.start()
+        session = DaskSession(client=client, n_jobs=-1, n_workers=n_workers, _gone=gone, _config=config)
         try:
-            with parallel_config(**config):
-                yield DaskSession(client=client, n_jobs=-1, n_workers=n_workers, _gone=gone, _config=config)
+            # every run_parallel call of the block (any trial runner) under the session's failure policy
+            with parallel_config(**config), run_policy(session.call):
+                yield session
         except Exception as exc:  # noqa: BLE001 - a cluster failure outside session.call: one clean error
             if gone.is_set():
                 raise ClusterError("every Dask worker left the cluster while the trials ran; no partial result "

@@ -17,6 +17,25 @@ from joblib import Parallel, delayed
 # the caller's progress reporter (see report_progress); joblib workers never see it, only the
 # process collecting the results reports
 _REPORTER: contextvars.ContextVar = contextvars.ContextVar("sparsesim_progress_reporter", default=None)
+# how the joblib part of a call is run (see run_policy): a Dask cluster's failure policy, set by
+# sparsesim.distributed.dask_jobs, so that every caller of run_parallel gets it without knowing Dask
+_POLICY: contextvars.ContextVar = contextvars.ContextVar("sparsesim_run_policy", default=None)
+
+
+@contextmanager
+def run_policy(policy: Callable[..., Any] | None):
+    """Within the block, every :func:`run_parallel` call that uses joblib runs as
+    ``policy(run, *args)``, where ``run(*args)`` runs all its jobs and returns their results.
+
+    The policy may call ``run`` again (a retry after a cluster failure, see
+    :meth:`sparsesim.distributed.DaskSession.call`); progress is then reported once per job, not
+    once per attempt. ``None`` removes an enclosing policy (calls inside a policy run plainly).
+    """
+    token = _POLICY.set(policy)
+    try:
+        yield
+    finally:
+        _POLICY.reset(token)
 
 
 @contextmanager
@@ -85,6 +104,26 @@ def run_parallel(
                 progress(done)
         return results
 
+    policy = _POLICY.get()
+    if policy is None:
+        return _run_joblib(func, jobs, n_jobs, backend, progress)
+    if progress is not None:  # a repeated attempt reports only the jobs not reported before
+        progress = _monotone(progress)
+    with run_policy(None):  # the runs inside the policy are not wrapped again
+        return policy(_run_joblib, func, jobs, n_jobs, backend, progress)
+
+
+def _monotone(progress: Callable[[int], None]) -> Callable[[int], None]:
+    reported = [0]
+
+    def report(done):
+        if done > reported[0]:
+            reported[0] = done
+            progress(done)
+    return report
+
+
+def _run_joblib(func, jobs: list, n_jobs, backend, progress) -> list:
     kwargs: dict[str, Any] = {"return_as": "generator"}
     if n_jobs is not None:
         kwargs["n_jobs"] = n_jobs

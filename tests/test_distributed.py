@@ -465,6 +465,72 @@ def test_trials_recover_when_workers_lose_the_scattered_data(cluster, client, mo
     assert len(attempts) == 2  # the first was cancelled, the second ran on the data sent again
 
 
+def _fail_first_time(i, failed):
+    from concurrent.futures import CancelledError
+
+    if i == 2 and not failed:
+        failed.append(i)
+        raise CancelledError("lost dependencies")
+    return i * 10
+
+
+def test_every_run_parallel_call_of_a_session_gets_its_failure_policy():
+    """Inside dask_jobs, run_parallel itself applies the session's policy: a protocol that calls
+    run_parallel directly (not through session.call) has its cancelled call run once more, its
+    progress counts every job once, and session.call around run_parallel does not retry twice."""
+    from sparsesim.distributed import DaskSession
+    from sparsesim.parallel import report_progress, run_policy
+
+    session = DaskSession(client=object(), n_jobs=-1, n_workers=2)
+    failed, seen, bar = [], [], []
+    with run_policy(session.call), report_progress(lambda new, done: bar.append((new, done))):
+        out = run_parallel(_fail_first_time, [(i, failed) for i in range(4)], n_jobs=1, backend="threading",
+                           progress=seen.append)
+    assert out == [0, 10, 20, 30] and failed == [2]
+    assert seen == [1, 2, 3, 4] and sum(d for _, d in bar) == 4 and sum(n for n, _ in bar) == 4
+    calls = []
+    with run_policy(session.call):
+        with pytest.raises(ClusterError, match=r"failed 2 time\(s\)"):
+            session.call(lambda: calls.append(1) or run_parallel(_always_cancelled, [(0,)], n_jobs=1,
+                                                                   backend="threading"))
+    assert len(calls) == 2  # not 2 x 2
+    # outside a session nothing is retried
+    with pytest.raises(Exception, match="lost"):
+        run_parallel(_always_cancelled, [(0,)], n_jobs=1, backend="threading")
+
+
+def _always_cancelled(i):
+    from concurrent.futures import CancelledError
+
+    raise CancelledError("lost dependencies")
+
+
+def test_protocol_trials_recover_without_calling_the_session(cluster, client, monkeypatch):
+    """A trial runner that calls run_parallel inside dask_jobs (as every protocol of
+    `experiment --scheduler` does) gets the same recovery as session.call: the data lost with
+    its workers is scattered again and the trials run once more."""
+    from sparsesim import parallel
+
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    X = sp.random(300, 200, density=0.05, format="csr", random_state=3)
+    attempts = []
+    real = parallel._run_joblib
+    monkeypatch.setattr(parallel, "_run_joblib", lambda *a: attempts.append(1) or real(*a))
+    want = [float(X.sum()) * i for i in range(3)]
+    with dask_jobs(cluster.scheduler_address, scatter=[X]) as session:
+        assert run_parallel(_sum_times, [(X, i) for i in range(3)], n_jobs=session.n_jobs) == want
+        holders = client.run_on_scheduler(lambda dask_scheduler: sorted(
+            {w.address for k, ts in dask_scheduler.tasks.items() if "csr_matrix" in str(k) for w in ts.who_has}))
+        assert holders
+        for worker in holders:
+            with pytest.raises(Exception):
+                client.run(_exit_now, workers=[worker])
+        client.wait_for_workers(2, timeout=60)
+        attempts.clear()
+        assert run_parallel(_sum_times, [(X, i) for i in range(3)], n_jobs=session.n_jobs) == want
+    assert len(attempts) == 2
+
+
 def _die_after(seconds):
     import os
     import time
