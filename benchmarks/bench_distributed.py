@@ -45,31 +45,23 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.memory import peak_resident_bytes, reset_peak_resident, resident_bytes
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOP_K = 10
 WARM = 256  # queries run before the measured batch (4 blocks of 64: every worker forms one)
 
 
-def reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-    except OSError:
-        pass
+def gib(nbytes: int | None) -> float:
+    return float("nan") if nbytes is None else nbytes / 2**30
 
 
 def peak_gib() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM"):
-            return int(line.split()[1]) / 2**20
-    return float("nan")
+    return gib(peak_resident_bytes())
 
 
 def rss_gib() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) / 2**20
-    return float("nan")
+    return gib(resident_bytes())
 
 
 def save_csr(path, X):
@@ -118,13 +110,13 @@ def single(work: pathlib.Path) -> dict:
     model = BilinearSimilarity.load(work / "model.npz")
     X, Q = load_csr(work / "corpus.npz"), load_csr(work / "queries.npz")
     base = rss_gib()
-    reset_peak()
+    reset_peak_resident()
     start = time.perf_counter()
     index = ExactIndex(model).fit(X)
     build = time.perf_counter() - start
     build_peak = peak_gib()
     index.query(Q[:WARM], top_k=TOP_K)  # warm the compiled kernels and the allocator
-    reset_peak()
+    reset_peak_resident()
     cpu = time.process_time()
     start = time.perf_counter()
     ids, scores = index.query(Q, top_k=TOP_K)
@@ -144,7 +136,7 @@ def _worker_peak():
 def _worker_reset():
     import sparsesim.indexes  # noqa: F401 - the same imports as the one-process run before measuring
 
-    reset_peak()
+    reset_peak_resident()
     return rss_gib()
 
 
@@ -168,7 +160,7 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
             distributed.Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(n_workers)
         idle = client.run(_worker_reset)
-        reset_peak()  # the client's peak from here on (not the data preparation before)
+        reset_peak_resident()  # the client's peak from here on (not the data preparation before)
         client_base = rss_gib()
         start = time.perf_counter()
         index = ShardedIndex(model, kind="exact", n_shards=n_shards, client=client,

@@ -64,10 +64,10 @@ BUILD = {}  # the build record, when this run built the index
 
 
 def peak_gib() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM"):
-            return int(line.split()[1]) / 2**20
-    return float("nan")
+    from sparsesim.memory import peak_resident_bytes
+
+    peak = peak_resident_bytes()
+    return float("nan") if peak is None else peak / 2**30
 
 
 def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pathlib.Path:
@@ -80,6 +80,7 @@ def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pat
     from sparsesim.indexes import build_index
     from sparsesim.learners.bilinear import OASIS, SORS
     from sparsesim.models import BilinearSimilarity
+    from sparsesim.memory import reset_peak_resident
 
     out = root / "index"
     if (out / "manifest.json").is_file():
@@ -98,8 +99,7 @@ def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pat
             SORS(regularizer="l1", n_triplets=triplets, random_state=0)
         model = est.fit(X[sub], y[sub]).model_
         model.save(cache)
-    with open("/proc/self/clear_refs", "w") as handle:  # VmHWM from here: corpus and model included
-        handle.write("5")
+    reset_peak_resident()  # the peak from here: corpus and model included
     start = time.perf_counter()
     index = build_index(model, X, kind="ann")
     seconds = time.perf_counter() - start

@@ -50,27 +50,14 @@ import time
 
 import numpy as np
 
+from sparsesim.memory import peak_resident_bytes, reset_peak_resident
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-    except OSError:
-        pass
-
-
 def peak_gib() -> float:
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    peak = peak_resident_bytes()
+    return float("nan") if peak is None else peak / 2**30
 
 
 def disk_gib(path: pathlib.Path) -> float:
@@ -162,7 +149,7 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
     results = {}
     try:
         for kind in ("exact", "ann"):
-            reset_peak()
+            reset_peak_resident()
             start = time.perf_counter()
             index = build_index(model, X, kind=kind)
             build_seconds = time.perf_counter() - start
@@ -228,7 +215,7 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
             # learning the projection holds I + W, its transpose and a 4,000 x d sample at once
             stages["FAISS IVF over rank-128 SVD of Y (dense stage)"] = "skipped (--no-dense or nnz(W) > 5e7: memory)"
         else:
-            reset_peak()
+            reset_peak_resident()
             dense = build_index(model, X, kind="ann", dim=128, n_postings=0, target_recall=None, dense_pool=pool,
                                 rerank_memory=0)
             stages["FAISS IVF over rank-128 SVD of Y (dense stage)"] = share(
@@ -258,7 +245,7 @@ def seismic_row(model, X, Q, truth_scores, k: int = 10) -> dict:
     from sparsesim.indexes.calibration import recall_counting_ties
 
     n, d = X.shape
-    reset_peak()
+    reset_peak_resident()
     start = time.perf_counter()
     ds = seismic.SeismicDataset(dim=d)
     ds.add_documents_by_id([str(i) for i in range(n)], X.indices.astype(np.int64), X.data.astype(np.float32),

@@ -23,7 +23,7 @@ import re
 from .exceptions import InvalidParameterError, MemoryBudgetError
 
 __all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
-           "check_allocation"]
+           "check_allocation", "resident_bytes", "peak_resident_bytes", "reset_peak_resident"]
 
 DEFAULT_SHARE = 0.7
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
@@ -62,6 +62,47 @@ def available_memory() -> int:
             avail = 1 << 34
     cgroup = _cgroup_remaining()
     return int(min(avail, cgroup) if cgroup is not None else avail)
+
+
+def _status_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def resident_bytes() -> int | None:
+    """Resident memory of this process now (``VmRSS``); None where ``/proc`` does not tell."""
+    return _status_bytes("VmRSS")
+
+
+def peak_resident_bytes() -> int | None:
+    """Peak resident memory of this process (``VmHWM``) since it started or since the last
+    :func:`reset_peak_resident`. Without ``/proc``: the peak since the start (``ru_maxrss``,
+    kilobytes on Linux), or None where neither tells."""
+    peak = _status_bytes("VmHWM")
+    if peak is None:
+        try:
+            import resource
+        except ImportError:  # not a Unix
+            return None
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak
+
+
+def reset_peak_resident() -> bool:
+    """Start a new peak: ``peak_resident_bytes`` measures from now (Linux ``clear_refs``). False
+    where the kernel does not allow it (the peak then still counts from the process start)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def format_bytes(n: float) -> str:

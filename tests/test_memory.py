@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from clitools import run_cli
 from sparsesim.exceptions import InvalidInputError, MemoryBudgetError
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
-from sparsesim.memory import available_memory, parse_memory
+from sparsesim.memory import available_memory, parse_memory, peak_resident_bytes, reset_peak_resident, resident_bytes
 from sparsesim.triplets import sors_triplets
 
 from reference_bilinear import dense_adasors  # noqa: E402
@@ -26,6 +26,17 @@ def test_parse_memory_forms():
         with pytest.raises(InvalidInputError, match="max_memory"):
             parse_memory(bad)
 
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmRSS / VmHWM / clear_refs are Linux /proc files")
+def test_peak_resident_follows_an_allocation_and_resets():
+    reset_peak_resident()
+    before = resident_bytes()
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+    assert peak_resident_bytes() >= before + block.nbytes * 0.9
+    del block
+    if reset_peak_resident():  # the new peak starts from what is resident now
+        assert peak_resident_bytes() < before + 32 * 2**20
 
 def problem(n=200, d=300, seed=0):
     rng = np.random.default_rng(seed)
