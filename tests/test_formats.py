@@ -163,3 +163,66 @@ def test_csv_column_errors_name_the_fix(tmp_path):
     path.write_text("text,topic\nhello world,a\n")
     with pytest.raises(InvalidInputError, match="--label-column"):
         load_dataset(path, label_column="category")
+
+
+# --- the plain-Python parser of small svmlight inputs against scikit-learn's --------------------
+_SVM_TOKENS = [b"1", b"-1", b"+2.5", b"0", b"nan", b"inf", b"1e400", b"abc", b"#c", b"qid:3", b"qid:x", b"qid",
+               b"0:1", b"1:2", b"2:-0.5", b"3:1e-3", b"7:1_0", b"-1:1", b"1:", b":1", b"1:2:3", b"x:1", b"2147483647:1",
+               b"2147483648:1", b"-2147483649:1", b"99999999999999999999:1", b"1:nan", b"4:0x1", b"\x00", b"\r",
+               b"\x0b", b"\xff", b"1:1#", b"5:1\x00#"]
+
+
+def _compare_parsers(raw: bytes):
+    """Both parsers refuse ``raw`` with the same exception class, or both give the same arrays."""
+    import io
+
+    from sklearn.datasets import load_svmlight_file
+
+    from sparsesim.data.svmlight_small import parse_svmlight_bytes
+
+    try:
+        X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True)
+        expected = None
+    except (ValueError, OverflowError) as exc:
+        expected = type(exc)
+    if expected is not None:
+        with pytest.raises(expected):
+            parse_svmlight_bytes(raw)
+        return
+    data, indices, indptr, labels = parse_svmlight_bytes(raw)
+    X = sp.csr_matrix(X)
+    np.testing.assert_array_equal(indptr, X.indptr)
+    np.testing.assert_array_equal(indices, X.indices)
+    np.testing.assert_array_equal(data, X.data)  # NaN == NaN here
+    np.testing.assert_array_equal(labels, y)
+
+
+def test_small_svmlight_parser_matches_scikit_learn_on_a_real_file(svm_pair):
+    for path in svm_pair:
+        _compare_parsers(path.read_bytes())
+
+
+@pytest.mark.parametrize("raw", [b"", b"\n\n", b"1 1:2\r\n-1 3:4 # note\n", b"1 qid:7 2:1 5:2\n", b"1 2:1 2:3\n",
+                                 b"1 3:1 2:1\n", b"1 1:2\r2 3:4\n", b"1 0:1\n", b"1 -1:1\n", b"1 2147483648:1\n",
+                                 b"1 1:2 \x00 # x\n", b"1,2 1:1\n", b"2 1:1 # c 9:9\n3\n"])
+def test_small_svmlight_parser_matches_scikit_learn_on_edge_cases(raw):
+    _compare_parsers(raw)
+
+
+def test_small_svmlight_parser_matches_scikit_learn_on_random_lines():
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        lines = [b" ".join(_SVM_TOKENS[t] for t in rng.integers(0, len(_SVM_TOKENS), rng.integers(0, 6)))
+                 for _ in range(rng.integers(0, 4))]
+        _compare_parsers(b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b""))
+
+
+def test_query_file_is_read_without_importing_scikit_learn(svm_pair, tmp_path):
+    """A small svmlight file (a query file) is parsed without scikit-learn's ~0.5 s import."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sparsesim.data import load_dataset; d = load_dataset(sys.argv[1]); "
+            "print(d.X.shape[0], 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(svm_pair[1])], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["200", "False"]
