@@ -705,9 +705,13 @@ def serve(
                                             "saved to and resumed from (default: INDEX.feedback.npz beside the index)."),
     snapshot_every: int = typer.Option(1000, "--snapshot-every", help="--learn: applied triplets between snapshots."),
     snapshot_seconds: float = typer.Option(60.0, "--snapshot-seconds", help="--learn: seconds between snapshots."),
+    scheduler: Optional[str] = scheduler_option(),
 ):
     """Serve an index over HTTP: POST /query (texts or sparse vectors), GET /info, GET /health,
-    and a search page at / comparing the learned similarity with plain cosine."""
+    and a search page at / comparing the learned similarity with plain cosine.
+
+    A sharded index (``index build --shards N``) is served from the Dask cluster at --scheduler:
+    its shards stay on the workers while the server runs."""
     from sparsesim.service import ServiceLimits, serve as run_server
 
     for name, value in (("--max-top-k", max_top_k), ("--max-queries", max_queries),
@@ -724,7 +728,7 @@ def serve(
             snapshot = index.parent / f"{index.name}.feedback.npz"
         learn_options = {"snapshot": snapshot, "snapshot_every": snapshot_every, "snapshot_seconds": snapshot_seconds}
     _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
-    run_server(index, host=host, port=port, limits=limits, learn=learn_options)
+    run_server(index, host=host, port=port, limits=limits, learn=learn_options, scheduler=scheduler)
 
 
 @app.command()

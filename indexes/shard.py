@@ -16,10 +16,11 @@ import numpy as np
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
-from sparsesim.persistence import file_sha256
+from sparsesim.persistence import atomic_write, file_sha256
 
 from . import INDEX_KINDS, load_index
-from .storage import manifest_checksum, save_index
+from .blocks import BLOCKS_FILE, DIGEST_BYTES, n_blocks
+from .storage import MODEL_W, manifest_checksum, save_index
 
 __all__ = ["Shard", "merge_parts", "stack_parts"]
 
@@ -117,16 +118,32 @@ class Shard:
 
 
 def _drop_model_copy(shard_dir: Path):
-    """Remove ``model.npz`` from a freshly written shard directory and from its manifest.
+    """Remove the model (``model.npz`` and the ``model.W.*.npy`` arrays) from a freshly written
+    shard directory, from its manifest and from its block digests.
 
     A shard is loaded with the model stored once at the top of the sharded index (whose
     manifest records the shard manifest's sha256 and the model's checksum).
     """
     manifest_path = shard_dir / MANIFEST
     manifest = json.loads(manifest_path.read_text())
-    if manifest.get("files", {}).pop(MODEL_FILE, None) is None:
+    files = manifest.get("files", {})
+    dropped = [f for f in files if f == MODEL_FILE or f.startswith(f"{MODEL_W}.")]
+    if not dropped:
         return
-    (shard_dir / str(manifest.get("data_dir") or "") / MODEL_FILE).unlink()
+    data = shard_dir / str(manifest.get("data_dir") or "")
+    if BLOCKS_FILE in files and manifest.get("block_bytes") is not None:
+        # blocks.sha256 holds the block digests of every file in name order: keep the others'
+        raw, kept, at = (data / BLOCKS_FILE).read_bytes(), [], 0
+        for fname in sorted(f for f in files if f != BLOCKS_FILE):
+            size = n_blocks(files[fname]["bytes"], manifest["block_bytes"]) * DIGEST_BYTES
+            if fname not in dropped:
+                kept.append(raw[at:at + size])
+            at += size
+        atomic_write(data / BLOCKS_FILE, lambda handle: handle.write(b"".join(kept)))
+        files[BLOCKS_FILE] = {"bytes": (data / BLOCKS_FILE).stat().st_size, "sha256": file_sha256(data / BLOCKS_FILE)}
+    for fname in dropped:
+        files.pop(fname)
+        (data / fname).unlink()
     if "manifest_checksum" in manifest:
         manifest["manifest_checksum"] = manifest_checksum(manifest)
     with open(manifest_path, "w") as handle:

@@ -60,7 +60,7 @@ from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
 from .placement import InProcess, OnCluster
 from .shard import MANIFEST as _MANIFEST, MODEL_FILE as _MODEL, Shard, build_shard, build_shard_from_file, call_shard, load_shard, merge_parts
 
-__all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "SHARDED_FORMAT"]
+__all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "read_sharded_manifest", "SHARDED_FORMAT"]
 
 SHARDED_FORMAT = "sparsesim-sharded-index"
 SHARDED_VERSION = 1
@@ -407,7 +407,8 @@ def is_sharded(directory) -> bool:
         return False
 
 
-def _read_sharded_manifest(directory: Path) -> dict:
+def read_sharded_manifest(directory: Path) -> dict:
+    """The checked manifest of a sharded index directory (raises FileFormatError if it is not one)."""
     path = directory / _MANIFEST
     if not path.is_file():
         raise FileFormatError(f"{directory}: not a sharded index directory (no {_MANIFEST})")
@@ -481,7 +482,7 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
     directory = Path(directory).expanduser().absolute()
     if not directory.is_dir():
         raise FileFormatError(f"{directory}: no such index directory")
-    manifest = _read_sharded_manifest(directory)
+    manifest = read_sharded_manifest(directory)
     total = 0
     for fname, facts in manifest["files"].items():
         path = directory / fname

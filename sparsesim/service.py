@@ -28,6 +28,13 @@ Endpoints
 ``GET /``
     A search page: the learned similarity's top-k beside plain cosine's for a typed text.
 
+A *sharded* index (``index build --shards N``) is served from the Dask cluster at ``scheduler``
+(or ``$SPARSESIM_SCHEDULER``): its shards are loaded onto the workers and stay there while the
+server runs; without a scheduler all shards are loaded into the server's process. ``compare`` is
+not available for a sharded index (the corpus is not in the server). A worker lost during a
+request answers 503 with a JSON error (never a top-k merged from the surviving shards); the next
+request loads the shards again onto the workers that remain.
+
 Limits (bad requests get a 4xx JSON ``{"error": ...}``; the server keeps answering):
 request body size (413), texts/vectors per request and ``top_k`` (422), malformed JSON (400), a
 ``Content-Type`` other than ``application/json`` (415; a request without one is read as JSON),
@@ -42,13 +49,15 @@ import json
 import math
 import numbers
 import sys
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import InvalidInputError, MissingDependencyError, ResourceLimitError, SparsesimError
+from .distributed import connect, resolve_scheduler
+from .exceptions import ClusterError, InvalidInputError, MissingDependencyError, ResourceLimitError, SparsesimError
 from .feedback import FeedbackLearner
 from .topk import top_k_rows
 
@@ -104,23 +113,72 @@ class QueryService:
     limits : ServiceLimits, optional
     mmap : bool, default True
         Memory-map the index arrays (read-only).
+    learn : dict, optional
+        Keyword arguments of :class:`~sparsesim.feedback.FeedbackLearner` (``snapshot``,
+        ``snapshot_every``, ...): learn from feedback while serving. ``None`` serves frozen.
+    scheduler : str, optional
+        Dask scheduler address (default ``$SPARSESIM_SCHEDULER``) holding the shards of a sharded
+        index; only for a sharded index.
+
+    Raises
+    ------
+    InvalidInputError
+        A scheduler for a single-process index, or ``learn`` for a sharded one.
+    ClusterError
+        The scheduler cannot be reached, or a worker was lost while loading the shards.
     """
 
     def __init__(self, index_dir, limits: ServiceLimits | None = None, mmap: bool = True,
-                 learn: dict | None = None):
+                 learn: dict | None = None, scheduler: str | None = None):
         from .indexes import load_index, read_manifest
+        from .indexes.sharded import is_sharded, read_sharded_manifest
 
         self.index_dir = Path(index_dir)
         self.limits = limits or ServiceLimits()
-        self.index = load_index(self.index_dir, mmap=mmap)
-        self.manifest = read_manifest(self.index_dir)
+        self.scheduler = resolve_scheduler(scheduler)
+        self.sharded = is_sharded(self.index_dir)
+        self._client = None
+        self._exit = contextlib.ExitStack()
+        self._reload = threading.Lock()
+        self._stale = None  # the sharded index that lost a shard: replaced before the next search
+        if self.sharded:
+            if learn is not None:
+                raise InvalidInputError(f"{self.index_dir} is a sharded index; --learn serves a single-process "
+                                        f"index (build one without --shards)")
+            self.manifest = read_sharded_manifest(self.index_dir)
+            if self.scheduler is not None:
+                self._client = self._exit.enter_context(connect(self.scheduler))
+            try:
+                self.index = self._load_sharded()
+            except BaseException:
+                self._exit.close()
+                raise
+            self._cosine_T, self.snippets = None, None
+        else:
+            if self.scheduler is not None:
+                raise InvalidInputError(f"{self.index_dir} is a single-process index; a scheduler serves sharded "
+                                        f"indexes (build one with `index build --shards N`), or drop --scheduler")
+            self.index = load_index(self.index_dir, mmap=mmap)
+            self.manifest = read_manifest(self.index_dir)
+            X = sp.csr_matrix(self.index.X_)
+            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+            self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
+            self.snippets = self.index.snippets_
         self.model = self.index.model
-        X = sp.csr_matrix(self.index.X_)
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
-        self.snippets = self.index.snippets_
-        # ``learn``: keyword arguments of FeedbackLearner (snapshot, snapshot_every, ...); None serves frozen
         self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
+
+    def _load_sharded(self):
+        from .indexes.sharded import load_sharded
+
+        # on a cluster the workers load their shards; in-process the shards are memory-mapped
+        return load_sharded(self.index_dir, client=self._client, mmap=self._client is None)
+
+    def close(self):
+        """Release a sharded index's shards and the cluster connection (nothing for a single index)."""
+        if self.sharded:
+            with contextlib.suppress(Exception):
+                self.index.release()
+        self._exit.close()
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -129,10 +187,15 @@ class QueryService:
 
     def info(self) -> dict:
         meta = self.model.metadata
+        sharded = None
+        if self.sharded:
+            index = self.index
+            sharded = {"shards": list(index.shard_sizes_), "scheduler": self.scheduler,
+                       "workers": len(set(index.shard_workers_)) if self._client is not None else 0}
         return {
             "index": str(self.index_dir), "kind": self.index.kind, "n_documents": int(self.index.n_documents),
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
-            "snippets": self.snippets is not None,
+            "snippets": self.snippets is not None, "compare": self._cosine_T is not None, "sharded": sharded,
             "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz(),
                       "dataset": meta.get("dataset"), "checksum": self.manifest["model"].get("checksum")},
             "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
@@ -161,6 +224,9 @@ class QueryService:
             if not isinstance(value, bool):
                 raise RequestError(422, f"{key} must be true or false")
             flags.append(value)
+        if flags[0] and self._cosine_T is None:
+            raise RequestError(422, "compare (plain cosine) needs a single-process index; this server serves a "
+                                    "sharded index")
         has_texts, has_vectors = "texts" in payload, "vectors" in payload
         if has_texts == has_vectors:
             raise RequestError(422, 'give exactly one of "texts" or "vectors"')
@@ -219,6 +285,8 @@ class QueryService:
         """
         if self.feedback is not None:
             ids, scores, version = self.feedback.query(Q, top_k, remember=remember)
+        elif self.sharded:
+            ids, scores = self._query_sharded(Q, top_k)
         else:
             ids, scores = self.index.query(Q, top_k)
         out = {"results": [self._hits(row_ids, row_scores, None, snippets) for row_ids, row_scores in zip(ids, scores)]}
@@ -233,6 +301,24 @@ class QueryService:
                 rows, vals = top_k_rows(dense, top_k)
                 out["cosine"].append(self._hits(self.index.ids_[rows[0]], vals[0], rows[0], snippets))
         return out
+
+    def _query_sharded(self, Q, top_k: int):
+        """Search the sharded index; after a lost shard (ClusterError), the next call first
+        loads the shards again onto the workers that remain."""
+        if self._stale is not None:
+            with self._reload:
+                if self._stale is self.index:
+                    with contextlib.suppress(Exception):
+                        self.index.release()
+                    self.index = self._load_sharded()
+                    self._stale = None
+        index = self.index
+        try:
+            return index.query(Q, top_k)
+        except ClusterError:
+            if self._client is not None:
+                self._stale = index
+            raise
 
     def _hits(self, ids, scores, rows, snippets: bool) -> list[dict]:
         hits = [{"id": i.item() if hasattr(i, "item") else i, "score": float(s)} for i, s in zip(ids, scores)]
@@ -300,6 +386,8 @@ def create_app(service: QueryService):
             return JSONResponse(result)
         except RequestError as exc:
             return error(exc.status, str(exc))
+        except ClusterError as exc:  # a lost Dask worker: the next request loads the shards again
+            return error(503, str(exc))
         except SparsesimError as exc:
             return error(422, str(exc))
         except ClientDisconnect:
@@ -386,12 +474,13 @@ def _html_escape(text: str) -> str:
 
 
 def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceLimits | None = None,
-          log_level: str = "warning", learn: dict | None = None) -> None:
+          log_level: str = "warning", learn: dict | None = None, scheduler: str | None = None) -> None:
     """Load the index once and serve it with uvicorn until interrupted.
 
     ``learn`` (keyword arguments of :class:`~sparsesim.feedback.FeedbackLearner`) turns on
     ``POST /feedback`` and ``GET /ask``; the final snapshot is written when the server stops
-    (application shutdown, before uvicorn exits).
+    (application shutdown, before uvicorn exits). ``scheduler`` (default
+    ``$SPARSESIM_SCHEDULER``): the Dask cluster that holds a sharded index's shards.
     """
     try:
         import starlette  # noqa: F401
@@ -399,12 +488,21 @@ def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceL
     except ImportError:
         raise MissingDependencyError("sparsesim serve needs Starlette and uvicorn: pip install 'sparsesim[serve]'") from None
 
-    service = QueryService(index_dir, limits=limits, learn=learn)
-    app = create_app(service)
-    print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents) at "
-          f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+    service = QueryService(index_dir, limits=limits, learn=learn, scheduler=scheduler)
+    try:
+        app = create_app(service)
+        where = ""
+        if service.sharded:
+            shards = len(service.index.shard_sizes_)
+            where = (f" in {shards} shards on the Dask cluster at {service.scheduler}" if service.scheduler
+                     else f" in {shards} shards in this process")
+        print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents{where}) at "
+              f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr,
+              flush=True)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+                    limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+    finally:
+        service.close()
 
 
 _PAGE = """<!doctype html>
@@ -444,15 +542,17 @@ function render(list, hits, other) {
     list.append(li);
   }
 }
+let canCompare = true;  // false for a sharded index (the corpus is not in the server)
 async function search(text, k) {
   $("status").textContent = "searching\\u2026"; $("status").className = "";
   try {
     const r = await fetch("/query", {method: "POST", headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({texts: [text], top_k: k, compare: true, snippets: true})});
+      body: JSON.stringify({texts: [text], top_k: k, compare: canCompare, snippets: true})});
     const body = await r.json();
     if (!r.ok) throw new Error(body.error || r.statusText);
-    render($("learned"), body.results[0], body.cosine[0]);
-    render($("cosine"), body.cosine[0], body.results[0]);
+    const cosine = body.cosine ? body.cosine[0] : [];
+    render($("learned"), body.results[0], cosine);
+    render($("cosine"), cosine, body.results[0]);
     $("status").textContent = body.results[0].length + " results (shaded: in both lists)";
   } catch (e) { $("status").textContent = "error: " + e.message; $("status").className = "err"; }
 }
@@ -460,11 +560,14 @@ $("form").addEventListener("submit", (ev) => { ev.preventDefault();
   const text = $("q").value.trim(); if (text) search(text, parseInt($("k").value, 10) || 10); });
 fetch("/info").then((r) => r.json()).then((info) => {
   $("facts").textContent = info.n_documents + " documents, " + info.kind + " index, model " +
-    (info.model.algorithm || "?") + (info.accepts_text ? "" : " (vectors only: this page needs a model trained on text)");
+    (info.model.algorithm || "?") + (info.accepts_text ? "" : " (vectors only: this page needs a model trained on text)") +
+    (info.compare === false ? " (sharded: no plain cosine column)" : "");
+  canCompare = info.compare !== false;
   $("k").max = Math.min(info.limits.max_top_k, info.n_documents);
+}).finally(() => {  // a search given in the address runs once the page knows the index
+  const params = new URLSearchParams(location.search);
+  if (params.get("q")) { $("q").value = params.get("q"); search(params.get("q"), parseInt(params.get("k") || "10", 10)); }
 });
-const params = new URLSearchParams(location.search);
-if (params.get("q")) { $("q").value = params.get("q"); search(params.get("q"), parseInt(params.get("k") || "10", 10)); }
 </script>
 </body></html>
 """

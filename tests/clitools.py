@@ -14,3 +14,46 @@ def run_cli(args, monkeypatch, capsys):
         code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def start_server(args, env=None, timeout: float = 60):
+    """Start ``sparsesim serve ARGS --port FREE`` as a subprocess; wait until /health answers.
+
+    Returns ``(process, base_url)``; fails the test with the server's stderr when it does not start.
+    """
+    import os
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+    import pytest
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", *map(str, args), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail(f"server did not start: {proc.communicate()[1].decode()[-2000:]}")
+        time.sleep(0.2)
+
+
+def stop_server(proc):
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -23,7 +23,7 @@ httpx = pytest.importorskip("httpx", reason="the service tests talk HTTP with ht
 pytest.importorskip("starlette", reason="sparsesim serve needs the [serve] extra")
 pytest.importorskip("uvicorn", reason="sparsesim serve needs the [serve] extra")
 
-from clitools import run_cli  # noqa: E402
+from clitools import run_cli, start_server  # noqa: E402
 from test_service import TOPICS, free_port  # noqa: E402
 
 from sparsesim.feedback import FeedbackLearner  # noqa: E402
@@ -46,22 +46,8 @@ def index_dir(tmp_path_factory):
 
 
 def start(index_dir, snapshot, *extra):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index_dir),
-                             "--port", str(port), "--learn", "--snapshot", str(snapshot), *map(str, extra)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return proc, httpx.Client(base_url=base, timeout=20)
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"server did not start: {proc.communicate()[1].decode()[-2000:]}")
-        time.sleep(0.2)
+    proc, base = start_server(["--index", index_dir, *["--learn", "--snapshot", snapshot, *extra]], timeout=60)
+    return proc, httpx.Client(base_url=base, timeout=20)
 
 
 def stop(proc, sig=signal.SIGTERM):

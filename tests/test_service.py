@@ -8,12 +8,9 @@ page rendered in a headless Chromium (skipped with a reason when no browser is i
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ httpx = pytest.importorskip("httpx", reason="the service tests talk HTTP with ht
 pytest.importorskip("starlette", reason="sparsesim serve needs the [serve] extra")
 pytest.importorskip("uvicorn", reason="sparsesim serve needs the [serve] extra")
 
+from clitools import start_server, stop_server  # noqa: E402
 from sparsesim.workflows import build_index_from_files, train_model  # noqa: E402
 
 TOPICS = {
@@ -58,32 +56,11 @@ def index_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(index_dir):
-    port = free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index_dir),
-                             "--port", str(port), "--max-top-k", "50", "--max-body-bytes", "20000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            out, err = proc.communicate()
-            pytest.fail(f"server did not start: {err.decode()[-2000:]}")
-        time.sleep(0.2)
+    proc, base = start_server(["--index", index_dir, "--max-top-k", "50", "--max-body-bytes", "20000"])
     client = httpx.Client(base_url=base, timeout=10)
     yield client, base
     client.close()
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_server(proc)
 
 
 def test_health_and_info(server):

@@ -16,8 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
@@ -28,6 +26,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from clitools import start_server  # noqa: E402
 from sparsesim.workflows import build_index_from_files, train_model  # noqa: E402
 
 LONG = os.environ.get("SPARSESIM_FUZZ_LONG", "") not in ("", "0")
@@ -47,32 +46,9 @@ TEXTS = {"sport": ["the match ended with a late goal", "the striker scored a goa
                   "the chef cooked pasta with tomato sauce", "butter and sugar for the cake recipe"]}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(index_dir, *extra):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index_dir),
-                             "--port", str(port), "--max-top-k", "50", "--max-body-bytes", str(BODY_LIMIT),
-                             *map(str, extra)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return proc, httpx.Client(base_url=base, timeout=30)
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"server did not start: {proc.communicate()[1].decode()[-2000:]}")
-        time.sleep(0.2)
+    proc, base = start_server(["--index", index_dir, *["--max-top-k", "50", "--max-body-bytes", BODY_LIMIT, *extra]], timeout=90)
+    return proc, httpx.Client(base_url=base, timeout=30)
 
 
 @pytest.fixture(scope="module")
