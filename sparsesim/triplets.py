@@ -39,6 +39,7 @@ __all__ = [
     "omtrsl_triplets",
     "iter_omtrsl_triplets",
     "usable_rows",
+    "stratified_subsample",
 ]
 
 
@@ -329,3 +330,28 @@ def omtrsl_triplets(y, n_triplets: int, seed=None, tasks=None, chunk_size: int =
         np.concatenate([c[1] for c in chunks]),
         np.concatenate([c[2] for c in chunks]),
     )
+
+
+def stratified_subsample(y, n, seed, min_per_class=5, exclude=None):
+    """``n`` document indices drawn per class in proportion to the class sizes, at least
+    ``min_per_class`` per class (or all of a smaller class), never from ``exclude``."""
+    y = np.asarray(y)
+    rng = np.random.default_rng(seed)
+    available = np.ones(y.size, bool)
+    if exclude is not None:
+        available[np.asarray(exclude)] = False
+    classes, counts_all = np.unique(y, return_counts=True)
+    pools = [np.flatnonzero((y == c) & available) for c in classes]
+    sizes = np.array([p.size for p in pools])
+    want = np.maximum(np.round(n * counts_all / counts_all.sum()).astype(int), min_per_class)
+    want = np.minimum(want, sizes)
+    while want.sum() > n:  # trim the largest classes back to n
+        k = int(np.argmax(want))
+        if want[k] <= min_per_class:
+            break
+        want[k] -= 1
+    while want.sum() < n and np.any(want < sizes):
+        k = int(np.argmax(np.where(want < sizes, n * counts_all / counts_all.sum() - want, -np.inf)))
+        want[k] += 1
+    rows = [rng.choice(p, w, replace=False) for p, w in zip(pools, want) if w >= 2]
+    return np.sort(np.concatenate(rows)).astype(np.int64)

@@ -45,8 +45,8 @@ from .registry import get_algorithm
 from .triplets import sors_triplets, stratified_split, usable_rows
 from .validation import check_csr, check_labels
 
-__all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "parse_grid", "tune_similarity",
-           "successive_halving_rungs"]
+__all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "evaluate_candidates", "grid_points",
+           "parse_grid", "rank_candidates", "resolved_auto", "tune_similarity", "successive_halving_rungs"]
 
 # Default grids as multiples of the data-adaptive value (the factor 1 is the default itself).
 _CW = {"eta": [0.3, 1.0, 3.0], "gamma": [0.3, 1.0, 3.0]}
@@ -144,7 +144,7 @@ def successive_halving_rungs(n_candidates: int, n_triplets: int, factor: int = 3
             for r in range(n_rungs)]
 
 
-def _resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict:
+def resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict:
     """The numbers an estimator of ``algorithm`` resolves its ``"auto"`` parameters to on ``X``."""
     est = get_algorithm(algorithm).make(**dict(base_params, n_triplets=n_triplets))
     return dict(est.resolve_params(X)) if hasattr(est, "resolve_params") else {}
@@ -160,11 +160,60 @@ def default_grid(algorithm: str, resolved: dict) -> dict:
     return grid
 
 
-def _grid_points(grid: dict) -> list[dict]:
+def grid_points(grid: dict | None, option: str = "grid", keys=None) -> list[dict]:
+    """Every combination of a grid ``{param: [values]}`` as a list of ``{param: value}``.
+
+    An empty or missing grid is one point with no parameters (``[{}]``); keys are taken in sorted
+    order (or in the order of ``keys``; the last varies fastest), so the points come out in the same
+    order whatever order the grid was written in.
+
+    Raises
+    ------
+    InvalidInputError
+        ``grid`` is not a mapping of names to non-empty lists (``option`` names it in the message).
+    """
     if not grid:
         return [{}]
-    keys = sorted(grid)
+    if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
+        raise InvalidInputError(f"option {option!r} must map parameter names to non-empty lists of values")
+    keys = [k for k in keys if k in grid] if keys is not None else sorted(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def rank_candidates(scores: dict, tie_break=None) -> list:
+    """The keys of ``scores`` ({candidate: score}), best (highest score) first.
+
+    Equal scores are ordered by ``tie_break(candidate)`` (smaller first) when given, then by their
+    order in ``scores``, so the first of equally good candidates wins (as with :func:`max`).
+    """
+    position = {key: i for i, key in enumerate(scores)}
+    return sorted(scores, key=lambda key: (-scores[key], tie_break(key) if tie_break else 0, position[key]))
+
+
+def evaluate_candidates(candidates: list, jobs_of, run) -> list[list]:
+    """Run every candidate's jobs in one batch and give each candidate its results.
+
+    Parameters
+    ----------
+    candidates : list
+        What is searched (parameter dicts, tuples, ...).
+    jobs_of : callable
+        ``jobs_of(candidate) -> list`` of jobs (e.g. one per validation fold).
+    run : callable
+        ``run(jobs) -> list`` of results in the order of the jobs (e.g. :func:`run_parallel`).
+
+    Returns
+    -------
+    list of list
+        Per candidate, the results of its jobs.
+    """
+    jobs = [jobs_of(candidate) for candidate in candidates]
+    results = run([job for batch in jobs for job in batch]) if jobs else []
+    out, start = [], 0
+    for batch in jobs:
+        out.append(list(results[start:start + len(batch)]))
+        start += len(batch)
+    return out
 
 
 def _validation_map(est, X_val, y_val) -> float:
@@ -283,13 +332,13 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         X_fit, y_fit = X_fit[keep], y_fit[keep]
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
-    resolved = _resolved_auto(algorithm, base, X_fit, n_triplets)
+    resolved = resolved_auto(algorithm, base, X_fit, n_triplets)
     user_grid = grid is not None and len(grid) > 0
     grid = {k: list(v) for k, v in (grid or default_grid(algorithm, resolved)).items()}
     for key in grid:
         if key in ("n_triplets", "random_state"):
             raise InvalidInputError(f"--grid cannot vary {key!r} (the budget and seed are the search's own)")
-    candidates = [dict(base, **point) for point in _grid_points(grid)]
+    candidates = [dict(base, **point) for point in grid_points(grid)]
     for cand in candidates:  # fail fast on a bad name or value: one triplet each, before the search
         spec.make(**dict(cand, initial_capacity=16) if "initial_capacity" in spec.make().get_params() else cand
                   ).partial_fit_triplets(X_fit, triplets[:1])
@@ -320,7 +369,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                 states[i] = state
                 trials[i]["rungs"].append(row)
             scores = {i: trials[i]["rungs"][-1]["map"] for i in alive}
-            order = sorted(alive, key=lambda i: (-scores[i], i))
+            order = rank_candidates(scores, tie_break=lambda i: i)
             keep_n = max(1, int(math.ceil(len(alive) / factor))) if r < len(rungs) - 1 else 1
             survivors, dropped = order[:keep_n], order[keep_n:]
             for i in dropped:

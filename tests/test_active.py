@@ -268,7 +268,7 @@ def test_paas_on_news20_sample_queries_fewer_labels_and_learns():
 
 
 def test_stratified_subsample_sizes_floor_and_disjointness():
-    from sparsesim.experiments.cikm15 import stratified_subsample
+    from sparsesim.triplets import stratified_subsample
 
     y = np.array([0] * 800 + [1] * 150 + [2] * 40 + [3] * 9)
     rows = stratified_subsample(y, 100, seed=0)
@@ -343,6 +343,44 @@ def test_cikm15_refuses_unknown_algorithm_and_full_cw_on_high_d(tmp_path):
         run_experiment("cikm15", ExperimentConfig(algorithms=["cws"], **base))
     report = run_experiment("cikm15", ExperimentConfig(algorithms=["cws-d"], **base))
     assert len(report["results"]) == 2 and report["settings"]["n_features"] == 70
+
+
+def test_cikm15_factors_run_passive_learners_at_multiples_of_their_auto_values():
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.cikm15 import format_table, load_cikm15_data, run_one
+    from sparsesim.triplets import stratified_subsample
+    from sparsesim.triplets import stratified_kfold
+    from sparsesim.tuning import resolved_auto
+
+    config = ExperimentConfig(dataset="segment", algorithms=["oasis", "aroma"], seeds=[0], triplets=300,
+                              options={"n_instances": 100, "folds": 2, "factors": {"C": [0.3, 1.0], "r": [10.0]}})
+    try:
+        report = run_experiment("cikm15", config)
+    except DataNotFoundError as exc:
+        pytest.skip(f"segment not available: {exc}")
+    assert list(report["table"]) == ["oasis Cx0.3", "oasis Cx1", "aroma rx10"]
+    assert all(e["n_runs"] == 2 for e in report["table"].values()) and report["search"] == {}
+    assert "oasis Cx0.3" in format_table(report)
+    # each run: the rule's value on its training fold times the multiplier, the same numbers as that value given
+    data = load_cikm15_data("segment")
+    rows = stratified_subsample(data.y, 100, 0)
+    X, y = data.X[rows], data.y[rows]
+    folds = stratified_kfold(y, 2, seed=0)
+    for r in report["results"]:
+        tr, te = folds[r["fold"]]
+        rule, name = ("paas", "C") if r["algorithm"] == "oasis" else ("aroma", "r")
+        value = resolved_auto(rule, {}, X[tr], 300)[name] * r["factors"][name]
+        assert r["params"] == f"{name}={value:g}"
+        given = {"identity": False, "C": value} if name == "C" else {"r": value}
+        want = run_one(r["algorithm"], given, X[tr], y[tr], X[te], y[te], sors_triplets(y[tr], 300, seed=r["fold"]),
+                       r["fold"])
+        assert r["ap@10"] == want["ap@10"]
+    with pytest.raises(InvalidInputError, match="passive learners"):
+        run_experiment("cikm15", ExperimentConfig(dataset="segment", algorithms=["paas"],
+                                                  options={"factors": {"C": [1.0]}}))
+    with pytest.raises(InvalidInputError, match="'auto' value of eta"):
+        run_experiment("cikm15", ExperimentConfig(dataset="segment", algorithms=["oasis"],
+                                                  options={"factors": {"eta": [1.0]}}))
 
 
 def test_cikm15_search_averages_over_tuning_folds():

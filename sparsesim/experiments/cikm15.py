@@ -34,10 +34,18 @@ Options (``config.options``): ``query_ratio`` (0.2), ``deltas`` (list), ``folds`
 ``search`` ("grid", "coordinate", "auto" or "none"), ``search_triplets`` (default min(n_triplets, 5000)),
 ``search_folds`` (5, the paper's "cross validation": mean AP@10 over the 5 folds of the tuning
 subset; 1: one 4/5 - 1/5 split, cheaper and noisier),
-``n_instances`` (subset size), ``scale`` ("auto", "none", "minmax"), ``curve`` (True: sweep
+``n_instances`` (subset size), ``scale`` ("auto", "none", "minmax": the features), ``curve`` (True: sweep
 every fold; False: sweep fold 0 only to pick delta, then run the other folds at that delta),
 ``refine`` (0.02: when no swept delta gives a mean ratio within 2 points of the target, one
-more delta is interpolated log-linearly between the bracketing ones and run; 0 disables).
+more delta is interpolated log-linearly between the bracketing ones and run; 0 disables),
+``compare_ratio`` (0.3: the query ratio of ``vs_passive``), ``factors`` (``{param: [multipliers]}``:
+instead of searching, every passive learner runs at each combination of multiples of the values
+its data-adaptive ``"auto"`` rule (:mod:`sparsesim.defaults`) gives on each training fold — how the
+rules' factors were measured; a learner takes the parameters it has and ignores the others).
+
+The seeds x folds loop, the summary (mean ± std), the table layout, the JSON report and the
+figure files are :mod:`sparsesim.experiments.runner`'s; the search ranks its candidates with
+:func:`sparsesim.tuning.rank_candidates`, as ``sparsesim tune`` does.
 """
 
 from __future__ import annotations
@@ -48,13 +56,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..persistence import save_figure
 from ..data import load_dataset
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
-from ..triplets import sors_triplets, stratified_kfold
+from ..triplets import sors_triplets, stratified_kfold, stratified_subsample
+from ..tuning import evaluate_candidates, rank_candidates, resolved_auto
+from .cikm15_report import PAPER_TABLE2, format_table, plot_curves, vs_passive
+from .runner import fold_jobs, grid_points, protocol_options, summarize, write_report
 
 PROTOCOL = "cikm15"
 
@@ -77,22 +87,6 @@ AUTO_FACTORS_2D = ([0.1, 0.3, 1.0, 3.0, 10.0], [0.1, 1.0, 10.0])
 # assumes M_1 = I; the PA family here starts from M_1 = 0 like PAAS)
 AUTO_RULE_OF = {"pa": "paas", "cw": "cws", "cw-d": "cws-d", "aroma": "aroma", "aroma-d": "aroma-d"}
 
-# Table 2 of the paper (query %, AP@10, mAP@10) at about 20% queries.
-PAPER_TABLE2 = {
-    "covtype": {"pars": (20.62, 0.446, 0.334), "paas": (20.71, 0.512, 0.409),
-                "cwrs": (20.96, 0.585, 0.476), "cwas": (20.89, 0.624, 0.515)},
-    "letter": {"pars": (20.6, 0.198, 0.127), "paas": (20.6, 0.233, 0.158),
-               "cwrs": (19.4, 0.362, 0.276), "cwas": (19.4, 0.385, 0.298)},
-    "pendigits": {"pars": (22.2, 0.527, 0.418), "paas": (22.2, 0.554, 0.452),
-                  "cwrs": (19.3, 0.673, 0.588), "cwas": (19.3, 0.700, 0.619)},
-    "satimage": {"pars": (20.4, 0.493, 0.408), "paas": (20.5, 0.509, 0.423),
-                 "cwrs": (19.6, 0.643, 0.560), "cwas": (19.5, 0.657, 0.574)},
-    "segment": {"pars": (21.2, 0.361, 0.253), "paas": (21.2, 0.436, 0.316),
-                "cwrs": (19.2, 0.690, 0.575), "cwas": (19.2, 0.787, 0.729)},
-    "shuttle": {"pars": (21.07, 0.435, 0.313), "paas": (20.64, 0.513, 0.403),
-                "cwrs": (20.25, 0.502, 0.417), "cwas": (20.84, 0.561, 0.493)},
-}
-
 ACTIVE = {"paas": "pars", "cwas": "cwrs", "cwas-d": "cwrs-d"}  # active -> random partner
 RANDOM = {v: k for k, v in ACTIVE.items()}
 PASSIVE = ("oasis", "cws", "cws-d", "aroma", "aroma-d")
@@ -108,34 +102,12 @@ SEARCH_PARAMS = {"pa": ("C",), "cw": ("eta", "gamma"), "cw-d": ("eta", "gamma"),
                  "aroma-d": ("r",)}
 # OASIS is the passive PAAS: start from M_1 = 0 like Algorithm 1.
 FIXED_PARAMS = {"oasis": {"identity": False}}
+DEFAULT_OPTIONS = {"query_ratio": 0.2, "deltas": DEFAULT_DELTAS, "folds": 5, "search": "grid", "search_triplets": None,
+                   "search_folds": 5, "n_instances": None, "scale": "auto", "curve": True, "refine": 0.02,
+                   "compare_ratio": 0.3, "factors": {}}
 
 
 # ----------------------------------------------------------------------------- data
-
-
-def stratified_subsample(y, n, seed, min_per_class=5, exclude=None):
-    """``n`` document indices drawn per class in proportion to the class sizes, at least
-    ``min_per_class`` per class (or all of a smaller class), never from ``exclude``."""
-    y = np.asarray(y)
-    rng = np.random.default_rng(seed)
-    available = np.ones(y.size, bool)
-    if exclude is not None:
-        available[np.asarray(exclude)] = False
-    classes, counts_all = np.unique(y, return_counts=True)
-    pools = [np.flatnonzero((y == c) & available) for c in classes]
-    sizes = np.array([p.size for p in pools])
-    want = np.maximum(np.round(n * counts_all / counts_all.sum()).astype(int), min_per_class)
-    want = np.minimum(want, sizes)
-    while want.sum() > n:  # trim the largest classes back to n
-        k = int(np.argmax(want))
-        if want[k] <= min_per_class:
-            break
-        want[k] -= 1
-    while want.sum() < n and np.any(want < sizes):
-        k = int(np.argmax(np.where(want < sizes, n * counts_all / counts_all.sum() - want, -np.inf)))
-        want[k] += 1
-    rows = [rng.choice(p, w, replace=False) for p, w in zip(pools, want) if w >= 2]
-    return np.sort(np.concatenate(rows)).astype(np.int64)
 
 
 def _minmax(X):
@@ -210,40 +182,33 @@ def _search_family(family, data, rows, n_triplets, seed, mode, n_jobs, fixed, n_
     X = data.X[rows]
     # fold 0 keeps the seed of the single-split search, so n_folds=1 reproduces it
     streams = [sors_triplets(y[tr], n_triplets, seed=seed + 7 + 100 * f) for f, (tr, _) in enumerate(folds)]
-    base = dict(FIXED_PARAMS.get(algorithm, {}))
-    base.update(fixed)
+    base = {**FIXED_PARAMS.get(algorithm, {}), **fixed}
     scores: dict[tuple, float] = {}
 
-    def evaluate(candidates):
-        todo = [c for c in dict.fromkeys(candidates) if c not in scores]
-        jobs = [dict(algorithm=algorithm, params={**base, **dict(zip(names, c))}, X=X, y=y, train=tr, test=te,
-                     triplets=streams[f], random_state=seed, extra={})
-                for c in todo for f, (tr, te) in enumerate(folds)]
-        res = run_parallel(_job, jobs, n_jobs=n_jobs)
-        k = len(folds)
-        for i, c in enumerate(todo):
-            scores[c] = float(np.mean([r["ap@10"] for r in res[i * k:(i + 1) * k]]))
+    def jobs_of(candidate):
+        return [dict(algorithm=algorithm, params={**base, **dict(zip(names, candidate))}, X=X, y=y, train=tr,
+                     test=te, triplets=streams[f], random_state=seed, extra={}) for f, (tr, te) in enumerate(folds)]
 
-    def best():
-        return max(scores, key=lambda c: (scores[c], -sum(abs(np.log10(v)) for v in c)))
+    def evaluate(grid):
+        todo = [c for c in dict.fromkeys(tuple(p[n] for n in names) for p in grid_points(grid)) if c not in scores]
+        runs = evaluate_candidates(todo, jobs_of, lambda jobs: run_parallel(_job, jobs, n_jobs=n_jobs))
+        scores.update({c: float(np.mean([r["ap@10"] for r in res])) for c, res in zip(todo, runs)})
+
+    def best():  # equal scores: the values nearest 1 in log scale
+        return rank_candidates(scores, tie_break=lambda c: sum(abs(np.log10(v)) for v in c))[0]
 
     if mode == "auto":  # a bounded grid around the data-adaptive values, read on the tuning subset
-        centre = make_estimator(AUTO_RULE_OF[family]).resolve_params(X)
-        if len(names) == 1:
-            evaluate([(centre[names[0]] * f,) for f in AUTO_FACTORS])
-        else:
-            evaluate([(centre[names[0]] * a, centre[names[1]] * b)
-                      for a in AUTO_FACTORS_2D[0] for b in AUTO_FACTORS_2D[1]])
-    elif len(names) == 1:
-        evaluate([(v,) for v in GRID])
-    elif mode == "grid":
-        evaluate([(a, b) for a in GRID for b in GRID])
+        centre = resolved_auto(AUTO_RULE_OF[family], {}, X, n_triplets)
+        factors = [AUTO_FACTORS] if len(names) == 1 else AUTO_FACTORS_2D
+        evaluate({n: [centre[n] * f for f in fs] for n, fs in zip(names, factors)})
+    elif mode == "grid" or len(names) == 1:
+        evaluate({n: GRID for n in names})
     else:  # coordinate search: gamma at eta = 1, then eta, then gamma again
-        evaluate([(1.0, g) for g in GRID])
+        evaluate({"eta": [1.0], "gamma": GRID})
         g = best()[1]
-        evaluate([(e, g) for e in GRID])
+        evaluate({"eta": GRID, "gamma": [g]})
         e = best()[0]
-        evaluate([(e, g2) for g2 in GRID])
+        evaluate({"eta": [e], "gamma": GRID})
     top = best()
     return {
         "algorithm": algorithm,
@@ -253,6 +218,32 @@ def _search_family(family, data, rows, n_triplets, seed, mode, n_jobs, fixed, n_
         "folds": len(folds),
         "scores": [{**dict(zip(names, c)), "ap@10": s} for c, s in scores.items()],
     }
+
+
+def _family_params(config, data, algorithms, rows, seed, opts, searches):
+    """Per family, the searched parameters (recorded in ``searches``) or the given ones."""
+    family_params = {}
+    for fam in dict.fromkeys(FAMILY[a] for a in algorithms):
+        given = {}
+        for a in (a for a in algorithms if FAMILY[a] == fam):
+            given.update({k: v for k, v in config.params_for(a).items() if k in SEARCH_PARAMS[fam]})
+        if opts["search"] == "none" or opts["factors"] or set(given) >= set(SEARCH_PARAMS[fam]):
+            family_params[fam] = given
+            continue
+        n_inst = opts["n_instances"]
+        tune_rows = stratified_subsample(data.y, n_inst, seed + 1000, exclude=rows)
+        if len(tune_rows) < max(20, n_inst // 2):
+            tune_rows = rows
+        searched = SEARCH_ALGORITHM[fam]
+        fixed = {k: v for k, v in _accepted(searched, config.params_for(searched)).items()
+                 if k not in SEARCH_PARAMS[fam]}
+        res = _search_family(fam, data, tune_rows, opts["search_triplets"], seed, opts["search"],
+                             int(config.n_jobs), fixed, opts["search_folds"])
+        res["tuning_documents"] = int(len(tune_rows))
+        res["disjoint"] = bool(tune_rows is not rows)
+        searches[f"{fam}/seed{seed}"] = res
+        family_params[fam] = {**res["best"], **given}
+    return family_params
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -281,15 +272,106 @@ def _accepted(name, params):
     return {k: v for k, v in params.items() if k in accepted}
 
 
-def _mean_std(values):
-    arr = np.asarray(values, dtype=float)
-    return float(arr.mean()), float(arr.std())
+def _options(opts, config, data):
+    """The protocol's options, checked, with the data-dependent defaults filled in."""
+    if opts["search"] not in ("coordinate", "grid", "auto", "none"):
+        raise InvalidInputError(f"search must be 'coordinate', 'grid', 'auto' or 'none', got {opts['search']!r}")
+    default_n, default_t = PAPER_SIZES.get(str(config.dataset), (min(data.n_documents, 500), 10000))
+    n_triplets = int(config.triplets or default_t)
+    opts.update(query_ratio=float(opts["query_ratio"]), deltas=[float(v) for v in opts["deltas"]],
+                folds=int(opts["folds"]), curve=bool(opts["curve"]), refine=float(opts["refine"]),
+                n_instances=int(opts["n_instances"] or default_n), n_triplets=n_triplets,
+                search_triplets=int(opts["search_triplets"] or min(n_triplets, 5000)),
+                search_folds=int(opts["search_folds"]))
+    if not 1 <= opts["search_folds"] <= 5:
+        raise InvalidInputError(f"search_folds must lie in 1..5, got {opts['search_folds']}")
+    grid_points(opts["factors"], "factors")  # a malformed grid fails here, before any run
+    return opts
 
 
-def run(config) -> dict:
-    """Run the CIKM 2015 protocol (see the module docstring); returns the report."""
-    opts = dict(config.options or {})
-    dataset = str(config.dataset)
+def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
+    """Every run of one seed: passive learners on every fold, the delta sweep, the random partners."""
+    rows = stratified_subsample(data.y, opts["n_instances"], seed)
+    family_params = _family_params(config, data, algorithms, rows, seed, opts, searches)
+
+    def params_of(name):
+        p = dict(FIXED_PARAMS.get(name, {}))
+        p.update(config.params_for(name))
+        p.update(family_params.get(FAMILY[name], {}))
+        return _accepted(name, p)
+
+    y, X = data.y[rows], data.X[rows]
+    n_folds, target, n_jobs = opts["folds"], opts["query_ratio"], int(config.n_jobs)
+    folds = stratified_kfold(y, n_folds, seed=seed)
+    streams = [sors_triplets(y[tr], opts["n_triplets"], seed=seed * 1000 + f) for f, (tr, te) in enumerate(folds)]
+
+    def jobs(name, extra, params=None, only=None):
+        return fold_jobs([seed], lambda _: folds, lambda s, f, tr, te: dict(
+            algorithm=name, params=params_of(name) if params is None else params, X=X, y=y, train=tr, test=te,
+            triplets=streams[f], random_state=seed * 1000 + f, extra={"seed": seed, "fold": f, **extra}), only)
+
+    def sweep(name, delta, only):
+        return jobs(name, {"role": "active", "delta": delta}, {**params_of(name), "delta": delta}, only)
+
+    def run(batch):
+        return run_parallel(_job, batch, n_jobs=n_jobs)
+
+    passive = [a for a in algorithms if a in PASSIVE]
+    active = [a for a in algorithms if a in ACTIVE]
+    if opts["factors"]:
+        results = run([j for a in passive for j in _factor_jobs(a, params_of(a), opts["factors"], jobs, X, folds,
+                                                                 opts["n_triplets"])])
+        for r in results:
+            r["params"] = _describe(r.pop("resolved"))
+        return results
+    sweep_folds = range(n_folds) if opts["curve"] else [0]
+    results = run([j for a in passive for j in jobs(a, {"role": "passive", "delta": None})]
+                  + [j for a in active for f in sweep_folds for dl in opts["deltas"] for j in sweep(a, dl, [f])])
+    if opts["refine"]:
+        refined = [refine_delta([r for r in results if r["algorithm"] == a], target, tol=opts["refine"])
+                   for a in active]
+        results += run([j for a, dl in zip(active, refined) if dl is not None for j in sweep(a, dl, sweep_folds)])
+    if not opts["curve"] and active and n_folds > 1:
+        extra = []
+        for a in active:
+            ratios = {r["delta"]: r["query_ratio"] for r in results if r["algorithm"] == a and r["fold"] == 0}
+            extra += sweep(a, min(ratios, key=lambda v: abs(ratios[v] - target)), range(1, n_folds))
+        results += run(extra)
+    partners = [r for r in results if r["role"] == "active" and ACTIVE[r["algorithm"]] in algorithms]
+    results += run([jobs(ACTIVE[r["algorithm"]], {"role": "random", "delta": r["delta"]},
+                         {**params_of(ACTIVE[r["algorithm"]]), "query_rate": r["query_ratio"]},
+                         [r["fold"]])[0] for r in partners])
+    for r in results:
+        r["params"] = _describe(params_of(r["algorithm"]))
+    return results
+
+
+def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets):
+    """The runs of passive learner ``name`` at every point of ``factors`` (multiples of its "auto" values)."""
+    out = []
+    rule = AUTO_RULE_OF[FAMILY[name]]
+    for f, (tr, _) in enumerate(folds):
+        auto = resolved_auto(rule, {}, X[tr], n_triplets)
+        for point in grid_points({k: v for k, v in factors.items() if k in auto}, "factors"):
+            params = {**base, **{k: auto[k] * float(m) for k, m in point.items()}}
+            job = jobs(name, {"role": "passive", "delta": None, "factors": point}, params, [f])[0]
+            job["extra"]["resolved"] = {k: v for k, v in params.items() if k in auto}
+            out.append(job)
+    return out
+
+
+def _describe(params) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _setting(row) -> str:
+    """The table's name of a run: the algorithm, with the multiples of its "auto" values when given."""
+    point = row.get("factors")
+    return row["algorithm"] if not point else f"{row['algorithm']} " + ",".join(
+        f"{k}x{v:g}" for k, v in sorted(point.items()))
+
+
+def _check_algorithms(config) -> list[str]:
     algorithms = list(dict.fromkeys(config.algorithms))
     for name in algorithms:
         get_algorithm(name)
@@ -299,258 +381,69 @@ def run(config) -> dict:
     for name in list(algorithms):  # a random variant needs its active partner's ratios
         if name in RANDOM and RANDOM[name] not in algorithms:
             algorithms.insert(algorithms.index(name), RANDOM[name])
-    target = float(opts.get("query_ratio", 0.2))
-    deltas = [float(v) for v in opts.get("deltas", DEFAULT_DELTAS)]
-    n_folds = int(opts.get("folds", 5))
-    search_mode = opts.get("search", "grid")
-    if search_mode not in ("coordinate", "grid", "auto", "none"):
-        raise InvalidInputError(f"search must be 'coordinate', 'grid', 'auto' or 'none', got {search_mode!r}")
-    curve = bool(opts.get("curve", True))
-    refine = float(opts.get("refine", 0.02))
-    data = load_cikm15_data(dataset, opts.get("scale", "auto"))
-    default_n, default_t = PAPER_SIZES.get(dataset, (min(data.n_documents, 500), 10000))
-    n_inst = int(opts.get("n_instances", default_n))
-    n_triplets = int(config.triplets or default_t)
-    search_triplets = int(opts.get("search_triplets", min(n_triplets, 5000)))
-    search_folds = int(opts.get("search_folds", 5))
-    if not 1 <= search_folds <= 5:
-        raise InvalidInputError(f"search_folds must lie in 1..5, got {search_folds}")
-    n_jobs = int(config.n_jobs)
+    return algorithms
 
-    results, searches, tables, chosen = [], {}, {}, {}
-    for seed in config.seeds:
-        rows = stratified_subsample(data.y, n_inst, seed)
-        # ---- parameter search per family on a disjoint tuning subset
-        family_params = {}
-        for fam in dict.fromkeys(FAMILY[a] for a in algorithms):
-            members = [a for a in algorithms if FAMILY[a] == fam]
-            given = {}
-            for a in members:
-                given.update({k: v for k, v in config.params_for(a).items() if k in SEARCH_PARAMS[fam]})
-            if search_mode == "none" or set(given) >= set(SEARCH_PARAMS[fam]):
-                family_params[fam] = given
-                continue
-            tune_rows = stratified_subsample(data.y, n_inst, seed + 1000, exclude=rows)
-            if len(tune_rows) < max(20, n_inst // 2):
-                tune_rows = rows
-            fixed = {k: v for k, v in _accepted(SEARCH_ALGORITHM[fam], config.params_for(SEARCH_ALGORITHM[fam])).items()
-                     if k not in SEARCH_PARAMS[fam]}
-            res = _search_family(fam, data, tune_rows, search_triplets, seed, search_mode, n_jobs, fixed,
-                                 search_folds)
-            res["tuning_documents"] = int(len(tune_rows))
-            res["disjoint"] = bool(tune_rows is not rows)
-            searches[f"{fam}/seed{seed}"] = res
-            family_params[fam] = {**res["best"], **given}
 
-        def params_of(name):
-            p = dict(FIXED_PARAMS.get(name, {}))
-            p.update(config.params_for(name))
-            p.update(family_params.get(FAMILY[name], {}))
-            return _accepted(name, p)
-
-        y = data.y[rows]
-        X = data.X[rows]
-        folds = stratified_kfold(y, n_folds, seed=seed)
-        streams = [sors_triplets(y[tr], n_triplets, seed=seed * 1000 + f) for f, (tr, te) in enumerate(folds)]
-
-        def job(name, f, extra, params=None):
-            tr, te = folds[f]
-            return dict(algorithm=name, params=params if params is not None else params_of(name), X=X, y=y,
-                        train=tr, test=te, triplets=streams[f], random_state=seed * 1000 + f,
-                        extra={"seed": seed, "fold": f, **extra})
-
-        passive = [a for a in algorithms if a in PASSIVE]
-        active = [a for a in algorithms if a in ACTIVE]
-        random_ = [a for a in algorithms if a in RANDOM]
-        jobs = [job(a, f, {"role": "passive", "delta": None}) for a in passive for f in range(n_folds)]
-        sweep_folds = range(n_folds) if curve else [0]
-        jobs += [job(a, f, {"role": "active", "delta": dl}, {**params_of(a), "delta": dl})
-                 for a in active for f in sweep_folds for dl in deltas]
-        run_results = run_parallel(_job, jobs, n_jobs=n_jobs)
-        if refine:
-            ref_jobs = []
-            for a in active:
-                dl = refine_delta([r for r in run_results if r["algorithm"] == a], target, tol=refine)
-                if dl is not None:
-                    ref_jobs += [job(a, f, {"role": "active", "delta": dl}, {**params_of(a), "delta": dl})
-                                 for f in sweep_folds]
-            run_results += run_parallel(_job, ref_jobs, n_jobs=n_jobs)
-        if not curve and active and n_folds > 1:
-            extra_jobs = []
-            for a in active:
-                ratios = {dl: r["query_ratio"] for r in run_results if r["algorithm"] == a and r["fold"] == 0
-                          for dl in [r["delta"]]}
-                dl = min(ratios, key=lambda v: abs(ratios[v] - target))
-                extra_jobs += [job(a, f, {"role": "active", "delta": dl}, {**params_of(a), "delta": dl})
-                               for f in range(1, n_folds)]
-            run_results += run_parallel(_job, extra_jobs, n_jobs=n_jobs)
-        rjobs = []
-        for r in run_results:
-            if r["role"] == "active" and ACTIVE[r["algorithm"]] in random_:
-                partner = ACTIVE[r["algorithm"]]
-                rjobs.append(job(partner, r["fold"], {"role": "random", "delta": r["delta"]},
-                                 {**params_of(partner), "query_rate": r["query_ratio"]}))
-        run_results += run_parallel(_job, rjobs, n_jobs=n_jobs)
-        for r in run_results:
-            r["params"] = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in sorted(params_of(r["algorithm"]).items()))
-        results += run_results
-
-    # ---- Table 2 (at the target ratio) per seed pooled over folds
-    by_algo: dict[str, dict] = {}
-    for a in algorithms:
-        rows_a = [r for r in results if r["algorithm"] == a]
-        if not rows_a:
-            continue
-        if a in ACTIVE or a in RANDOM:
-            owner = a if a in ACTIVE else RANDOM[a]
-            if owner not in chosen:
-                per_delta = {}
-                for r in results:
-                    if r["algorithm"] == owner:
-                        per_delta.setdefault(r["delta"], []).append(r["query_ratio"])
-                full = [dl for dl, v in per_delta.items() if len(v) == max(len(x) for x in per_delta.values())]
-                chosen[owner] = min(full, key=lambda dl: abs(np.mean(per_delta[dl]) - target))
-            rows_a = [r for r in rows_a if r["delta"] == chosen[owner]]
-        entry = {"n_runs": len(rows_a), "delta": rows_a[0]["delta"], "params": rows_a[0]["params"]}
-        for key in ("query_ratio", "ap@10", "map@10", "train_seconds", "updates_per_second"):
-            entry[key] = _mean_std([r[key] for r in rows_a])
-        by_algo[a] = entry
-    tables = by_algo
-
-    # ---- active vs its passive version at ~30% queries (Fig. 1 claim), AP@10 interpolated on the curve
-    compare = float(opts.get("compare_ratio", 0.3))
-    cur = curves({"results": results})
-    vs_passive = {}
-    for a, p in PASSIVE_OF.items():
-        if a in cur and p in cur:
-            pts = cur[a]
-            qs = [q for q, *_ in pts]
-            if min(qs) <= compare <= max(qs):
-                ap = float(np.interp(compare, qs, [x[1] for x in pts]))
-                mp = float(np.interp(compare, qs, [x[2] for x in pts]))
-                vs_passive[a] = {"passive": p, "query_ratio": compare, "ap@10": ap, "map@10": mp,
-                                 "passive_ap@10": float(cur[p][0][1]), "passive_map@10": float(cur[p][0][2]),
-                                 "ap@10_fraction": ap / cur[p][0][1] if cur[p][0][1] else float("nan")}
-
+def run(config) -> dict:
+    """Run the CIKM 2015 protocol (see the module docstring); returns the report."""
+    dataset = str(config.dataset)
+    algorithms = _check_algorithms(config)
+    opts = protocol_options(PROTOCOL, dict(config.options or {}), DEFAULT_OPTIONS)
+    data = load_cikm15_data(dataset, opts["scale"])
+    opts = _options(opts, config, data)
+    if opts["factors"] and any(a not in PASSIVE for a in algorithms):
+        raise InvalidInputError(f"option 'factors' runs the passive learners ({', '.join(PASSIVE)}); "
+                                f"leave out {', '.join(a for a in algorithms if a not in PASSIVE)}")
+    unknown = sorted(set(opts["factors"]) - {k for a in algorithms for k in SEARCH_PARAMS[FAMILY[a]]})
+    if unknown:
+        raise InvalidInputError(f"option 'factors': none of {', '.join(algorithms)} has an 'auto' value of "
+                                f"{', '.join(unknown)}")
+    searches: dict = {}
+    results = [r for seed in config.seeds for r in _seed_runs(config, data, algorithms, opts, seed, searches)]
+    chosen = _chosen_deltas(results, algorithms, opts["query_ratio"])
+    at_target = [r for r in results if r["delta"] == chosen.get(RANDOM.get(r["algorithm"], r["algorithm"]), r["delta"])]
+    summary = summarize(at_target, TABLE_METRICS, by=_setting)
+    table = {}
+    for key, entry in summary.items():
+        first = next(r for r in at_target if _setting(r) == key)
+        table[key] = {"delta": first["delta"], "params": first["params"], **entry}
+    if not opts["factors"]:
+        table = {a: table[a] for a in algorithms if a in table}
     report = {
         "protocol": PROTOCOL,
         "dataset": dataset,
         "results": results,
-        "table": tables,
-        "target_query_ratio": target,
+        "table": table,
+        "target_query_ratio": opts["query_ratio"],
         "selected_delta": chosen,
         "search": searches,
-        "vs_passive": vs_passive,
-        "settings": {"n_instances": n_inst, "n_triplets": n_triplets, "folds": n_folds, "deltas": deltas,
-                     "search": search_mode, "search_triplets": search_triplets,
-                     "search_folds": search_folds, "curve": curve,
+        "vs_passive": vs_passive(results, PASSIVE_OF, float(opts["compare_ratio"])),
+        "settings": {"n_instances": opts["n_instances"], "n_triplets": opts["n_triplets"], "folds": opts["folds"],
+                     "deltas": opts["deltas"], "search": opts["search"], "search_triplets": opts["search_triplets"],
+                     "search_folds": opts["search_folds"], "curve": opts["curve"],
                      "scale": data.info.get("cikm15_scale"), "seeds": list(config.seeds),
-                     "n_features": data.n_features},
+                     "n_features": data.n_features, **({"factors": opts["factors"]} if opts["factors"] else {})},
         "paper": PAPER_TABLE2.get("covtype" if dataset == "usps" else dataset),
     }
     if config.out_dir is not None:
-        out = Path(config.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        report["plot"] = str(plot_curves(report, out / f"cikm15_{dataset}.png"))
+        report["plot"] = str(plot_curves(report, Path(config.out_dir) / f"cikm15_{dataset}.png"))
+        write_report(report, config.out_dir, f"cikm15_{dataset}.json")
     return report
 
 
-# ----------------------------------------------------------------------------- output
+TABLE_METRICS = ("query_ratio", "ap@10", "map@10", "train_seconds", "updates_per_second")
 
 
-def curves(report):
-    """Per algorithm: sorted (mean query ratio, mean AP@10, mean mAP@10) over deltas."""
-    out = {}
-    for r in report["results"]:
-        key = (r["algorithm"], r["delta"] if r["role"] != "passive" else None)
-        out.setdefault(key, []).append(r)
-    by_algo: dict[str, list] = {}
-    for (algo, dl), rs in out.items():
-        by_algo.setdefault(algo, []).append((np.mean([r["query_ratio"] for r in rs]),
-                                             np.mean([r["ap@10"] for r in rs]),
-                                             np.mean([r["map@10"] for r in rs]), len(rs)))
-    return {a: sorted(v) for a, v in by_algo.items()}
-
-
-STYLE = {"paas": ("tab:blue", "-o"), "pars": ("tab:blue", "--s"), "cwas": ("tab:red", "-o"),
-         "cwrs": ("tab:red", "--s"), "cwas-d": ("tab:purple", "-o"), "cwrs-d": ("tab:purple", "--s"),
-         "oasis": ("tab:blue", ":"), "cws": ("tab:red", ":"), "cws-d": ("tab:purple", ":"),
-         "aroma": ("tab:green", ":"), "aroma-d": ("tab:olive", ":")}
-
-
-def plot_curves(report, path):
-    """Fig. 1-style plot: AP@10 and mAP@10 against the query ratio (passive learners as lines)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = curves(report)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    # the Fig. 1 claim: at ~30% queries the active learner is close to its passive version
-    for a, v in report.get("vs_passive", {}).items():
-        color = STYLE.get(a, ("black", "-"))[0]
-        axes[0].plot([100 * v["query_ratio"]], [v["ap@10"]], marker="*", markersize=12, color=color,
-                     linestyle="none", label=f"{a.upper()} at {100 * v['query_ratio']:.0f}%: "
-                                             f"{100 * v['ap@10_fraction']:.1f}% of {v['passive'].upper()}")
-        axes[0].axhline(0.95 * v["passive_ap@10"], color=color, linestyle=(0, (1, 4)), linewidth=0.8)
-    for ax in axes:
-        if report.get("vs_passive"):
-            ax.axvline(100 * next(iter(report["vs_passive"].values()))["query_ratio"], color="gray",
-                       linewidth=0.8, alpha=0.6)
-    for ax, idx, label in ((axes[0], 1, "AP@10"), (axes[1], 2, "mAP@10")):
-        for algo, pts in data.items():
-            color, style = STYLE.get(algo, ("black", "-"))
-            if algo in PASSIVE:
-                ax.axhline(pts[0][idx], color=color, linestyle=":", label=algo.upper())
-            else:
-                ax.plot([100 * p[0] for p in pts], [p[idx] for p in pts], style, color=color, label=algo.upper(),
-                        markersize=4)
-        ax.set_xlabel("query ratio (%)")
-        ax.set_ylabel(label)
-        ax.set_xscale("log")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    sweep = "mean over folds" if report.get("settings", {}).get("curve", True) else \
-        "sweep on fold 0, chosen delta over all folds"
-    fig.suptitle(f"{report['dataset']}: cikm15 protocol, {sweep}\n"
-                 f"(grey line: 30% queries; sparse dotted: 95% of the passive learner)", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=90)
-    plt.close(fig)
-    return path
-
-
-def _pow2(value) -> str:
-    e = float(np.log2(value))
-    return f"2^{round(e)}" if abs(e - round(e)) < 1e-9 else f"2^{e:.2f}"
-
-
-def format_table(report) -> str:
-    """Table 2 style: query %, AP@10, mAP@10, time (mean +- std over folds), with the paper's numbers."""
-    paper = report.get("paper") or {}
-    lines = [f"cikm15 on {report['dataset']} (target query ratio {100 * report['target_query_ratio']:.0f}%; "
-             f"{report['settings']['n_instances']} instances, {report['settings']['n_triplets']} triplets, "
-             f"{report['settings']['folds']}-fold CV)"]
-    head = (f"{'algorithm':<9} {'delta':>8} {'query %':>15} {'AP@10':>15} {'mAP@10':>15} {'time (s)':>15} "
-            f"{'updates/s':>10}  paper (query %, AP@10, mAP@10)")
-    lines += [head, "-" * len(head)]
-    for algo, e in report["table"].items():
-        q, ap, mp, ts, ups = (e[k] for k in ("query_ratio", "ap@10", "map@10", "train_seconds", "updates_per_second"))
-        delta = "-" if e["delta"] is None else _pow2(e["delta"])
-        ref = paper.get(algo)
-        ref_s = f"{ref[0]:.1f}, {ref[1]:.3f}, {ref[2]:.3f}" if ref else ""
-        lines.append(f"{algo:<9} {delta:>8} {100 * q[0]:7.1f} ± {100 * q[1]:5.1f} {ap[0]:7.3f} ± {ap[1]:5.3f} "
-                     f"{mp[0]:7.3f} ± {mp[1]:5.3f} {ts[0]:7.3f} ± {ts[1]:5.3f} {ups[0]:10.0f}  {ref_s}")
-    for a, v in report.get("vs_passive", {}).items():
-        lines.append(f"{a} at {100 * v['query_ratio']:.0f}% queries (interpolated): AP@10 {v['ap@10']:.3f} = "
-                     f"{100 * v['ap@10_fraction']:.1f}% of {v['passive']} ({v['passive_ap@10']:.3f})")
-    for fam, s in report.get("search", {}).items():
-        best = ", ".join(f"{k}={v:g}" for k, v in s["best"].items())
-        lines.append(f"search {fam}: {s['algorithm']} best {best} (AP@10 {s['best_ap@10']:.3f} on "
-                     f"{s['tuning_documents']} tuning documents, {s.get('folds', 1)} fold(s), "
-                     f"{s['n_evaluated']} settings)")
-    if report.get("plot"):
-        lines.append(f"plot: {report['plot']}")
-    return "\n".join(lines)
+def _chosen_deltas(results, algorithms, target) -> dict:
+    """Per active learner, the delta run on every fold whose mean query ratio is closest to ``target``."""
+    chosen = {}
+    for owner in [a for a in algorithms if a in ACTIVE or a in RANDOM]:
+        owner = RANDOM.get(owner, owner)
+        per_delta: dict = {}
+        for r in results:
+            if r["algorithm"] == owner:
+                per_delta.setdefault(r["delta"], []).append(r["query_ratio"])
+        if per_delta and owner not in chosen:
+            full = [dl for dl, v in per_delta.items() if len(v) == max(len(x) for x in per_delta.values())]
+            chosen[owner] = min(full, key=lambda dl: abs(np.mean(per_delta[dl]) - target))
+    return chosen

@@ -32,13 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..persistence import save_figure
 from ..data import load_dataset
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from ..triplets import stratified_kfold, stratified_split
+from ..tuning import evaluate_candidates, rank_candidates
+from .runner import figure, fold_jobs, grid_points, pm, protocol_options, summarize, text_table, write_report
 
 PROTOCOL = "ijcai17"
 DEFAULT_ALGORITHMS = ["omtrsl", "ostrsl", "ogrsl", "omtrsl-active", "omtrsl-random"]
@@ -52,6 +53,10 @@ PAPER_TABLE1 = {
     "news20-tasks": {"mtlmnn": 5371.4, "ogrsl": 111.2, "ostrsl": 114.9, "omtrsl": 126.4},
 }
 _HAS_B = ("omtrsl", "omtrsl-active", "omtrsl-random")
+SUMMARY_METRICS = ("ap@10", "map@10", "train_seconds", "updates_per_second", "query_ratio")
+DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID, "c_grid": DEFAULT_C_GRID,
+                   "active_deltas": None, "dataset_options": {}, "backend": None, "dask_scheduler": None,
+                   "triplets": DEFAULT_TRIPLETS}
 
 
 # --------------------------------------------------------------------------- data and splits
@@ -186,30 +191,35 @@ def _search(config, data, algorithms, n_triplets, runner):
     outer_train, _ = cv_folds(data.y, data.tasks, int(options.get("folds", 5)), seed)[0]
     tr, va = stratified_split(strata[outer_train], train_fraction=0.75, seed=seed + 7)
     tr, va = outer_train[tr], outer_train[va]
-    b_grid = [float(b) for b in options.get("b_grid", DEFAULT_B_GRID)]
-    c_grid = [float(c) for c in options.get("c_grid", DEFAULT_C_GRID)]
-    jobs = []
+    grid = {"b": [float(b) for b in options.get("b_grid", DEFAULT_B_GRID)],
+            "C": [float(c) for c in options.get("c_grid", DEFAULT_C_GRID)]}
     searched = [a for a in ("omtrsl", "ostrsl", "ogrsl") if a in algorithms or
                 (a == "omtrsl" and any(x in algorithms for x in _HAS_B))]
-    for alg in searched:
-        grid = [{"b": b, "C": c} for b in b_grid for c in c_grid] if alg == "omtrsl" else [{"C": c} for c in c_grid]
-        for p in grid:
-            fixed = dict(config.params_for(alg))
-            fixed.update(p)
-            jobs.append((alg, fixed, data.X, data.y, data.tasks, tr, va, n_triplets, _stream_seed(seed, 99),
-                         data.task_names, None, "search"))
-    results = runner(jobs)
+    candidates = [(alg, {**config.params_for(alg), **point}) for alg in searched
+                  for point in grid_points({k: v for k, v in grid.items() if alg == "omtrsl" or k == "C"},
+                                           keys=("b", "C"))]
+    runs = evaluate_candidates(candidates, lambda c: [(c[0], c[1], data.X, data.y, data.tasks, tr, va, n_triplets,
+                                                       _stream_seed(seed, 99), data.task_names, None, "search")],
+                               runner)
+    results = [r for rs in runs for r in rs]
     chosen = {}
     for alg in searched:
-        rs = [r for r in results if r["algorithm"] == alg]
-        best = max(rs, key=lambda r: r["ap@10"])
+        scores = {i: rs[0]["ap@10"] for i, ((a, _), rs) in enumerate(zip(candidates, runs)) if a == alg}
+        best = runs[rank_candidates(scores)[0]][0]
         chosen[alg] = {k: v for k, v in best["params"].items() if k in ("b", "C")}
     return results, chosen
 
 
+def _with_fold_seeds(results, jobs):
+    """Each result keeps its fold's seed (the job carries the stream seed, ``seed * 1000 + fold``)."""
+    for r, j in zip(results, jobs):
+        r["seed"] = int(j[8] // 1000)
+    return results
+
+
 def run(config) -> dict:
     """Run the protocol; see the module docstring. Returns ``{"protocol", "dataset", "results", ...}``."""
-    options = dict(config.options)
+    options = protocol_options(PROTOCOL, dict(config.options), DEFAULT_OPTIONS)
     algorithms = list(config.algorithms) or list(DEFAULT_ALGORITHMS)
     for alg in algorithms:
         spec = get_algorithm(alg)
@@ -218,10 +228,10 @@ def run(config) -> dict:
                 f"algorithm {alg!r} is not a multi-task similarity learner; the ijcai17 protocol runs "
                 "omtrsl, omtrsl-active, omtrsl-random, ostrsl, ogrsl"
             )
-    data = load_multitask_data(config.dataset, **options.get("dataset_options", {}))
-    n_triplets = int(config.triplets or options.get("triplets", DEFAULT_TRIPLETS))
-    n_folds = int(options.get("folds", 5))
-    backend = options.get("backend")
+    data = load_multitask_data(config.dataset, **options["dataset_options"])
+    n_triplets = int(config.triplets or options["triplets"])
+    n_folds = int(options["folds"])
+    backend = options["backend"]
     n_jobs = config.n_jobs if backend is None else (None if config.n_jobs in (None, 1) else config.n_jobs)
 
     def runner(jobs):
@@ -233,59 +243,49 @@ def run(config) -> dict:
               "n_documents": int(data.n_documents), "n_features": int(data.n_features)}
     with _backend_context(options):
         chosen = {}
-        if options.get("search") or options.get("search_only"):
+        if options["search"] or options["search_only"]:
             search_results, chosen = _search(config, data, algorithms, n_triplets, runner)
-            report["search"] = {"results": search_results, "chosen": chosen,
-                                "b_grid": options.get("b_grid", DEFAULT_B_GRID),
-                                "c_grid": options.get("c_grid", DEFAULT_C_GRID)}
-        if options.get("search_only"):  # the parameter search alone: no cross-validation
-            report.update(results=[], summary={}, timing={}, wall_seconds=time.perf_counter() - started,
-                          chosen_params={a: _params(config, a, chosen) for a in algorithms})
+            report["search"] = {"results": search_results, "chosen": chosen, "b_grid": options["b_grid"],
+                                "c_grid": options["c_grid"]}
+        report["chosen_params"] = {a: _params(config, a, chosen) for a in algorithms}
+        if options["search_only"]:  # the parameter search alone: no cross-validation
+            report.update(results=[], summary={}, timing={}, wall_seconds=time.perf_counter() - started)
             return report
         folds = {seed: cv_folds(data.y, data.tasks, n_folds, seed) for seed in config.seeds}
 
-        def fold_jobs(alg, params):
-            return [(alg, params, data.X, data.y, data.tasks, tr, te, n_triplets, _stream_seed(seed, f),
-                     data.task_names, f, "cv")
-                    for seed in config.seeds for f, (tr, te) in enumerate(folds[seed])]
+        def jobs_of(alg, params):
+            return fold_jobs(config.seeds, folds.__getitem__, lambda seed, f, tr, te: (
+                alg, params, data.X, data.y, data.tasks, tr, te, n_triplets, _stream_seed(seed, f), data.task_names,
+                f, "cv"))
 
-        first = [a for a in algorithms if a != "omtrsl-random"]
-        jobs = [j for a in first for j in fold_jobs(a, _params(config, a, chosen))]
-        results = runner(jobs)
-        for r, j in zip(results, jobs):  # keep the fold's seed (not the stream seed) in the result
-            r["seed"] = int(j[8] // 1000)
-        if "omtrsl-random" in algorithms:
+        jobs = [j for a in algorithms if a != "omtrsl-random" for j in jobs_of(a, report["chosen_params"][a])]
+        results = _with_fold_seeds(runner(jobs), jobs)
+        if "omtrsl-random" in algorithms:  # at the query ratio omtrsl-active observed on the same fold
             ratio = {(r["seed"], r["fold"]): r["query_ratio"] for r in results if r["algorithm"] == "omtrsl-active"}
-            rjobs = []
-            for j in fold_jobs("omtrsl-random", _params(config, "omtrsl-random", chosen)):
-                key = (j[8] // 1000, j[10])
-                if key in ratio and "query_ratio" not in config.params_for("omtrsl-random"):
-                    j = (j[0], dict(j[1], query_ratio=max(ratio[key], 1e-6))) + j[2:]
-                rjobs.append(j)
-            rres = runner(rjobs)
-            for r, j in zip(rres, rjobs):
-                r["seed"] = int(j[8] // 1000)
-            results += rres
+            jobs = [j if (j[8] // 1000, j[10]) not in ratio or "query_ratio" in config.params_for("omtrsl-random")
+                    else (j[0], dict(j[1], query_ratio=max(ratio[(j[8] // 1000, j[10])], 1e-6))) + j[2:]
+                    for j in jobs_of("omtrsl-random", report["chosen_params"]["omtrsl-random"])]
+            results += _with_fold_seeds(runner(jobs), jobs)
         report["results"] = results
-        deltas = options.get("active_deltas")
-        if deltas:
-            report["active_sweep"] = _active_sweep(config, chosen, [float(x) for x in deltas], fold_jobs, runner)
-    report["chosen_params"] = {a: _params(config, a, chosen) for a in algorithms}
-    report["summary"] = summarize(results)
-    report["timing"] = {a: s["train_seconds"] for a, s in report["summary"].items()}
+        if options["active_deltas"]:
+            report["active_sweep"] = _active_sweep(config, chosen, [float(x) for x in options["active_deltas"]],
+                                                   jobs_of, runner)
+    report["summary"] = summarize(results, SUMMARY_METRICS, curves=("ap_curve", "map_curve"))
+    report["timing"] = {a: s["train_seconds"][0] for a, s in report["summary"].items()}
     report["paper_table1_seconds"] = PAPER_TABLE1.get(config.dataset)
     report["wall_seconds"] = time.perf_counter() - started
     if config.out_dir is not None:
         report["plots"] = write_plots(report, Path(config.out_dir))
+        write_report(report, config.out_dir, f"ijcai17_{str(config.dataset).replace('/', '_')}.json")
     return report
 
 
-def _active_sweep(config, chosen, deltas, fold_jobs, runner):
+def _active_sweep(config, chosen, deltas, jobs_of, runner):
     """Figure 4: OMTRSL-Active at several delta and OMTRSL-Random at each observed ratio."""
     base = _params(config, "omtrsl-active", chosen)
     jobs = []
     for delta in deltas:
-        jobs += fold_jobs("omtrsl-active", dict(base, delta=delta))
+        jobs += jobs_of("omtrsl-active", dict(base, delta=delta))
     act = runner(jobs)
     rjobs = []
     for r, j in zip(act, jobs):
@@ -311,117 +311,77 @@ def _active_sweep(config, chosen, deltas, fold_jobs, runner):
     return points
 
 
-def summarize(results) -> dict:
-    """Mean and standard deviation over seeds and folds, per algorithm (cv stage only)."""
-    out = {}
-    for alg in dict.fromkeys(r["algorithm"] for r in results):
-        rs = [r for r in results if r["algorithm"] == alg and r.get("stage", "cv") == "cv"]
-        if not rs:
-            continue
-        out[alg] = {
-            "ap@10": float(np.mean([r["ap@10"] for r in rs])),
-            "ap@10_std": float(np.std([r["ap@10"] for r in rs])),
-            "map@10": float(np.mean([r["map@10"] for r in rs])),
-            "map@10_std": float(np.std([r["map@10"] for r in rs])),
-            "ap_curve": np.mean([r["ap_curve"] for r in rs], axis=0).tolist(),
-            "map_curve": np.mean([r["map_curve"] for r in rs], axis=0).tolist(),
-            "train_seconds": float(np.mean([r["train_seconds"] for r in rs])),
-            "updates_per_second": float(np.mean([r["updates_per_second"] for r in rs])),
-            "query_ratio": float(np.mean([r["query_ratio"] for r in rs])),
-            "n_runs": len(rs),
-        }
-    return out
-
-
 # --------------------------------------------------------------------------- plots and tables
 
 
 def write_plots(report, out_dir: Path) -> list[str]:
     """PNG figures like the paper's Figures 1-4 into ``out_dir``; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
     name = str(report["dataset"]).replace("/", "_")
-    paths = []
     summary = report["summary"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for alg, s in summary.items():
-        axes[0].plot(KS, s["ap_curve"], marker="o", label=alg)
-        axes[1].plot(KS, s["map_curve"], marker="o", label=alg)
-    for ax, what in zip(axes, ("AP@k", "mAP@k")):
-        ax.set_xlabel("k")
-        ax.set_ylabel(what)
-        ax.grid(alpha=0.3)
-    axes[0].legend()
-    fig.suptitle(f"{report['dataset']}: performance with varied k (mean over tasks and folds)")
-    fig.tight_layout()
-    p = out_dir / f"{name}_ap_map_vs_k.png"
-    save_figure(fig, p, dpi=90)
-    plt.close(fig)
-    paths.append(str(p))
+    paths = [out_dir / f"{name}_ap_map_vs_k.png"]
+    with figure(paths[-1], ncols=2, title=f"{report['dataset']}: performance with varied k (mean over tasks and folds)"
+                ) as (fig, axes):
+        for alg, s in summary.items():
+            axes[0].plot(KS, s["ap_curve"], marker="o", label=alg)
+            axes[1].plot(KS, s["map_curve"], marker="o", label=alg)
+        for ax, what in zip(axes, ("AP@k", "mAP@k")):
+            ax.set_xlabel("k")
+            ax.set_ylabel(what)
+            ax.grid(alpha=0.3)
+        axes[0].legend()
     if "search" in report:
         res = report["search"]["results"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        om = [r for r in res if r["algorithm"] == "omtrsl"]
-        for c in sorted({r["params"]["C"] for r in om}):
-            pts = sorted((r["params"]["b"], r["ap@10"]) for r in om if r["params"]["C"] == c)
-            axes[0].plot([x for x, _ in pts], [v for _, v in pts], marker="o", label=f"C={c:g}")
-        axes[0].set_xscale("log")
-        axes[0].set_xlabel("b")
-        axes[0].set_title("OMTRSL")
-        for alg in ("ostrsl", "ogrsl"):
-            pts = sorted((r["params"]["C"], r["ap@10"]) for r in res if r["algorithm"] == alg)
-            if pts:
-                axes[1].plot([x for x, _ in pts], [v for _, v in pts], marker="o", label=alg)
-        axes[1].set_xscale("log")
-        axes[1].set_xlabel("C")
-        axes[1].set_title("OSTRSL / OGRSL")
-        for ax in axes:
-            ax.set_ylabel("validation AP@10")
-            ax.grid(alpha=0.3)
-            ax.legend()
-        fig.suptitle(f"{report['dataset']}: parameter sensitivity (validation split)")
-        fig.tight_layout()
-        p = out_dir / f"{name}_sensitivity.png"
-        save_figure(fig, p, dpi=90)
-        plt.close(fig)
-        paths.append(str(p))
+        paths.append(out_dir / f"{name}_sensitivity.png")
+        with figure(paths[-1], ncols=2, title=f"{report['dataset']}: parameter sensitivity (validation split)"
+                    ) as (fig, axes):
+            om = [r for r in res if r["algorithm"] == "omtrsl"]
+            for c in sorted({r["params"]["C"] for r in om}):
+                pts = sorted((r["params"]["b"], r["ap@10"]) for r in om if r["params"]["C"] == c)
+                axes[0].plot([x for x, _ in pts], [v for _, v in pts], marker="o", label=f"C={c:g}")
+            axes[0].set_xlabel("b")
+            axes[0].set_title("OMTRSL")
+            for alg in ("ostrsl", "ogrsl"):
+                pts = sorted((r["params"]["C"], r["ap@10"]) for r in res if r["algorithm"] == alg)
+                if pts:
+                    axes[1].plot([x for x, _ in pts], [v for _, v in pts], marker="o", label=alg)
+            axes[1].set_xlabel("C")
+            axes[1].set_title("OSTRSL / OGRSL")
+            for ax in axes:
+                ax.set_xscale("log")
+                ax.set_ylabel("validation AP@10")
+                ax.grid(alpha=0.3)
+                ax.legend()
     if report.get("active_sweep"):
         pts = report["active_sweep"]
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        ax.plot([p["query_ratio"] for p in pts], [p["active_ap@10"] for p in pts], marker="o", label="omtrsl-active")
-        ax.plot([p["query_ratio"] for p in pts], [p["random_ap@10"] for p in pts], marker="s", label="omtrsl-random")
-        for alg, style in (("omtrsl", "--"), ("ostrsl", ":"), ("ogrsl", "-.")):
-            if alg in summary:
-                ax.axhline(summary[alg]["ap@10"], linestyle=style, color="grey", label=f"{alg} (all labels)")
-        ax.set_xlabel("query ratio")
-        ax.set_ylabel("AP@10")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title(f"{report['dataset']}: active vs random queries")
-        fig.tight_layout()
-        p = out_dir / f"{name}_active.png"
-        save_figure(fig, p, dpi=90)
-        plt.close(fig)
-        paths.append(str(p))
-    return paths
+        paths.append(out_dir / f"{name}_active.png")
+        with figure(paths[-1], figsize=(5.5, 4)) as (fig, (ax,)):
+            ax.plot([p["query_ratio"] for p in pts], [p["active_ap@10"] for p in pts], marker="o",
+                    label="omtrsl-active")
+            ax.plot([p["query_ratio"] for p in pts], [p["random_ap@10"] for p in pts], marker="s",
+                    label="omtrsl-random")
+            for alg, style in (("omtrsl", "--"), ("ostrsl", ":"), ("ogrsl", "-.")):
+                if alg in summary:
+                    ax.axhline(summary[alg]["ap@10"][0], linestyle=style, color="grey", label=f"{alg} (all labels)")
+            ax.set_xlabel("query ratio")
+            ax.set_ylabel("AP@10")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            ax.set_title(f"{report['dataset']}: active vs random queries")
+    return [str(p) for p in paths]
 
 
 def format_table(report) -> str:
     """Human-readable tables: AP@10 / mAP@10 / time per algorithm, search and active sweep."""
     lines = [f"ijcai17 on {report['dataset']}: {report.get('n_folds')}-fold CV, {report.get('n_triplets')} "
              f"triplets per run, tasks {report.get('tasks')}"]
-    lines.append(f"{'algorithm':<15} {'AP@10':>15} {'mAP@10':>15} {'train s':>9} {'updates/s':>11} {'query':>7}  params")
-    for alg, s in report["summary"].items():
-        params = report.get("chosen_params", {}).get(alg, {})
-        lines.append(
-            f"{alg:<15} {s['ap@10']:>8.4f}±{s['ap@10_std']:.4f} {s['map@10']:>8.4f}±{s['map@10_std']:.4f} "
-            f"{s['train_seconds']:>9.2f} {s['updates_per_second']:>11.0f} {s['query_ratio']:>7.3f}  "
-            + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
-        )
+    columns = [("algorithm", 15), ("AP@10", 17), ("mAP@10", 17), ("train s", 9), ("updates/s", 11), ("query", 7),
+               ("  params", 0)]
+    lines += text_table(columns, [
+        [alg, pm(s["ap@10"], 4, width=8), pm(s["map@10"], 4, width=8), f"{s['train_seconds'][0]:.2f}",
+         f"{s['updates_per_second'][0]:.0f}", f"{s['query_ratio'][0]:.3f}",
+         "  " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in sorted(report.get("chosen_params", {}).get(alg, {}).items()))]
+        for alg, s in report["summary"].items()])
     lines.extend(_paired_lines(report.get("results", [])))
     if report.get("paper_table1_seconds"):
         lines.append("paper Table 1 training seconds (Matlab): "

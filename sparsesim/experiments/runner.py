@@ -1,24 +1,35 @@
-"""What every paper protocol shares: its options, its mean ± std, its report file.
+"""What every paper protocol shares: options, the seeds x folds loop, summary, table, report, plots.
 
 A protocol module says what is particular to its paper (how a run trains and scores, what its
 table shows); the pieces here are the same for all of them:
 
 * :func:`protocol_options` — the protocol's options over its defaults; a misspelt option is an
   error that lists the known ones, never silently ignored;
-* :func:`grid_points` — the points of a parameter grid ``{param: [values]}`` (every combination);
-* :func:`mean_std` — mean and standard deviation of the finite values (NaN when there are none);
-* :func:`write_report` — the report as strict JSON, written atomically into the output folder.
+* :func:`grid_points` — the points of a parameter grid ``{param: [values]}`` (every combination;
+  the same function ``sparsesim tune`` enumerates its grid with, as the protocols' parameter
+  searches rank their candidates with :func:`sparsesim.tuning.rank_candidates`);
+* :func:`fold_jobs` — one job per seed and fold, seed-major, the loop of every cross-validated
+  protocol;
+* :func:`mean_std` and :func:`summarize` — mean and standard deviation per algorithm (or any
+  grouping) over seeds and folds;
+* :func:`pm` and :func:`text_table` — the "mean ± std" cells and the aligned text table;
+* :func:`write_report` — the report as strict JSON, written atomically into the output folder;
+* :func:`figure` — a PNG figure written atomically (matplotlib without a display).
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import InvalidInputError
-from ..persistence import atomic_write, dumps_strict
+from ..persistence import atomic_write, dumps_strict, save_figure
+from ..tuning import grid_points
+
+__all__ = ["figure", "fold_jobs", "grid_points", "mean_std", "pm", "protocol_options", "summarize", "text_table",
+           "write_report"]
 
 
 def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
@@ -48,25 +59,6 @@ def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
         raise InvalidInputError(f"protocol {protocol!r}: unknown option(s) {', '.join(unknown)}; "
                                 f"known: {', '.join(sorted(defaults))}")
     return {**defaults, **options}
-
-
-def grid_points(grid: dict | None, option: str = "grid") -> list[dict]:
-    """Every combination of a grid ``{param: [values]}`` as a list of ``{param: value}``.
-
-    An empty or missing grid is one point with no parameters (``[{}]``); keys are taken in sorted
-    order, so the points come out in the same order whatever order the grid was written in.
-
-    Raises
-    ------
-    InvalidInputError
-        ``grid`` is not a mapping of names to non-empty lists (``option`` names it in the message).
-    """
-    if not grid:
-        return [{}]
-    if not isinstance(grid, dict) or not all(isinstance(v, (list, tuple)) and v for v in grid.values()):
-        raise InvalidInputError(f"option {option!r} must map parameter names to non-empty lists of values")
-    keys = sorted(grid)
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
 
 
 def mean_std(values) -> tuple[float, float]:
@@ -100,3 +92,102 @@ def write_report(report: dict, out_dir: Path, name: str) -> Path:
     path = out / name
     atomic_write(path, lambda fh: fh.write(dumps_strict(report, indent=1, default=float)), mode="w")
     return path
+
+
+def fold_jobs(seeds, folds_of, make, only=None) -> list:
+    """One job per seed and fold, seed-major: ``make(seed, fold, train, test)``.
+
+    Parameters
+    ----------
+    seeds : iterable of int
+    folds_of : callable
+        ``folds_of(seed) -> [(train, test), ...]``: the seed's split into folds.
+    make : callable
+        Builds the job of one fold.
+    only : iterable of int, optional
+        The fold indices to run (default: every fold).
+    """
+    jobs = []
+    for seed in seeds:
+        folds = folds_of(seed)
+        for f in (range(len(folds)) if only is None else only):
+            jobs.append(make(seed, f, *folds[f]))
+    return jobs
+
+
+def summarize(results, metrics, by="algorithm", curves=()) -> dict:
+    """Mean ± std of ``metrics`` over the results of every group, groups in first-seen order.
+
+    Parameters
+    ----------
+    results : list of dict
+        One row per run.
+    metrics : iterable of str
+        Keys of scalar values: each becomes ``(mean, std)`` (:func:`mean_std`).
+    by : str or callable
+        The key that groups the rows, or a function of a row giving its group (one summary per group).
+    curves : iterable of str
+        Keys of equal-length lists (e.g. AP@k for k = 1..10): each becomes the element-wise mean.
+
+    Returns
+    -------
+    dict
+        ``{group: {"n_runs": int, metric: (mean, std), curve: list}}``.
+    """
+    groups: dict = {}
+    for row in results:
+        groups.setdefault(by(row) if callable(by) else row[by], []).append(row)
+    out = {}
+    for key, rows in groups.items():
+        entry = {"n_runs": len(rows)}
+        entry.update({m: mean_std(r[m] for r in rows) for m in metrics})
+        entry.update({c: np.mean([r[c] for r in rows], axis=0).tolist() for c in curves})
+        out[key] = entry
+    return out
+
+
+def pm(pair, digits: int = 3, scale: float = 1.0, width: int = 7) -> str:
+    """``"mean ± std"`` of a ``(mean, std)`` pair, both times ``scale``; ``"-"`` for a missing pair."""
+    if pair is None:
+        return "-"
+    return f"{scale * pair[0]:{width}.{digits}f} ± {scale * pair[1]:{max(1, width - 2)}.{digits}f}"
+
+
+def text_table(columns, rows) -> list[str]:
+    """An aligned text table: header, rule, one line per row.
+
+    Parameters
+    ----------
+    columns : list of (str, int)
+        Title and width of each column; the first column is left-aligned, the others right-aligned.
+    rows : list of list of str
+        The cells, already formatted.
+    """
+
+    def line(cells):
+        return " ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, (_, w)) in enumerate(zip(cells, columns)))
+
+    head = line([title for title, _ in columns])
+    return [head, "-" * len(head)] + [line(cells).rstrip() for cells in rows]
+
+
+@contextlib.contextmanager
+def figure(path: Path, ncols: int = 1, figsize=(10, 4), title: str | None = None, fontsize=None, dpi: int = 90):
+    """A matplotlib figure of ``ncols`` panels, written to ``path`` (PNG, atomically) on leaving the block.
+
+    Yields ``(fig, axes)``; ``axes`` is a list even for one panel.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=figsize)
+    try:
+        yield fig, list(np.atleast_1d(axes))
+        if title:
+            fig.suptitle(title, fontsize=fontsize)
+        fig.tight_layout()
+        save_figure(fig, Path(path), dpi=dpi)
+    finally:
+        plt.close(fig)
