@@ -24,6 +24,12 @@ states are held by the caller; above ``park_bytes`` in all, a survivor keeps onl
 is rebuilt at the next rung by training a fresh learner on the triplets it has seen (chunks equal
 one call, so the rebuilt state is the same), so that at most the trials in flight are in memory
 and nothing is ever serialised and read back.
+
+The search is built from pieces the paper protocols' own searches use too (``experiment --tune``
+with ``--protocol cikm15`` or ``ijcai17`` runs the paper's search: cross validation on a tuning
+subset, or a validation split, over the paper's grid): :func:`grid_points` enumerates a grid,
+:func:`evaluate_candidates` runs every candidate's jobs in one parallel batch, and
+:func:`rank_candidates` orders candidates by score (ties: a given key, then the first).
 """
 
 from __future__ import annotations
