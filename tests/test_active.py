@@ -383,6 +383,17 @@ def test_cikm15_factors_run_passive_learners_at_multiples_of_their_auto_values()
                                                   options={"factors": {"eta": [1.0]}}))
 
 
+def test_cikm15_refuses_a_bad_factors_grid_before_loading_data():
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+
+    for factors, message in [({"C": []}, "'factors' must map"), ({"C": [1.0]}, "passive learners"),
+                             ({"gamma": [1.0]}, "'auto' value of gamma")]:
+        algorithms = ["oasis", "paas"] if message == "passive learners" else ["oasis", "aroma"]
+        with pytest.raises(InvalidInputError, match=message):
+            run_experiment("cikm15", ExperimentConfig(dataset="no-such-data", algorithms=algorithms,
+                                                      options={"factors": factors}))
+
+
 def test_cikm15_search_averages_over_tuning_folds():
     from sparsesim.experiments.cikm15 import _search_family, run_one
     from sparsesim.triplets import stratified_kfold

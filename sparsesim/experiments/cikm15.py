@@ -285,8 +285,19 @@ def _options(opts, config, data):
                 search_folds=int(opts["search_folds"]))
     if not 1 <= opts["search_folds"] <= 5:
         raise InvalidInputError(f"search_folds must lie in 1..5, got {opts['search_folds']}")
-    grid_points(opts["factors"], "factors")  # a malformed grid fails here, before any run
     return opts
+
+
+def _check_factors(factors, algorithms):
+    """Refuse a ``factors`` grid that is malformed, names no learner's "auto" value or meets an active learner."""
+    grid_points(factors, "factors")
+    if factors and any(a not in PASSIVE for a in algorithms):
+        raise InvalidInputError(f"option 'factors' runs the passive learners ({', '.join(PASSIVE)}); "
+                                f"leave out {', '.join(a for a in algorithms if a not in PASSIVE)}")
+    unknown = sorted(set(factors or {}) - {k for a in algorithms for k in SEARCH_PARAMS[FAMILY[a]]})
+    if unknown:
+        raise InvalidInputError(f"option 'factors': none of {', '.join(algorithms)} has an 'auto' value of "
+                                f"{', '.join(unknown)}")
 
 
 def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
@@ -389,15 +400,9 @@ def run(config) -> dict:
     dataset = str(config.dataset)
     algorithms = _check_algorithms(config)
     opts = protocol_options(PROTOCOL, dict(config.options or {}), DEFAULT_OPTIONS)
+    _check_factors(opts["factors"], algorithms)
     data = load_cikm15_data(dataset, opts["scale"])
     opts = _options(opts, config, data)
-    if opts["factors"] and any(a not in PASSIVE for a in algorithms):
-        raise InvalidInputError(f"option 'factors' runs the passive learners ({', '.join(PASSIVE)}); "
-                                f"leave out {', '.join(a for a in algorithms if a not in PASSIVE)}")
-    unknown = sorted(set(opts["factors"]) - {k for a in algorithms for k in SEARCH_PARAMS[FAMILY[a]]})
-    if unknown:
-        raise InvalidInputError(f"option 'factors': none of {', '.join(algorithms)} has an 'auto' value of "
-                                f"{', '.join(unknown)}")
     searches: dict = {}
     results = [r for seed in config.seeds for r in _seed_runs(config, data, algorithms, opts, seed, searches)]
     chosen = _chosen_deltas(results, algorithms, opts["query_ratio"])
