@@ -8,8 +8,8 @@ import pytest
 
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.experiments import ExperimentConfig, run_experiment
-from sparsesim.experiments.runner import (figure, fold_jobs, grid_points, mean_std, pm, protocol_options, summarize,
-                                          text_table, write_report)
+from sparsesim.experiments.runner import (describe_params, figure, fold_jobs, grid_points, mean_std, pm,
+                                          protocol_options, summarize, text_table, write_report)
 from sparsesim.tuning import evaluate_candidates, rank_candidates
 
 
@@ -76,6 +76,10 @@ def test_summarize_gives_mean_std_per_group_and_mean_curves():
     assert out["x"] == {"n_runs": 2, "ap": (2.0, 1.0), "curve": [0.5, 0.5]}
     by_size = summarize(rows, ["ap"], by=lambda r: r["ap"] > 2)
     assert by_size[True]["ap"] == (4.0, 1.0) and by_size[False]["n_runs"] == 1
+
+
+def test_describe_params_in_name_order():
+    assert describe_params({"eta": 1.0, "C": 0.01, "identity": False}) == "C=0.01, eta=1, identity=False"
 
 
 def test_pm_and_text_table_align_their_cells():

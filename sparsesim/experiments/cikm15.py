@@ -64,7 +64,7 @@ from ..registry import get_algorithm, make_estimator
 from ..triplets import sors_triplets, stratified_kfold, stratified_subsample
 from ..tuning import evaluate_candidates, rank_candidates, resolved_auto
 from .cikm15_report import PAPER_TABLE2, format_table, plot_curves, vs_passive
-from .runner import fold_jobs, grid_points, protocol_options, summarize, write_report
+from .runner import describe_params, fold_jobs, grid_points, protocol_options, summarize, write_report
 
 PROTOCOL = "cikm15"
 
@@ -333,7 +333,7 @@ def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
         results = run([j for a in passive for j in _factor_jobs(a, params_of(a), opts["factors"], jobs, X, folds,
                                                                  opts["n_triplets"])])
         for r in results:
-            r["params"] = _describe(r.pop("resolved"))
+            r["params"] = describe_params(r.pop("resolved"))
         return results
     sweep_folds = range(n_folds) if opts["curve"] else [0]
     results = run([j for a in passive for j in jobs(a, {"role": "passive", "delta": None})]
@@ -353,7 +353,7 @@ def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
                          {**params_of(ACTIVE[r["algorithm"]]), "query_rate": r["query_ratio"]},
                          [r["fold"]])[0] for r in partners])
     for r in results:
-        r["params"] = _describe(params_of(r["algorithm"]))
+        r["params"] = describe_params(params_of(r["algorithm"]))
     return results
 
 
@@ -369,10 +369,6 @@ def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets):
             job["extra"]["resolved"] = {k: v for k, v in params.items() if k in auto}
             out.append(job)
     return out
-
-
-def _describe(params) -> str:
-    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def _setting(row) -> str:

@@ -39,7 +39,8 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from ..triplets import stratified_kfold, stratified_split
 from ..tuning import evaluate_candidates, rank_candidates
-from .runner import figure, fold_jobs, grid_points, pm, protocol_options, summarize, text_table, write_report
+from .runner import (describe_params, figure, fold_jobs, grid_points, pm, protocol_options, summarize, text_table,
+                     write_report)
 
 PROTOCOL = "ijcai17"
 DEFAULT_ALGORITHMS = ["omtrsl", "ostrsl", "ogrsl", "omtrsl-active", "omtrsl-random"]
@@ -54,8 +55,8 @@ PAPER_TABLE1 = {
 }
 _HAS_B = ("omtrsl", "omtrsl-active", "omtrsl-random")
 SUMMARY_METRICS = ("ap@10", "map@10", "train_seconds", "updates_per_second", "query_ratio")
-DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID, "c_grid": DEFAULT_C_GRID,
-                   "active_deltas": None, "dataset_options": {}, "backend": None, "dask_scheduler": None,
+DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID,
+                   "c_grid": DEFAULT_C_GRID, "active_deltas": None, "dataset_options": {}, "backend": None, "dask_scheduler": None,
                    "triplets": DEFAULT_TRIPLETS}
 
 
@@ -379,8 +380,7 @@ def format_table(report) -> str:
     lines += text_table(columns, [
         [alg, pm(s["ap@10"], 4, width=8), pm(s["map@10"], 4, width=8), f"{s['train_seconds'][0]:.2f}",
          f"{s['updates_per_second'][0]:.0f}", f"{s['query_ratio'][0]:.3f}",
-         "  " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in sorted(report.get("chosen_params", {}).get(alg, {}).items()))]
+         "  " + describe_params(report.get("chosen_params", {}).get(alg, {}))]
         for alg, s in report["summary"].items()])
     lines.extend(_paired_lines(report.get("results", [])))
     if report.get("paper_table1_seconds"):

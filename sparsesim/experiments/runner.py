@@ -12,7 +12,8 @@ table shows); the pieces here are the same for all of them:
   protocol;
 * :func:`mean_std` and :func:`summarize` — mean and standard deviation per algorithm (or any
   grouping) over seeds and folds;
-* :func:`pm` and :func:`text_table` — the "mean ± std" cells and the aligned text table;
+* :func:`pm`, :func:`describe_params` and :func:`text_table` — the "mean ± std" cells, a learner's
+  parameters as text and the aligned text table;
 * :func:`write_report` — the report as strict JSON, written atomically into the output folder;
 * :func:`figure` — a PNG figure written atomically (matplotlib without a display).
 """
@@ -28,8 +29,8 @@ from ..exceptions import InvalidInputError
 from ..persistence import atomic_write, dumps_strict, save_figure
 from ..tuning import grid_points
 
-__all__ = ["figure", "fold_jobs", "grid_points", "mean_std", "pm", "protocol_options", "summarize", "text_table",
-           "write_report"]
+__all__ = ["describe_params", "figure", "fold_jobs", "grid_points", "mean_std", "pm", "protocol_options", "summarize",
+           "text_table", "write_report"]
 
 
 def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
@@ -144,6 +145,11 @@ def summarize(results, metrics, by="algorithm", curves=()) -> dict:
         entry.update({c: np.mean([r[c] for r in rows], axis=0).tolist() for c in curves})
         out[key] = entry
     return out
+
+
+def describe_params(params: dict) -> str:
+    """``"C=0.01, eta=1"``: a learner's parameters in name order, floats in their shortest form."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def pm(pair, digits: int = 3, scale: float = 1.0, width: int = 7) -> str:
