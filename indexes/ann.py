@@ -41,8 +41,8 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays
 
-from . import _kernels as K
-from .base import Index, prepare_rows, threaded
+from . import small_batch
+from .base import Index, kernels, prepare_rows, threaded
 from .calibration import calibrate, check_record, check_target_recall
 from .expansion import (embed, expanded_postings, fit_projection, heaps_from_postings, impact_postings,  # noqa: F401
                         light_transpose, postings_from_heaps)
@@ -515,6 +515,8 @@ class AnnIndex(Index):
         b = self.block_size
         blocks = [(lo, min(lo + b, nq)) for lo in range(0, nq, b)]
         guarded = any(g.pending for g in self._guards.values())
+        # the first few queries of a process: numpy, the same answers without loading numba
+        few = small_batch.take(nq)
         if sparse_pool > 0:
             P = self._postings
 
@@ -522,9 +524,11 @@ class AnnIndex(Index):
                 Qb = Qp[lo:hi]
                 if guarded:  # memory-mapped: check the blocks of the list prefixes read below
                     self._ensure_rows("postings", P.indptr, Qb.indices, n_postings)
+                if few:
+                    return small_batch.sparse_candidates(Qb, P, n, n_postings, sparse_pool)
                 out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
-                K.sparse_candidates(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, n,
-                                    n_postings, sparse_pool, out)
+                kernels().sparse_candidates(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, n,
+                                            n_postings, sparse_pool, out)
                 return out
 
             parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
@@ -537,10 +541,12 @@ class AnnIndex(Index):
             cb = np.ascontiguousarray(cands[lo:hi])
             if guarded:
                 self._check_rerank_rows(Qb, cb, k)
+            if few:
+                return small_batch.rerank(Qb, W, bool(model.identity), self._heavy_pos, Z, X, cb, k)
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
-            K.rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(model.identity),
-                     self._heavy_pos, Z, X.indptr, X.indices, X.data, cb, self.n_features, k, docs, scores)
+            kernels().rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(model.identity),
+                             self._heavy_pos, Z, X.indptr, X.indices, X.data, cb, self.n_features, k, docs, scores)
             return docs, scores
 
         results = threaded(rerank_block, blocks, n_jobs)

@@ -95,6 +95,18 @@ def resolve_jobs(n_jobs) -> int:
     return max(1, n_jobs)
 
 
+def kernels():
+    """The compiled (numba) kernels, :mod:`._kernels`, imported on first use.
+
+    Not imported at the top of the modules that call them: importing numba costs about 0.15 s of
+    CPU, and a process that loads an index and answers a few queries through the numpy path
+    (:mod:`.small_batch`) never needs it.
+    """
+    from . import _kernels
+
+    return _kernels
+
+
 def threaded(func, jobs, n_jobs: int):
     """Run ``func`` over ``jobs`` in joblib threads (the numba kernels release the GIL)."""
     if n_jobs == 1 or len(jobs) == 1:

@@ -26,8 +26,7 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import csr_arrays, csr_from_arrays
 
-from . import _kernels as K
-from .base import Index, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
+from .base import Index, kernels, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
 
 __all__ = ["ExactIndex"]
 
@@ -150,7 +149,7 @@ class ExactIndex(Index):
         def block(lo):
             Qb = Qp[lo:lo + b]
             out = np.zeros((Qb.shape[0], n))
-            K.accumulate_postings(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, out)
+            kernels().accumulate_postings(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, out)
             return top_k_rows(out, k)
 
         results = threaded(block, [(lo,) for lo in range(0, Qp.shape[0], b)], n_jobs)
@@ -169,7 +168,7 @@ class ExactIndex(Index):
         """
         qm = np.zeros((Qb.shape[0], self.n_features))  # Q_b M, scattered row by row (contiguous writes)
         W = self.model.W  # M = I + W is never formed: W is scattered, then Q_b added
-        K.rows_times_csr(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, qm)
+        kernels().rows_times_csr(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, qm)
         if self.model.identity:
             qm[np.repeat(np.arange(Qb.shape[0]), np.diff(Qb.indptr)), Qb.indices] += Qb.data
         return np.ascontiguousarray(qm.T)  # features x queries: the layout the corpus kernel reads
@@ -183,7 +182,7 @@ class ExactIndex(Index):
 
         def part(lo, hi):
             out = np.empty((hi - lo, qmt.shape[1]))
-            K.csr_times_dense(X.indptr, X.indices, X.data, lo, hi, qmt, out)
+            kernels().csr_times_dense(X.indptr, X.indices, X.data, lo, hi, qmt, out)
             return top_k_rows(out.T, k, offset=lo)
 
         results = threaded(part, bounds, n_jobs)

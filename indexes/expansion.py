@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import _kernels as K
-from .base import threaded
+from .base import kernels, threaded
 
 __all__ = ["impact_postings", "expanded_postings", "fit_projection", "light_transpose", "heaps_from_postings",
            "postings_from_heaps", "embed"]
@@ -38,13 +37,13 @@ def light_transpose(W: sp.csr_matrix, heavy_rows: np.ndarray) -> sp.csr_matrix:
     skip = np.zeros(d, dtype=np.bool_)
     skip[heavy_rows] = True
     counts = np.zeros(W.shape[1], dtype=np.int64)
-    K.count_columns(W.indptr, W.indices, skip, counts)
+    kernels().count_columns(W.indptr, W.indices, skip, counts)
     indptr = np.zeros(W.shape[1] + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     del counts
     indices = np.empty(int(indptr[-1]), dtype=np.int32)
     data = np.empty(int(indptr[-1]), dtype=np.float64)
-    K.fill_transpose(W.indptr, W.indices, W.data, skip, indptr, indices, data)
+    kernels().fill_transpose(W.indptr, W.indices, W.data, skip, indptr, indices, data)
     out = sp.csr_matrix((W.shape[1], d))
     out.indptr, out.indices, out.data = indptr, indices, data
     out.has_sorted_indices = True
@@ -75,7 +74,7 @@ def postings_from_heaps(vals: np.ndarray, docs: np.ndarray, n_documents: int) ->
     np.cumsum((docs >= 0).sum(axis=1), out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=np.int32)
     data = np.empty(int(indptr[-1]), dtype=np.float32)
-    K.heaps_to_postings(vals, docs, indptr, indices, data)
+    kernels().heaps_to_postings(vals, docs, indptr, indices, data)
     P = sp.csr_matrix((vals.shape[0], n_documents), dtype=np.float32)
     P.indptr, P.indices, P.data = indptr, indices, data
     return P
@@ -105,14 +104,14 @@ def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, bloc
         Y = Yb[:hi - lo]
         Y[:] = 0.0
         Xb = Xp[lo:hi]
-        K.rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
+        kernels().rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
         if identity:  # the I of M = I + W (entries of one CSR row are distinct)
             Y[np.repeat(np.arange(hi - lo), np.diff(Xb.indptr)), Xb.indices] += Xb.data
         if heavy_rows.size:
             Y[:, heavy_rows] = Z[lo:hi]
 
         def part(f_lo, f_hi, Y=Y, lo=lo):
-            K.heaviest_update(Y, doc0 + lo, f_lo, f_hi, vals, docs)
+            kernels().heaviest_update(Y, doc0 + lo, f_lo, f_hi, vals, docs)
 
         threaded(part, bounds, n_jobs)
     return vals, docs
@@ -125,7 +124,7 @@ def transformed_rows_T(Xs, MT, block: int = 256) -> np.ndarray:
     for lo in range(0, Xs.shape[0], block):
         Xb = Xs[lo:lo + block]
         buf = np.zeros((d, Xb.shape[0]))
-        K.rows_times_csr_T(Xb.indptr, Xb.indices, Xb.data, MT.indptr, MT.indices, MT.data, buf)
+        kernels().rows_times_csr_T(Xb.indptr, Xb.indices, Xb.data, MT.indptr, MT.indices, MT.data, buf)
         out[:, lo:lo + Xb.shape[0]] = buf
     return out
 
@@ -152,7 +151,7 @@ def fit_projection(model, Xp, dim: int, sample: int, n_iter: int, random_state, 
     V = np.zeros((d, dim), dtype=np.float64)
     V[:, :rank] = U
     B = np.zeros((d, dim), dtype=np.float64)
-    K.csr_T_times_dense(M.indptr, M.indices, M.data, V, B)
+    kernels().csr_T_times_dense(M.indptr, M.indices, M.data, V, B)
     return np.ascontiguousarray(V, dtype=np.float32), np.ascontiguousarray(B, dtype=np.float32), s
 
 
@@ -161,7 +160,7 @@ def embed(Xp, dense, n_jobs, chunk: int = 65536, dtype=np.float32) -> np.ndarray
     out = np.empty((Xp.shape[0], dense.shape[1]), dtype=dtype)
 
     def part(lo, hi):
-        K.csr_times_dense(Xp.indptr, Xp.indices, Xp.data, lo, hi, dense, out[lo:hi])
+        kernels().csr_times_dense(Xp.indptr, Xp.indices, Xp.data, lo, hi, dense, out[lo:hi])
 
     threaded(part, [(lo, min(lo + chunk, Xp.shape[0])) for lo in range(0, Xp.shape[0], chunk)], n_jobs)
     return out

@@ -93,6 +93,22 @@ def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, v
         load_index(path, mmap=False)  # read whole: hashed whole at load
 
 
+@pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "corpus.indices"),
+                                         ("light", "postings.data"), ("heavy", "heavy.Z")])
+def test_corrupt_block_refused_on_the_numpy_path(saved, corpus, tmp_path, monkeypatch, name, victim):
+    """The first queries of a process (numpy, indexes/small_batch.py) check the same blocks first."""
+    from sparsesim.indexes import small_batch
+
+    monkeypatch.setattr(small_batch, "take", lambda n: True)
+    path, data = _copy(saved, tmp_path, name)
+    raw = bytearray((data / f"{victim}.npy").read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    (data / f"{victim}.npy").write_bytes(bytes(raw))
+    index = load_index(path, mmap=True)
+    with pytest.raises(FileFormatError, match="sha256 mismatch in bytes"):
+        index.query(corpus, top_k=10)
+
+
 def test_untouched_corrupt_block_found_by_verify_all(saved, corpus, tmp_path):
     path, data = _copy(saved, tmp_path, "heavy")
     raw = bytearray((data / "heavy.Z.npy").read_bytes())
