@@ -19,7 +19,9 @@ Each configuration runs in its own process (one core) so peak memory is per conf
 store bytes per nonzero, held-out accuracy, and MAP where measured) for machines to read.
 ``--baseline-python PY`` runs every engine row a second time in the interpreter ``PY`` (e.g. the
 virtual environment of an older checkout) for an A/B in the same run; those rows say
-``"engine": "baseline"``. ``--checkpoints 10000,100000,1000000`` adds, to each engine row, the
+``"engine": "baseline"``; ``--repeat N`` runs each pair N times, interleaved (A, B, A, B ...), so
+both engines see the same load, and each row carries ``w_sha1``, a checksum of the learned W (equal
+checksums: the same model). ``--checkpoints 10000,100000,1000000`` adds, to each engine row, the
 rate, nnz, peak memory, held-out accuracy and (news20, ``--map``) the retrieval MAP on the
 held-out split at each of those triplet counts (evaluation time is not training time; a child
 configuration may list the counts to take MAP at, ``"map": [10000, 100000]``, and prints each
@@ -29,6 +31,7 @@ checkpoint on stderr as it is reached).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -149,9 +152,10 @@ def run_engine(cfg: dict) -> dict:
         "train_seconds": seconds,
         "updated_fraction": est.n_updates_ / est.n_triplets_seen_,
         "nnz": nnz,
-        "table_mb": est.engine_.store.nbytes / 2**20,
-        "store_bytes_per_nnz": est.engine_.store.nbytes / max(1, nnz),
+        "table_mb": est.store_nbytes_ / 2**20,
+        "store_bytes_per_nnz": est.store_nbytes_ / max(1, nnz),
         "heldout_accuracy": heldout_accuracy(model, data.X, test_t),
+        "w_sha1": hashlib.sha1(model.W.indptr.tobytes() + model.W.indices.tobytes() + model.W.data.tobytes()).hexdigest(),
     }
     if cfg.get("map"):
         out["map"] = heldout_map(model, cfg["corpus"])
@@ -226,6 +230,8 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE.parent / "out"))
     parser.add_argument("--json", help="write every row here (default: OUT/bench_sors.json)")
     parser.add_argument("--baseline-python", help="also run each engine row with this interpreter (A/B)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each engine row (and its baseline row) this many times, interleaved: A, B, A, B ...")
     parser.add_argument("--checkpoints", default="", help="triplet counts to report within each engine row")
     parser.add_argument("--map", action="store_true", help="held-out retrieval MAP (real data sets)")
     args = parser.parse_args(argv)
@@ -255,8 +261,8 @@ def main(argv=None):
                        "checkpoints": [int(c) for c in args.checkpoints.split(",") if c], "map": args.map}
                 if algorithm.split("+")[0] == "sors-l1" and args.naive_warm_T:
                     cfg.update(naive_warm_T=args.naive_warm_T, naive_params=sors)
-                for engine, python in [("rows", None)] + ([("baseline", args.baseline_python)]
-                                                          if args.baseline_python else []):
+                engines = [("rows", None)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
+                for engine, python in engines * max(1, args.repeat):  # A, B, A, B ...: one time window each
                     row = spawn(cfg, python)
                     rows.append({"corpus": name, "algorithm": algorithm, "T": T, "engine": engine, **row})
                     speedup = ""

@@ -83,14 +83,38 @@ def test_lazy_and_eager_truncation_agree(prox_diag):
 
 
 def test_table_growth_and_sweeps_keep_the_model_exact():
-    # a tiny initial table forces many rebuilds and sweeps
+    # the learner reserves its pool up front; an engine started at 16 slots without a reserve
+    # goes through many row moves, pool growths and sweeps
     X, triplets, _ = random_problem(d=60, n=50, T=400, density=0.3, seed=7)
-    big = SORS(lam=0.01, eta=0.5, initial_capacity=1 << 16, compact=False).partial_fit_triplets(X, triplets)
-    small = SORS(lam=0.01, eta=0.5, initial_capacity=16, compact=False).partial_fit_triplets(X, triplets)
+    reserved = SORS(lam=0.01, eta=0.5, compact=False).partial_fit_triplets(X, triplets[:1])
+    pool = reserved.engine_.store.capacity
+    reserved.partial_fit_triplets(X, triplets[1:])
+    small = BilinearEngine(X.shape[1], SORS_MODE, lam=0.01, schedule=StepSchedule(0.5), initial_capacity=16)
+    small.partial_fit(X, triplets)
+    W_small = small.export_W()
     # sweeps split a skipped shrinkage into two subtractions: equal up to rounding
-    np.testing.assert_allclose(big.model_.W.toarray(), small.model_.W.toarray(), rtol=0, atol=1e-12)
-    assert big.model_.nnz() == small.model_.nnz()
-    assert small.engine_.store.capacity > 16
+    np.testing.assert_allclose(reserved.model_.W.toarray(), W_small.toarray(), rtol=0, atol=1e-12)
+    assert reserved.model_.W.nnz == W_small.nnz
+    assert small.store.capacity > 16
+    assert reserved.engine_.store.capacity == pool >= 60 * 59  # room for every off-diagonal entry: never grew
+
+
+def test_pool_reserve_follows_the_data_and_the_budget():
+    from sparsesim.engine.rowstore import planned_slots
+
+    X, triplets, _ = random_problem(d=60, n=50, T=20, density=0.3, seed=7)
+    # sized from the triplet budget: 2 r^2 entries per triplet, 3 slots each, at most 2 d^2 slots
+    r = X.nnz / X.shape[0]
+    assert planned_slots(r, 10, 10_000) == int(3 * 10 * 2 * r * r)
+    assert planned_slots(r, 10, 60) == 2 * 60 * 60
+    few = SORS(lam=0.01, eta=0.5, n_triplets=1, initial_capacity=16, compact=False).partial_fit_triplets(X, triplets[:1])
+    assert few.engine_.store.capacity == planned_slots(r, 1, 60) == int(3 * 2 * r * r)
+    # within half the memory budget, whatever the triplet budget asks
+    est = OASIS(C=0.1, n_triplets=10**6, max_memory=60_000, initial_capacity=16).partial_fit_triplets(X, triplets[:1])
+    assert 16 * est.engine_.store.dtype.itemsize < est.engine_.store.nbytes <= 30_000
+    assert 30_000 < 2 * 60 * 60 * est.engine_.store.dtype.itemsize
+    # memory in use follows the rows, not the reserve
+    assert est.store_nbytes_ < est.engine_.store.nbytes
 
 
 def test_row_moves_and_compaction_keep_every_entry_reachable():

@@ -36,7 +36,7 @@ from .hashstore import home_slot
 from .prefetch import prefetch
 from .primitives import sq_norms
 from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
-                       needs_room, probe, record_dtype, remove_at)
+                       needs_room, planned_slots, probe, record_dtype, remove_at)
 
 OASIS = 0
 SORS = 1
@@ -373,10 +373,17 @@ class BilinearEngine:
         AdaSORS only: whenever the pool is compacted, entries of sparse rows whose value is zero
         leave with their H_ij (memory follows nnz(M); a dropped entry restarts with H_ij = 0).
         ``False`` keeps Algorithm 2 exact (memory follows the entries ever touched).
+    expected_triplets : int, optional
+        Triplets the run is expected to see (the learner's ``n_triplets``). With a ``budget``,
+        the first :meth:`partial_fit` reserves an empty pool sized from them and the rows of
+        its corpus (:func:`~sparsesim.engine.rowstore.planned_slots`), at most half the budget,
+        so the pool rarely grows; untouched slots cost address space only. Not under
+        ``drop_zero_state``, whose model depends on when the pool fills.
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
-                 identity=True, initial_capacity=1 << 16, compact=False, budget=None, drop_zero_state=False):
+                 identity=True, initial_capacity=1 << 16, compact=False, budget=None, drop_zero_state=False,
+                 expected_triplets=None):
         self.d = int(d)
         self.mode = int(mode)
         self.C = float(C)
@@ -392,6 +399,7 @@ class BilinearEngine:
             if not budget.fits(need):
                 budget.fail(need, 0, 0, itemsize, hint=", a smaller initial_capacity")
         self.store = RowStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
+        self.expected_triplets = None if expected_triplets is None else int(expected_triplets)
         self.n_seen = 0
         self.n_updates = 0
 
@@ -406,6 +414,8 @@ class BilinearEngine:
         zi, zv, homes, slots = triplet_scratch(X, 2)
         zh = np.empty(zi.shape[0], np.uint64)
         st = self.store
+        if self.n_seen == 0:
+            self._reserve(X)
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         self.schedule.ensure(st.step + n)
 
@@ -423,6 +433,15 @@ class BilinearEngine:
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
+
+    def _reserve(self, X) -> None:
+        """Reserve the pool for ``expected_triplets`` updates on the rows of ``X``, within half the budget."""
+        st = self.store
+        if self.budget is None or self.expected_triplets is None or self.drop_zero_state or st.used_slots:
+            return
+        want = planned_slots(X.nnz / max(1, X.shape[0]), self.expected_triplets, self.d)
+        fixed = st.nbytes - st.table.nbytes
+        st.reserve(min(want, (self.budget.limit // 2 - fixed) // st.dtype.itemsize))
 
     def _compact(self, extra: int) -> None:
         """Make room for ``extra`` more slots, within the budget or not at all.

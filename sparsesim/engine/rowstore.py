@@ -368,6 +368,17 @@ def _load_rows(cols, vals, lasts, auxs, rows, state, indptr, indices, data, d, h
     state[TOP] = top
 
 
+def planned_slots(mean_row_nnz: float, n_triplets: int, d: int) -> int:
+    """Pool slots a run of ``n_triplets`` updates may use on rows of ``mean_row_nnz`` nonzeros.
+
+    An update touches about r x 2r entries (r nonzeros of x, 2r of z = x+ - x-), so a run
+    touches at most ``n_triplets * 2 r^2`` distinct entries, and never more than d(d - 1).
+    Segments are kept between MAX_LOAD / 2 and MAX_LOAD full and moved rows leave freed
+    segments behind, hence three slots per entry (at most two dense rows' worth per row)."""
+    entries = min(float(n_triplets) * 2.0 * float(mean_row_nnz) ** 2, float(d) * (d - 1))
+    return int(min(3.0 * entries, 2.0 * float(d) * d))
+
+
 class RowStore:
     """Off-diagonal entries of a d x d matrix, one segment per row, plus the dense diagonal.
 
@@ -426,7 +437,31 @@ class RowStore:
 
     @property
     def nbytes(self) -> int:
+        """Bytes allocated: the whole pool (untouched headroom included) and the row and diagonal arrays."""
         return self.table.nbytes + self.rows.nbytes + self.diag.nbytes + self.diag_last.nbytes + self.diag_aux.nbytes
+
+    @property
+    def held_nbytes(self) -> int:
+        """Bytes in use: the pool's slots handed out to rows so far (live segments and garbage)
+        plus the row and diagonal arrays. The rest of the pool is address space whose pages
+        are not touched until rows move into it."""
+        return self.nbytes - (self.capacity - self.used_slots) * self.dtype.itemsize
+
+    def reserve(self, slots: int) -> int:
+        """Allocate an empty pool of ``slots`` slots up front so that it need not grow (a pool
+        grows by copying, and its copies took 20-50% of a SORS-I run). Only pages rows move
+        into are ever touched, so resident memory still follows the used part. Halves the
+        request while the system refuses the address space; does nothing once rows hold
+        slots or when the pool is already that large. Returns the pool's capacity."""
+        slots = int(slots)
+        if self.used_slots == 0:
+            while slots > self.capacity:
+                try:
+                    self.table = np.empty(slots, dtype=self.dtype)
+                    break
+                except MemoryError:
+                    slots //= 2
+        return self.capacity
 
     def field(self, name: str) -> np.ndarray:
         """A strided view of one field, or a dummy length-1 array when the layout lacks it."""

@@ -156,7 +156,7 @@ class _BaseBilinear(TripletLearner):
         """Bytes the engine's hash storage of W (and its per-entry state) holds now."""
         self._check_fitted()
         store = getattr(self.__dict__.get("engine_"), "store", None)
-        return int(store.nbytes) if store is not None else 0
+        return int(getattr(store, "held_nbytes", store.nbytes)) if store is not None else 0
 
     def _metadata(self) -> dict:
         return {
@@ -207,7 +207,9 @@ class OASIS(_BaseBilinear):
     random_state : int, optional
         Seed of the triplet stream drawn by :meth:`fit`.
     initial_capacity : int, default 65536
-        Hash slots reserved ahead for W (it grows on demand).
+        Record slots allocated ahead for W (it grows on demand). The first update reserves more,
+        untouched, when ``n_triplets`` updates on the corpus's rows may need it (at most half of
+        ``max_memory``; not for AdaSORS without ``keep_zero_state``), so the store rarely grows.
     compact : bool, default True
         Store W's entries in float32 (12 instead of 16 bytes each); arithmetic stays float64.
         MAP is unchanged within 0.1 points (README, "Choosing parameters"); ``False`` stores float64.
@@ -253,7 +255,8 @@ class OASIS(_BaseBilinear):
 
     def _make_engine(self, d):
         return BilinearEngine(d, OASIS_MODE, C=self._param("C"), identity=self.identity,
-                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget())
+                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
+                              expected_triplets=self.n_triplets)
 
 
 class SORS(_BaseBilinear):
@@ -310,7 +313,8 @@ class SORS(_BaseBilinear):
         self._check_common()
         return BilinearEngine(d, SORS_MODE, lam=self._param("lam"), prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self._param("eta"), self.schedule),
-                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget())
+                              initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
+                              expected_triplets=self.n_triplets)
 
 
 class AdaSORS(SORS):
@@ -359,4 +363,5 @@ class AdaSORS(SORS):
                               prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self._param("eta"), self.schedule),
                               initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
+                              expected_triplets=self.n_triplets,
                               drop_zero_state=not self.keep_zero_state)
