@@ -6,16 +6,20 @@ documents, d = 47,236; or a data set such as ``news20``) under a model (``--algo
 ``--triplets``, default OASIS 3,000, trained on 10^4 documents of a synthetic corpus or the whole
 real corpus; cached in ROOT) and reports its build time and build peak (VmHWM from just before
 the build, so the corpus and the model are included) against its size on disk, then measures,
-each in a fresh Python process (best of ``--repeats``; the page cache is warm after the first run,
-the caches are not dropped):
+each in ``--repeats`` fresh processes (median, min and max of the wall time from spawning the
+process to its exit, and of its user + sys CPU time, which depends less on other load; the page
+cache is warm after the first run, the caches are not dropped):
 
 * ``lazy``: ``import sparsesim.indexes``, ``load_index(DIR, mmap=True)`` and the first query
   (one corpus document, top 10), each phase timed; the large arrays are checked block by block
-  as the query reads them (:mod:`sparsesim.indexes.blocks`);
+  as the query reads them (:mod:`sparsesim.indexes.blocks`); the first queries of a process go
+  through numpy (:mod:`sparsesim.indexes.small_batch`), so numba is never loaded;
+* ``compiled``: the same with numba imported first, so the query goes through the compiled
+  kernels (their first call loads numba's compiler and the kernels from its disk cache);
 * ``eager``: the same load followed by ``verify_all()`` (every block hashed and checked, the work
   a load did before per-block checksums) and the same query;
-* ``cli``: ``sparsesim query --index DIR --queries q.svm --top-k 10 --json``, wall time of the
-  whole command (interpreter start, imports, load, query, output).
+* ``cli``: ``sparsesim query --index DIR --queries q.svm --top-k 10 --json``, the whole command
+  (interpreter start, imports, load, query, output).
 
 ``--index DIR`` measures an existing index instead (e.g. a news20 index from ``sparsesim index
 build``); the query is then its first stored document.
@@ -33,6 +37,8 @@ import argparse
 import json
 import os
 import pathlib
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -42,6 +48,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
+if sys.argv[2] == "compiled":
+    import numba  # numba already loaded: the first query goes through the compiled kernels
 import numpy as np
 from sparsesim.indexes import load_index
 t1 = time.perf_counter()
@@ -56,8 +64,40 @@ t4 = time.perf_counter()
 hashed = sum(g.n_blocks - g.pending for g in index._guards.values())
 total = sum(g.n_blocks for g in index._guards.values())
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "verify_all": t3 - t2, "first_query": t4 - t3,
-                  "start_to_answer": t4 - t0, "blocks_checked": hashed, "blocks_deferred": total}))
+                  "start_to_answer": t4 - t0, "blocks_checked": hashed, "blocks_deferred": total,
+                  "numba_loaded": "numba" in sys.modules}))
 """
+
+
+def timed_process(cmd: list) -> tuple[float, float, str]:
+    """Run ``cmd``: (wall seconds from spawn to exit, user + sys CPU seconds of the process, stdout)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # cumulative: the caller takes differences
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[:3]} failed: {err.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, out.decode()
+
+
+def measure(cmd: list, repeats: int) -> tuple[list, list, list]:
+    """``repeats`` fresh runs of ``cmd``: their wall times, CPU times and outputs."""
+    walls, cpus, outs = [], [], []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = before.ru_utime + before.ru_stime
+    for _ in range(repeats):
+        wall, after, out = timed_process(cmd)
+        walls.append(wall)
+        cpus.append(after - before)
+        outs.append(out)
+        before = after
+    return walls, cpus, outs
+
+
+def summary(values: list) -> dict:
+    """Median, min and max (seconds, rounded)."""
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
 BUILD = {}  # the build record, when this run built the index
@@ -137,7 +177,7 @@ def main():
     parser.add_argument("--corpus", default="1e5", help="synthetic size (1e5) or a data set name (news20)")
     parser.add_argument("--algorithm", choices=("oasis", "sors"), default="oasis")
     parser.add_argument("--triplets", type=int, default=3_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_index_load.json"))
     args = parser.parse_args()
     root = pathlib.Path(args.root)
@@ -145,26 +185,21 @@ def main():
     index = pathlib.Path(args.index) if args.index else build(root, args.corpus, args.algorithm, args.triplets)
     size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
     results = []
-    for mode in ("lazy", "eager"):
-        runs = []
-        for _ in range(args.repeats):
-            proc = subprocess.run([sys.executable, "-c", CHILD, str(index), mode, "0"], capture_output=True,
-                                  text=True, check=True)
-            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        best = min(runs, key=lambda r: r["start_to_answer"])
-        results.append({"mode": mode, "index": str(index), "index_gib": round(size / 2**30, 3),
-                        **{k: round(v, 3) if isinstance(v, float) else v for k, v in best.items()}})
+    for mode in ("lazy", "compiled", "eager"):
+        walls, cpus, outs = measure([sys.executable, "-c", CHILD, str(index), mode, "0"], args.repeats)
+        runs = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+        phases = {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0] if isinstance(runs[0][k], float)}
+        results.append({"mode": mode, "index": str(index), "index_gib": round(size / 2**30, 3), "repeats": args.repeats,
+                        "process_start_to_exit": summary(walls), "cpu_user_sys": summary(cpus),
+                        "phases_median": phases, "blocks_checked": runs[0]["blocks_checked"],
+                        "blocks_deferred": runs[0]["blocks_deferred"], "numba_loaded": runs[0]["numba_loaded"]})
         print(json.dumps(results[-1]), flush=True)
     queries = query_file(root, index)
     cli = pathlib.Path(sys.executable).with_name("sparsesim")
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        subprocess.run([str(cli), "query", "--index", str(index), "--queries", str(queries), "--top-k", "10",
-                        "--json"], capture_output=True, check=True)
-        times.append(time.perf_counter() - start)
-    results.append({"mode": "cli", "index": str(index), "index_gib": round(size / 2**30, 3),
-                    "start_to_exit": round(min(times), 3)})
+    walls, cpus, _ = measure([str(cli), "query", "--index", str(index), "--queries", str(queries), "--top-k", "10",
+                              "--json"], args.repeats)
+    results.append({"mode": "cli", "index": str(index), "index_gib": round(size / 2**30, 3), "repeats": args.repeats,
+                    "process_start_to_exit": summary(walls), "cpu_user_sys": summary(cpus)})
     print(json.dumps(results[-1]), flush=True)
     record = {"load_average": os.getloadavg(), "build": BUILD or None, "results": results, "command": " ".join(sys.argv)}
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
