@@ -1,5 +1,7 @@
 """PAAS / PARS: dense PA reference, query accounting, budget, oracle, registry."""
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -323,6 +325,8 @@ def test_cikm15_protocol_small_run(tmp_path):
     assert ratios[0] < 0.5 < ratios[-1]
     assert set(report["table"]) == algos
     assert (tmp_path / "cikm15_segment.png").stat().st_size > 1000
+    written = json.loads((tmp_path / "cikm15_segment.json").read_text())
+    assert written["table"]["cws"]["ap@10"] == list(report["table"]["cws"]["ap@10"])
     text = format_table(report)
     assert "cwas" in text and "0.787" in text  # the paper's segment number is printed beside ours
 

@@ -357,6 +357,9 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     assert len(report["search"]["results"]) == 4 + 2 + 2
     assert len(report["active_sweep"]) == 2
     assert {p.rsplit("_", 1)[-1] for p in report["plots"]} >= {"k.png", "sensitivity.png", "active.png"}
+    written = json.loads((tmp_path / "ijcai17_tiny.json").read_text())
+    assert written["summary"]["omtrsl"]["ap@10"] == list(report["summary"]["omtrsl"]["ap@10"])
+    assert written["summary"]["omtrsl"]["n_runs"] == 3
     text = ijcai17.format_table(report)
     assert "omtrsl-random" in text and "AP@10" in text
     wins = sum(a["ap@10"] > b["ap@10"] for a in res for b in res

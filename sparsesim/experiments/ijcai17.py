@@ -56,8 +56,8 @@ PAPER_TABLE1 = {
 _HAS_B = ("omtrsl", "omtrsl-active", "omtrsl-random")
 SUMMARY_METRICS = ("ap@10", "map@10", "train_seconds", "updates_per_second", "query_ratio")
 DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID,
-                   "c_grid": DEFAULT_C_GRID, "active_deltas": None, "dataset_options": {}, "backend": None, "dask_scheduler": None,
-                   "triplets": DEFAULT_TRIPLETS}
+                   "c_grid": DEFAULT_C_GRID, "active_deltas": None, "dataset_options": {}, "backend": None,
+                   "dask_scheduler": None, "triplets": DEFAULT_TRIPLETS}
 
 
 # --------------------------------------------------------------------------- data and splits
