@@ -300,7 +300,7 @@ def test_cikm15_protocol_small_run(tmp_path):
 
     config = ExperimentConfig(
         dataset="segment", algorithms=["pars", "cwrs", "cws", "oasis"], seeds=[0], triplets=400,
-        params={"*": {"C": 0.1, "eta": 0.1, "gamma": 1.0}}, out_dir=tmp_path,
+        params={"*": {"C": 0.1, "eta": 0.1, "gamma": 1.0}}, out_dir=tmp_path / "out",
         options={"n_instances": 100, "folds": 2, "deltas": [2.0 ** -4, 1.0, 16.0], "search": "none"},
     )
     try:
@@ -324,8 +324,8 @@ def test_cikm15_protocol_small_run(tmp_path):
     ratios = sorted({round(r["query_ratio"], 3) for r in res if r["algorithm"] == "paas"})
     assert ratios[0] < 0.5 < ratios[-1]
     assert set(report["table"]) == algos
-    assert (tmp_path / "cikm15_segment.png").stat().st_size > 1000
-    written = json.loads((tmp_path / "cikm15_segment.json").read_text())
+    assert (tmp_path / "out" / "cikm15_segment.png").stat().st_size > 1000  # the folder is created
+    written = json.loads((tmp_path / "out" / "cikm15_segment.json").read_text())
     assert written["table"]["cws"]["ap@10"] == list(report["table"]["cws"]["ap@10"])
     text = format_table(report)
     assert "cwas" in text and "0.787" in text  # the paper's segment number is printed beside ours

@@ -95,8 +95,9 @@ def test_figure_writes_a_png_and_closes_it(tmp_path):
         assert len(axes) == 2
         axes[0].plot([0, 1], [1, 0])
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and not plt.get_fignums()
-    with figure(tmp_path / "g.png") as (fig, axes):
-        assert len(axes) == 1
+    with figure(tmp_path / "new" / "g.png", nrows=2, ncols=3) as (fig, axes):
+        assert len(axes) == 6
+    assert (tmp_path / "new" / "g.png").stat().st_size > 0  # the folder is created
 
 
 def test_mean_std_of_the_finite_values():

@@ -339,7 +339,7 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: _tiny_data())
     config = ExperimentConfig(
         dataset="tiny", algorithms=["omtrsl", "ostrsl", "ogrsl", "omtrsl-active", "omtrsl-random"], triplets=300,
-        params={"omtrsl-active": {"delta": 0.5}}, out_dir=tmp_path,
+        params={"omtrsl-active": {"delta": 0.5}}, out_dir=tmp_path / "out",
         options={"folds": 3, "search": True, "b_grid": [0.1, 10.0], "c_grid": [0.1, 1.0], "active_deltas": [0.1, 1.0]},
     )
     report = run_experiment("ijcai17", config)
@@ -357,7 +357,7 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     assert len(report["search"]["results"]) == 4 + 2 + 2
     assert len(report["active_sweep"]) == 2
     assert {p.rsplit("_", 1)[-1] for p in report["plots"]} >= {"k.png", "sensitivity.png", "active.png"}
-    written = json.loads((tmp_path / "ijcai17_tiny.json").read_text())
+    written = json.loads((tmp_path / "out" / "ijcai17_tiny.json").read_text())
     assert written["summary"]["omtrsl"]["ap@10"] == list(report["summary"]["omtrsl"]["ap@10"])
     assert written["summary"]["omtrsl"]["n_runs"] == 3
     text = ijcai17.format_table(report)

@@ -178,22 +178,25 @@ def text_table(columns, rows) -> list[str]:
 
 
 @contextlib.contextmanager
-def figure(path: Path, ncols: int = 1, figsize=(10, 4), title: str | None = None, fontsize=None, dpi: int = 90):
-    """A matplotlib figure of ``ncols`` panels, written to ``path`` (PNG, atomically) on leaving the block.
+def figure(path: Path, ncols: int = 1, figsize=(10, 4), title: str | None = None, fontsize=None, dpi: int = 90,
+           nrows: int = 1):
+    """A matplotlib figure of ``nrows`` x ``ncols`` panels, written to ``path`` (PNG, atomically, its
+    folder created when missing) on leaving the block.
 
-    Yields ``(fig, axes)``; ``axes`` is a list even for one panel.
+    Yields ``(fig, axes)``; ``axes`` is a flat list of the panels, row by row, even for one panel.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=figsize)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
     try:
-        yield fig, list(np.atleast_1d(axes))
+        yield fig, list(axes.ravel())
         if title:
             fig.suptitle(title, fontsize=fontsize)
         fig.tight_layout()
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         save_figure(fig, Path(path), dpi=dpi)
     finally:
         plt.close(fig)
