@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import csr_arrays, csr_from_arrays
 
+from . import small_batch
 from .base import Index, kernels, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
 
 __all__ = ["ExactIndex"]
@@ -137,6 +138,12 @@ class ExactIndex(Index):
     def _query_rows(self, Qp, k, n_jobs, **options):
         if options:
             raise InvalidInputError(f"unknown option(s) for an exact index: {', '.join(sorted(options))}")
+        if small_batch.take(Qp.shape[0]):  # the first few queries of a process: numpy, no numba
+            if self.strategy_ == "corpus":
+                scores = small_batch.posting_scores(Qp, self.postings_, self.n_documents)
+            else:
+                scores = small_batch.expanded_scores(Qp, self.model.W, self.model.identity, self.X_)
+            return top_k_rows(scores, k)
         if self.strategy_ == "corpus":
             return self._query_corpus(Qp, k, n_jobs)
         return self._query_query(Qp, k, n_jobs)

@@ -1,4 +1,4 @@
-"""The ann index's query stages for a few queries, in numpy: no compiled code on the path.
+"""The indexes' query stages for a few queries, in numpy: no compiled code on the path.
 
 Why: the first call of a compiled (numba) kernel in a process loads numba's compiler and its
 type registries even when the kernel comes from the on-disk cache -- about 0.3 s of CPU, plus
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["SMALL_BATCH", "COLD_QUERIES", "take", "sparse_candidates", "rerank"]
+__all__ = ["SMALL_BATCH", "COLD_QUERIES", "take", "sparse_candidates", "rerank", "posting_scores", "expanded_scores"]
 
 #: batches of at most this many queries may take the numpy path
 SMALL_BATCH = 8
@@ -122,3 +122,36 @@ def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands:
         out_docs[r, :best.size] = docs[best]
         out_scores[r, :best.size] = scores[best]
     return out_docs, out_scores
+
+
+def posting_scores(Q, P, n_docs: int) -> np.ndarray:
+    """:func:`._kernels.accumulate_postings` into zeros: (n_queries, n_docs) scores ``Q P`` over
+    the exact index's posting lists ``P`` (features x documents, CSR)."""
+    out = np.empty((Q.shape[0], n_docs))
+    for r in range(Q.shape[0]):
+        terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+        starts = np.asarray(P.indptr[terms], dtype=np.int64)
+        lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
+        pos = _ranges(starts, lengths)
+        weights = np.repeat(Q.data[Q.indptr[r]:Q.indptr[r + 1]], lengths) * P.data[pos]
+        out[r] = np.bincount(P.indices[pos], weights=weights, minlength=n_docs)
+    return out
+
+
+def expanded_scores(Q, W, identity: bool, X) -> np.ndarray:
+    """The exact index's ``"query"`` strategy: (n_queries, n_documents) scores X (Q M)^T, as
+    :func:`._kernels.rows_times_csr` (rows of W, in term order; then Q itself when ``identity``)
+    followed by :func:`._kernels.csr_times_dense` (each corpus row summed in its stored order)."""
+    d = W.shape[1]
+    out = np.empty((Q.shape[0], X.shape[0]))
+    for r in range(Q.shape[0]):
+        terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+        weights = np.asarray(Q.data[Q.indptr[r]:Q.indptr[r + 1]], dtype=np.float64)
+        starts = np.asarray(W.indptr[terms], dtype=np.int64)
+        lengths = np.asarray(W.indptr[terms + 1], dtype=np.int64) - starts
+        pos = _ranges(starts, lengths)
+        qm = np.bincount(W.indices[pos], weights=np.repeat(weights, lengths) * W.data[pos], minlength=d)
+        if identity:
+            qm[terms] += weights
+        out[r] = X @ qm  # scipy's CSR product sums each row from 0.0 in stored order, like the kernel
+    return out

@@ -67,3 +67,14 @@ def test_numpy_path_not_taken_once_numba_is_loaded(monkeypatch):
 
     monkeypatch.setattr(small_batch, "_cold_left", [small_batch.COLD_QUERIES])
     assert not small_batch.take(1)
+
+
+@pytest.mark.parametrize("strategy,identity", [("corpus", True), ("query", True), ("query", False)])
+def test_exact_index_numpy_path_equals_kernels(corpus, monkeypatch, strategy, identity):
+    X, Q = corpus[:N], corpus[N:]
+    index = build_index(_model(identity), X, kind="exact", strategy=strategy)
+    want_rows, want_scores = _answers(index, Q, False, monkeypatch, 256)
+    for batch in (1, small_batch.SMALL_BATCH):
+        rows, scores = _answers(index, Q, True, monkeypatch, batch)
+        np.testing.assert_array_equal(rows, want_rows)
+        np.testing.assert_array_equal(scores, want_scores)

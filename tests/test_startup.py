@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from sparsesim.data.synthetic import rcv1_like
@@ -33,12 +34,14 @@ def test_cli_module_imports_no_heavy_library():
     assert _heavy_modules_after("import sparsesim.cli.app") == []
 
 
-def test_index_query_from_the_cli_imports_no_heavy_library(tmp_path):
+@pytest.mark.parametrize("kind,params", [("ann", {"target_recall": None, "n_postings": 64, "sparse_pool": 30}),
+                                         ("exact", {"strategy": "corpus"}), ("exact", {"strategy": "query"})])
+def test_index_query_from_the_cli_imports_no_heavy_library(tmp_path, kind, params):
     from sklearn.datasets import dump_svmlight_file
 
     data = rcv1_like(400, n_features=600, nnz_per_doc=20, n_classes=4, class_vocab=100, seed=0)
     model = BilinearSimilarity(sp.random(600, 600, density=0.02, random_state=0, format="csr"))
-    index = build_index(model, data.X, kind="ann", target_recall=None, n_postings=64, sparse_pool=30)
+    index = build_index(model, data.X, kind=kind, **params)
     index.save(tmp_path / "idx")
     dump_svmlight_file(data.X[:2], data.y[:2], str(tmp_path / "q.svm"), zero_based=False)  # read as one-based
     want = index.query(data.X[:2], top_k=5)[0]
