@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError
-from ..persistence import save_figure
-from .runner import mean_std, write_report
+from .runner import figure, mean_std, write_report
 
 __all__ = ["learning_curve", "plot_learning_curve", "write_learning_curve"]
 
@@ -52,29 +51,20 @@ def learning_curve(module, config, budgets) -> dict:
 
 def plot_learning_curve(curve: dict, path) -> Path:
     """Write MAP vs triplets (log x axis, one line per algorithm, ±1 std band) as a PNG, atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    x = np.asarray(curve["budgets"], dtype=float)
-    for name, c in curve["curves"].items():
-        m, s = np.asarray(c["map"]), np.asarray(c["std"])
-        ax.plot(x, m, marker="o", label=name)
-        ax.fill_between(x, m - s, m + s, alpha=0.2)
-    if len(x) > 1:
-        ax.set_xscale("log")
-    ax.set_xlabel("training triplets")
-    ax.set_ylabel("MAP (held-out)")
-    ax.set_title(f"learning curve: {curve['dataset']}")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        return save_figure(fig, Path(path), format="png", dpi=90)
-    finally:
-        plt.close(fig)
+    with figure(path, figsize=(6, 4)) as (fig, (ax,)):
+        x = np.asarray(curve["budgets"], dtype=float)
+        for name, c in curve["curves"].items():
+            m, s = np.asarray(c["map"]), np.asarray(c["std"])
+            ax.plot(x, m, marker="o", label=name)
+            ax.fill_between(x, m - s, m + s, alpha=0.2)
+        if len(x) > 1:
+            ax.set_xscale("log")
+        ax.set_xlabel("training triplets")
+        ax.set_ylabel("MAP (held-out)")
+        ax.set_title(f"learning curve: {curve['dataset']}")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    return Path(path)
 
 
 def write_learning_curve(curve: dict, out_dir) -> dict:

@@ -34,12 +34,11 @@ import numpy as np
 
 from ..data.catalog import get_dataset_spec, load_registered
 from ..data.multiview import make_transfer_tasks
-from ..persistence import save_figure
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
 from . import ExperimentConfig
-from .runner import grid_points, protocol_options
+from .runner import figure, grid_points, protocol_options
 
 DEFAULT_OPTIONS = {
     "n_permutations": 100,
@@ -376,78 +375,57 @@ def format_table(report: dict) -> str:
 
 def write_plots(report: dict, curves: dict, out_dir: Path) -> list[str]:
     """PNG plots like the paper's Figs. 1-3 into ``out_dir``; returns the file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
     base = report["baseline"]
     names = list(report["params"])
     seed0 = report["results"][0]["seed"]
     rows = [r for r in report["tasks"] if r["seed"] == seed0]
     tag = report["dataset"]
-    written = []
+    written = [f"oht_{tag}_fig1_tasks.png"]
 
     others = names[1:] or names
-    fig, axes = plt.subplots(1, len(others), figsize=(6 * len(others), 3.6), squeeze=False)
-    x = np.arange(1, len(rows) + 1)
-    for ax, n in zip(axes[0], others):
-        ax.plot(x, [r[base] for r in rows], "o-", ms=3, label=base)
-        if n != base:
-            ax.plot(x, [r[n] for r in rows], "s-", ms=3, label=n)
-        ax.set_xlabel("task")
-        ax.set_ylabel("average rate of mistakes")
-        ax.set_title(f"{base} vs. {n}")
-        ax.legend()
-    fig.tight_layout()
-    path = out_dir / f"oht_{tag}_fig1_tasks.png"
-    save_figure(fig, path, dpi=90)
-    plt.close(fig)
-    written.append(path.name)
+    with figure(out_dir / written[-1], ncols=len(others), figsize=(6 * len(others), 3.6)) as (fig, axes):
+        x = np.arange(1, len(rows) + 1)
+        for ax, n in zip(axes, others):
+            ax.plot(x, [r[base] for r in rows], "o-", ms=3, label=base)
+            if n != base:
+                ax.plot(x, [r[n] for r in rows], "s-", ms=3, label=n)
+            ax.set_xlabel("task")
+            ax.set_ylabel("average rate of mistakes")
+            ax.set_title(f"{base} vs. {n}")
+            ax.legend()
 
     if curves:
         keys = list(curves)[:6]
         ncol = min(3, len(keys))
         nrow = int(math.ceil(len(keys) / ncol))
-        fig, axes = plt.subplots(nrow, ncol, figsize=(4.5 * ncol, 3.2 * nrow), squeeze=False)
-        for ax, key in zip(axes.ravel(), keys):
-            for n, c in curves[key].items():
-                ax.plot(np.arange(1, len(c) + 1), c, label=n)
-            ax.set_title(f"task {key}", fontsize=9)
-            ax.set_xlabel("round")
-            ax.set_ylabel("online mistake rate")
-        axes.ravel()[0].legend(fontsize=8)
-        for ax in axes.ravel()[len(keys):]:
-            ax.axis("off")
-        fig.tight_layout()
-        path = out_dir / f"oht_{tag}_fig2_curves.png"
-        save_figure(fig, path, dpi=90)
-        plt.close(fig)
-        written.append(path.name)
+        written.append(f"oht_{tag}_fig2_curves.png")
+        with figure(out_dir / written[-1], nrows=nrow, ncols=ncol, figsize=(4.5 * ncol, 3.2 * nrow)) as (fig, axes):
+            for ax, key in zip(axes, keys):
+                for n, c in curves[key].items():
+                    ax.plot(np.arange(1, len(c) + 1), c, label=n)
+                ax.set_title(f"task {key}", fontsize=9)
+                ax.set_xlabel("round")
+                ax.set_ylabel("online mistake rate")
+            axes[0].legend(fontsize=8)
+            for ax in axes[len(keys):]:
+                ax.axis("off")
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), squeeze=False)
-    ax = axes[0, 0]
-    if "k_sensitivity" in report:
-        for n, ks in report["k_sensitivity"].items():
-            ax.plot([int(k) for k in ks], list(ks.values()), "o-", label=n)
-        ax.set_xscale("log")
-        ax.set_xlabel("K (nearest co-occurring images)")
-        ax.set_ylabel("mean rate of mistakes over tasks")
-        ax.legend(fontsize=8)
-        ax.set_title("(a) sensitivity to K")
-    else:
-        ax.axis("off")
-    ax = axes[0, 1]
-    secs = [r["train_seconds"] for r in report["results"] if r["seed"] == seed0]
-    ax.bar(range(len(names)), secs)
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, fontsize=8)
-    ax.set_ylabel("seconds (all tasks and permutations)")
-    ax.set_title("(b) running time")
-    fig.tight_layout()
-    path = out_dir / f"oht_{tag}_fig3_k_time.png"
-    save_figure(fig, path, dpi=90)
-    plt.close(fig)
-    written.append(path.name)
+    written.append(f"oht_{tag}_fig3_k_time.png")
+    with figure(out_dir / written[-1], ncols=2, figsize=(11, 3.6)) as (fig, (ax, ax_time)):
+        if "k_sensitivity" in report:
+            for n, ks in report["k_sensitivity"].items():
+                ax.plot([int(k) for k in ks], list(ks.values()), "o-", label=n)
+            ax.set_xscale("log")
+            ax.set_xlabel("K (nearest co-occurring images)")
+            ax.set_ylabel("mean rate of mistakes over tasks")
+            ax.legend(fontsize=8)
+            ax.set_title("(a) sensitivity to K")
+        else:
+            ax.axis("off")
+        secs = [r["train_seconds"] for r in report["results"] if r["seed"] == seed0]
+        ax_time.bar(range(len(names)), secs)
+        ax_time.set_xticks(range(len(names)))
+        ax_time.set_xticklabels(names, rotation=30, fontsize=8)
+        ax_time.set_ylabel("seconds (all tasks and permutations)")
+        ax_time.set_title("(b) running time")
     return written

@@ -53,14 +53,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..persistence import save_figure
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig
-from .runner import mean_std, protocol_options, write_report
+from .runner import figure, mean_std, protocol_options, write_report
 
 __all__ = [
     "DEFAULT_ALGORITHMS",
@@ -398,76 +397,61 @@ _STYLE = {"romco-logd": ("tab:red", "-"), "romco-nucl": ("tab:orange", "-"), "pa
 
 def plot_curves(report: dict, path: Path) -> Path:
     """Cumulative error rate vs rounds: one panel per task (up to 12) plus the task average."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     curves = report["curves"]
     tasks = [t["task"] for t in report["data"]["tasks"]]
     panels = (tasks if len(tasks) <= 12 else []) + ["average over tasks"]
     cols = min(4, len(panels))
     rows = int(np.ceil(len(panels) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
-    for k, name in enumerate(panels):
-        ax = axes[k // cols][k % cols]
-        lo, hi = np.inf, -np.inf
-        for alg, c in curves.items():
-            color, ls = _STYLE.get(alg, (None, "-"))
-            ys = c["mean"] if name == "average over tasks" else c["per_task"][k]
-            rounds = np.array(c["rounds"])
-            if name != "average over tasks":
-                n = report["data"]["tasks"][k]["n"]
-                keep = rounds <= n
-                rounds, ys = rounds[keep], np.array(ys)[keep]
-            ax.plot(rounds, 100 * np.asarray(ys), color=color, ls=ls, lw=1.2, label=alg)
-            late = rounds >= 0.05 * rounds.max()
-            if np.any(late):
-                hi = max(hi, 100 * float(np.max(np.asarray(ys)[late])))
-                lo = min(lo, 100 * float(np.min(np.asarray(ys)[late])))
-        if np.isfinite(hi) and hi > lo:  # the first rounds (error near 100%) would flatten the rest
-            pad = 0.1 * (hi - lo) + 0.1
-            ax.set_ylim(max(0.0, lo - pad), hi + pad)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("rounds", fontsize=8)
-        ax.set_ylabel("cumulative error (%)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    for k in range(len(panels), rows * cols):
-        axes[k // cols][k % cols].axis("off")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"{report['dataset']}: cumulative error rate, mean of {len(report['seeds'])} shuffles", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=90)
-    plt.close(fig)
+    title = f"{report['dataset']}: cumulative error rate, mean of {len(report['seeds'])} shuffles"
+    with figure(path, nrows=rows, ncols=cols, figsize=(3.2 * cols, 2.6 * rows), title=title, fontsize=10
+                ) as (fig, axes):
+        for k, name in enumerate(panels):
+            ax = axes[k]
+            lo, hi = np.inf, -np.inf
+            for alg, c in curves.items():
+                color, ls = _STYLE.get(alg, (None, "-"))
+                ys = c["mean"] if name == "average over tasks" else c["per_task"][k]
+                rounds = np.array(c["rounds"])
+                if name != "average over tasks":
+                    n = report["data"]["tasks"][k]["n"]
+                    keep = rounds <= n
+                    rounds, ys = rounds[keep], np.array(ys)[keep]
+                ax.plot(rounds, 100 * np.asarray(ys), color=color, ls=ls, lw=1.2, label=alg)
+                late = rounds >= 0.05 * rounds.max()
+                if np.any(late):
+                    hi = max(hi, 100 * float(np.max(np.asarray(ys)[late])))
+                    lo = min(lo, 100 * float(np.min(np.asarray(ys)[late])))
+            if np.isfinite(hi) and hi > lo:  # the first rounds (error near 100%) would flatten the rest
+                pad = 0.1 * (hi - lo) + 0.1
+                ax.set_ylim(max(0.0, lo - pad), hi + pad)
+            ax.set_title(name, fontsize=9)
+            ax.set_xlabel("rounds", fontsize=8)
+            ax.set_ylabel("cumulative error (%)", fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in axes[len(panels):]:
+            ax.axis("off")
+        axes[0].legend(fontsize=7)
     return path
 
 
 def plot_sensitivity(report: dict, path: Path) -> Path:
     """Fig. 6: error rate vs lam1 (lam2 fixed) and vs lam2 (lam1 fixed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     sens = report["sensitivity"]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
-    for j, which in enumerate(("lam1", "lam2")):
-        ax = axes[j]
-        for alg, entry in sens.items():
-            color, _ = _STYLE.get(alg, (None, "-"))
-            e = entry[which]
-            ax.errorbar(e["values"], 100 * np.array(e["error_mean"]), yerr=100 * np.array(e["error_std"]),
-                        color=color, marker="o", ms=3, label=alg, capsize=2)
-        ax.set_xscale("log")
-        other = "lam2" if which == "lam1" else "lam1"
-        fixed = {a: entry[which]["fixed"].get(other) for a, entry in sens.items()}
-        ax.set_xlabel(f"{which} ({other} fixed: " + ", ".join(f"{v:g}" for v in fixed.values()) + ")", fontsize=8)
-        ax.set_ylabel("cumulative error (%)", fontsize=8)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{report['dataset']}: sensitivity to lam1 / lam2", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=90)
-    plt.close(fig)
+    with figure(path, ncols=2, figsize=(8, 3), title=f"{report['dataset']}: sensitivity to lam1 / lam2",
+                fontsize=10) as (fig, axes):
+        for ax, which in zip(axes, ("lam1", "lam2")):
+            for alg, entry in sens.items():
+                color, _ = _STYLE.get(alg, (None, "-"))
+                e = entry[which]
+                ax.errorbar(e["values"], 100 * np.array(e["error_mean"]), yerr=100 * np.array(e["error_std"]),
+                            color=color, marker="o", ms=3, label=alg, capsize=2)
+            ax.set_xscale("log")
+            other = "lam2" if which == "lam1" else "lam1"
+            fixed = {a: entry[which]["fixed"].get(other) for a, entry in sens.items()}
+            ax.set_xlabel(f"{which} ({other} fixed: " + ", ".join(f"{v:g}" for v in fixed.values()) + ")",
+                          fontsize=8)
+            ax.set_ylabel("cumulative error (%)", fontsize=8)
+            ax.legend(fontsize=7)
     return path
 
 

@@ -34,7 +34,6 @@ import numpy as np
 
 from ..data import LabelledData, load_dataset
 from ..distributed import dask_jobs
-from ..persistence import save_figure
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
@@ -42,7 +41,7 @@ from ..registry import get_algorithm
 from ..triplets import stratified_split
 from ..tuning import tune_similarity
 from . import ExperimentConfig
-from .runner import grid_points, protocol_options, write_report
+from .runner import figure, grid_points, protocol_options, write_report
 
 DEFAULT_TRIPLETS = 100_000
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
@@ -221,22 +220,14 @@ def format_table(report: dict) -> str:
 
 def plot_sparsity_vs_map(results: list[dict], path: Path, dataset: str) -> Path:
     """Sparsity (x) against MAP (y), one line per algorithm over the grid (like SORS Fig. 5)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for algorithm in dict.fromkeys(r["algorithm"] for r in results):
-        rows = [r for r in summarize(results) if r["algorithm"] == algorithm]
-        pts = sorted((100 * r["sparsity"][0], 100 * r["map"][0]) for r in rows)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algorithm)
-    ax.set_xlabel("sparsity of M (%)")
-    ax.set_ylabel("MAP (%)")
-    ax.set_title(f"Sparsity vs MAP on {dataset}")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    with figure(path, figsize=(6, 4), dpi=110) as (fig, (ax,)):
+        for algorithm in dict.fromkeys(r["algorithm"] for r in results):
+            rows = [r for r in summarize(results) if r["algorithm"] == algorithm]
+            pts = sorted((100 * r["sparsity"][0], 100 * r["map"][0]) for r in rows)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algorithm)
+        ax.set_xlabel("sparsity of M (%)")
+        ax.set_ylabel("MAP (%)")
+        ax.set_title(f"Sparsity vs MAP on {dataset}")
+        ax.grid(alpha=0.3)
+        ax.legend()
     return path
