@@ -1,11 +1,11 @@
 """The indexes' query stages for a few queries, in numpy: no compiled code on the path.
 
-Why: the first call of a compiled (numba) kernel in a process loads numba's compiler and its
-type registries even when the kernel comes from the on-disk cache -- about 0.3 s of CPU, plus
-0.15 s to import numba -- while one query needs a few thousand multiply-adds. A process that
-loads an index and answers a handful of queries (``sparsesim query --index``, the first request
-of a service) therefore answers through these functions, and larger batches through the kernels
-of :mod:`._kernels`.
+Why: the first call of a compiled (numba) kernel in a process imports numba and sets up its
+compiler and type registries even when the kernel comes from the on-disk cache -- about 0.6 s of
+CPU in all (``benchmarks/bench_index_load.py``, modes ``lazy`` and ``compiled``) -- while one
+query needs a few thousand multiply-adds. A process that loads an index and answers a handful
+of queries (``sparsesim query --index``, the first requests of a service) therefore answers
+through these functions, and larger batches through the kernels of :mod:`._kernels`.
 
 Which path a query batch takes (:func:`take`): a batch of at most :data:`SMALL_BATCH` queries
 takes this one while numba is not loaded in the process and fewer than :data:`COLD_QUERIES`
@@ -17,7 +17,8 @@ Each function returns exactly what its kernel returns -- the same candidates and
 scores: every sum is formed in the kernel's order (``np.bincount`` adds its weights one by one,
 in array order, like the kernel's loops), the products are formed in float64 like the kernel's,
 and ties are broken the same way (higher score first, then lower document number).
-``tests/test_indexes.py`` compares the two on every query of a test corpus.
+``tests/test_small_batch.py`` compares the two on every query of a test corpus (ann with and
+without Z, the dense stage and filler documents; exact with both strategies).
 """
 
 from __future__ import annotations
