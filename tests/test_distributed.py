@@ -557,6 +557,33 @@ def test_worker_dying_mid_query_is_a_clear_error_not_a_partial_top_k(corpus, cli
         sharded.query(X[:5], top_k=5)
 
 
+def test_cli_query_with_a_worker_dying_mid_query_is_one_error_line(corpus, client, cluster, tmp_path, monkeypatch,
+                                                                   capsys):
+    """`query --scheduler` while a worker dies during the search: exit 2, one `error:` line, no
+    result line (the nanny restarts the worker; the index is loaded again by the next command)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from clitools import run_cli
+    from sparsesim.indexes.sharded import ShardedIndex
+
+    model, X = corpus
+    client.wait_for_workers(2, timeout=60)
+    ShardedIndex(model, kind="exact", n_shards=4, client=client).fit(X).save(tmp_path / "sharded")
+    dump_svmlight_file(X[:60], np.zeros(60), str(tmp_path / "q.svm"), zero_based=True)
+    search = ShardedIndex.query
+
+    def query_while_a_worker_dies(self, Q, *args, **kwargs):
+        self._place.client.submit(_die_after, 1.0, workers=[self.shard_workers_[1]], pure=False)
+        return search(self, Q, *args, **kwargs)
+
+    monkeypatch.setattr(ShardedIndex, "query", query_while_a_worker_dies)
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    code, out, err = run_cli(["query", "--index", tmp_path / "sharded", "--queries", tmp_path / "q.svm", "--json",
+                              "--scheduler", cluster.scheduler_address], monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: shard") and "no partial answer" in err and len(err.strip().splitlines()) == 1
+
+
 # --- the CLI against a real scheduler and two worker processes -----------------------------------------
 def _run(cmd, env, timeout=300):
     import subprocess
