@@ -12,10 +12,11 @@ Measured, each phase in its own process(es) so memory does not carry over:
   the client): ``ShardedIndex`` with one shard per worker, each worker reading its shard's rows
   and the model from files (nothing large passes through the client); build time, queries/s,
   peak resident memory of each worker (VmHWM, reset after start-up) and of the client;
-* **CPU seconds** of the query batch in the one process and in every worker: their ratio
-  (one process over the busiest worker) is the throughput ratio when every worker has a core of
-  its own, which a machine shared with other jobs does not give (the wall-clock ratio is
-  reported as well);
+* **CPU seconds** of the query batch in the one process, in every worker and in the client
+  (which runs the LocalCluster's scheduler too), and what an idle worker spends per second
+  (Dask's own heartbeats and monitors). One process over the busiest worker is the throughput
+  ratio when every worker has a core of its own, which a machine shared with other jobs does
+  not give (the wall-clock ratio is reported as well);
 * **identical answers**: ids equal and scores within 1e-9 for every query;
 * **scaling by simulation**: the per-query time of one shard as a function of its size (exact
   index over the first n/8, n/4, n/2, n documents, one thread), fitted as t = a + b n, and the
@@ -102,7 +103,7 @@ def prepare(work: pathlib.Path, n_docs: int, n_queries: int, n_shards: int, trip
 
 
 # --- phase 1: one process (run as a subprocess) ------------------------------------------------------
-def single(work: pathlib.Path) -> dict:
+def single(work: pathlib.Path, block_size: int = 64) -> dict:
     from sparsesim.indexes import ExactIndex
     from sparsesim.models import BilinearSimilarity
 
@@ -112,7 +113,7 @@ def single(work: pathlib.Path) -> dict:
     base = rss_gib()
     reset_peak_resident()
     start = time.perf_counter()
-    index = ExactIndex(model).fit(X)
+    index = ExactIndex(model, block_size=block_size).fit(X)
     build = time.perf_counter() - start
     build_peak = peak_gib()
     index.query(Q[:WARM], top_k=TOP_K)  # warm the compiled kernels and the allocator
@@ -140,7 +141,8 @@ def _worker_reset():
     return rss_gib()
 
 
-def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: str, worker_malloc: str) -> dict:
+def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: str, worker_malloc: str,
+               block_size: int = 64) -> dict:
     import dask
     import distributed
 
@@ -163,13 +165,16 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
         reset_peak_resident()  # the client's peak from here on (not the data preparation before)
         client_base = rss_gib()
         start = time.perf_counter()
-        index = ShardedIndex(model, kind="exact", n_shards=n_shards, client=client,
+        index = ShardedIndex(model, kind="exact", n_shards=n_shards, client=client, block_size=block_size,
                              model_file=work / "model.npz").fit_files(
             [work / f"part-{i}.npz" for i in range(n_shards)], load_part)
         build = time.perf_counter() - start
         build_peaks = client.run(_worker_peak)
         index.query(Q[:WARM], top_k=TOP_K)  # the same warm-up; every worker transforms a query block
         client.run(_worker_reset)
+        # what a worker spends with nothing to do (heartbeats, memory monitor): part of its batch CPU
+        idle_cpu = client.run(time.process_time)
+        time.sleep(2.0)
         cpu_before = client.run(time.process_time)
         client_cpu = time.process_time()
         start = time.perf_counter()
@@ -187,7 +192,8 @@ def on_cluster(work: pathlib.Path, n_workers: int, n_shards: int, memory_limit: 
             "build_seconds": build,
             "query_seconds": seconds, "queries_per_second": Q.shape[0] / seconds,
             "worker_query_cpu_seconds": [cpu_after[w] - cpu_before[w] for w in workers],
-            "client_query_cpu_seconds": client_cpu,
+            "client_query_cpu_seconds": client_cpu, "block_size": block_size,
+            "worker_idle_cpu_per_second": [(cpu_before[w] - idle_cpu[w]) / 2.0 for w in workers],
             "worker_idle_rss_gib": [idle[w] for w in workers],
             "worker_peak_gib": [max(build_peaks[w], query_peaks[w]) for w in workers],
             "client_rss_gib_before": client_base, "client_peak_gib": peak_gib(),
@@ -250,9 +256,9 @@ def extrapolate(scale: dict, total_docs: float = 1e8, worker_memory_gib: float =
     return out
 
 
-def _child(phase: str, work: pathlib.Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--phase", phase, "--work", str(work)], capture_output=True,
-                          text=True, timeout=7200)
+def _child(phase: str, work: pathlib.Path, block_size: int = 64) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--phase", phase, "--work", str(work), "--block-size",
+                           str(block_size)], capture_output=True, text=True, timeout=7200)
     if proc.returncode != 0:
         raise SystemExit(f"phase {phase} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -268,6 +274,9 @@ def main():
     parser.add_argument("--worker-malloc", choices=["glibc", "dask"], default="glibc",
                         help="workers' allocator settings: glibc defaults (as the one process) or Dask's "
                              "MALLOC_TRIM_THRESHOLD_=65536")
+    parser.add_argument("--block-size", type=int, default=64,
+                        help="queries per block (ExactIndex block_size), both sides; one block is "
+                             "block_size x 47,236 x 8 bytes when moved between the workers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_distributed.json"))
     parser.add_argument("--phase", choices=["single", "scaling"], help=argparse.SUPPRESS)
@@ -275,7 +284,7 @@ def main():
     args = parser.parse_args()
     if args.phase:
         work = pathlib.Path(args.work)
-        print(json.dumps(single(work) if args.phase == "single" else scaling(work)))
+        print(json.dumps(single(work, args.block_size) if args.phase == "single" else scaling(work)))
         return
     with tempfile.TemporaryDirectory(prefix="bench-distributed-") as tmp:
         work = pathlib.Path(tmp)
@@ -284,9 +293,10 @@ def main():
                   "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
         report["data"] = prepare(work, args.docs, args.queries, args.workers, args.triplets, args.seed)
         print("data", report["data"], flush=True)
-        report["one_process"] = _child("single", work)
+        report["one_process"] = _child("single", work, args.block_size)
         print("one process", report["one_process"], flush=True)
-        report["two_workers"] = on_cluster(work, args.workers, args.workers, args.memory_limit, args.worker_malloc)
+        report["two_workers"] = on_cluster(work, args.workers, args.workers, args.memory_limit, args.worker_malloc,
+                                           args.block_size)
         print("workers", report["two_workers"], flush=True)
         one, two = report["one_process"], report["two_workers"]
         report["ratios"] = {"query_throughput_workers_over_one": two["queries_per_second"] / one["queries_per_second"],
