@@ -25,7 +25,6 @@ from ..exceptions import DataNotFoundError, FileFormatError, InvalidInputError
 from ..persistence import bounded_stream
 from ..validation import MAX_FEATURES, bounded
 from .containers import LabelledData
-from .svmlight_small import SMALL_BYTES, parse_svmlight_bytes
 
 __all__ = [
     "open_maybe_compressed",
@@ -128,12 +127,14 @@ def read_svmlight(
         Missing file; truncated/corrupt stream or malformed line; NaN/inf values, an index
         beyond ``n_features``, or a base that contradicts ``zero_based``/``expect_zero_based``.
     """
+    from sklearn.datasets import load_svmlight_file
+
     path = Path(path)
     zero_based = parse_zero_based(zero_based)
     raw = _read_bytes(path)
     try:
         # read the indices as written; the base is applied below, where it can be checked
-        X, y = _parse_svmlight(raw, dtype)
+        X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
     except ValueError as exc:
         raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file ({bounded(exc, 300)})") from None
     except (TypeError, UnicodeDecodeError, RuntimeError) as exc:
@@ -181,19 +182,6 @@ def read_svmlight(
     if return_base:
         return X, np.asarray(y), bool(base)
     return X, np.asarray(y)
-
-
-def _parse_svmlight(raw: bytes, dtype):
-    """``(X, y)`` of svmlight bytes, indices as written: a small float64 input (a query file) in
-    plain Python, anything else with scikit-learn's compiled parser (see :mod:`.svmlight_small`)."""
-    if len(raw) <= SMALL_BYTES and np.dtype(dtype) == np.float64:
-        data, indices, indptr, y = parse_svmlight_bytes(raw)
-        width = int(indices.max()) + 1 if indices.size else 1
-        return sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, width)), y
-    # imported here, not at the top: scikit-learn's import costs more than reading a small file
-    from sklearn.datasets import load_svmlight_file
-
-    return load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
 
 
 def _base_name(zero_based) -> str:
