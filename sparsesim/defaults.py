@@ -66,8 +66,20 @@ CW_GAMMA_FACTOR = 0.3
 CWD_ETA_FACTOR = 3.0
 CWD_GAMMA_FACTOR = 1.0
 AROW_R_FACTOR = 0.03
+# online multi-task classification (ROMCO; the PA-Global / PA-Unique baselines), w_1 = 0
+ROMCO_ETA_FACTOR = 0.5
+ROMCO_LAM_FACTOR = 0.3
+MTL_PA_C_FACTOR = 1.0
+# online heterogeneous transfer (OHT): Gaussian kernel width in units of the rows' spread
+OHT_SIGMA_FACTOR = 0.5
+# online multi-task relative similarity (OMTRSL, OSTRSL, OGRSL); M^k_1 = I as in OASIS
+MULTITASK_C_FACTOR = 3.0
+MULTITASK_B_SHARED = 100.0  # OMTRSL's b for tasks over the same classes
+MULTITASK_B_UNLABELLED = 1.0  # and without class labels to compare
 
-__all__ = ["AUTO", "data_statistics", "resolve_bilinear", "check_auto_positive", "is_auto"]
+__all__ = ["AUTO", "data_statistics", "stream_statistics", "kernel_width", "resolve_sigma", "class_overlap",
+           "resolve_task_coupling", "resolve_bilinear", "resolve_online",
+           "check_auto_positive", "is_auto"]
 
 
 def is_auto(value) -> bool:
@@ -125,13 +137,20 @@ def _safe(value: float, fallback: float) -> float:
     return float(value) if np.isfinite(value) and value > 0 else float(fallback)
 
 
+def _margin(stats: dict) -> float:
+    q = stats.get("margin", 0.0)
+    return float(q) if np.isfinite(q) else 0.0
+
+
 def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> dict:
     """Resolve the ``"auto"`` entries of ``params`` for a first-order bilinear learner.
 
     Parameters
     ----------
-    kind : {"oasis", "sors", "adasors", "pa", "cw", "cw-d", "arow"}
-        ``"pa"``: PAAS/PARS (``C``); ``"cw"``/``"cw-d"``: CWS/CWAS/CWRS with the full or the
+    kind : {"oasis", "sors", "adasors", "pa", "cw", "cw-d", "arow", "multitask"}
+        ``"pa"``: PAAS/PARS (``C``); ``"multitask"``: OMTRSL, OSTRSL, OGRSL (``C =
+        MULTITASK_C_FACTOR * max(1, q) / s``: the PA step ``l / s`` may take losses of the typical
+        margin ``q`` in full); ``"cw"``/``"cw-d"``: CWS/CWAS/CWRS with the full or the
         diagonal covariance (``eta``, ``gamma``); ``"arow"``: AROMA (``r``).
     params : dict
         The learner's step/regulariser parameters (``C``; ``eta``, ``lam``; ``delta``; ``gamma``;
@@ -154,6 +173,10 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
         if is_auto(out.get("C")):
             out["C"] = (OASIS_C_FACTOR if kind == "oasis" else PA_C_FACTOR) / s
         return out
+    if kind == "multitask":
+        if is_auto(out.get("C")):
+            out["C"] = MULTITASK_C_FACTOR * max(1.0, _margin(stats)) / s
+        return out
     if kind in ("cw", "cw-d"):
         eta_factor, gamma_factor = (CW_ETA_FACTOR, CW_GAMMA_FACTOR) if kind == "cw" else \
             (CWD_ETA_FACTOR, CWD_GAMMA_FACTOR)
@@ -172,12 +195,105 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
         out["lam"] = L1_SURVIVAL * g / T
     if kind == "sors":
         if is_auto(out.get("eta")):
-            q = stats.get("margin", 0.0)
-            q = float(q) if np.isfinite(q) else 0.0
-            out["eta"] = SORS_ETA_FACTOR * max(1.0, q) ** SORS_MARGIN_POWER / s
+            out["eta"] = SORS_ETA_FACTOR * max(1.0, _margin(stats)) ** SORS_MARGIN_POWER / s
         return out
     if is_auto(out.get("delta")):
         out["delta"] = ADA_DELTA_FACTOR * g
     if is_auto(out.get("eta")):
         out["eta"] = ADA_ETA_FACTOR * out["delta"] / s
     return out
+
+
+def stream_statistics(X_tasks) -> dict:
+    """Norm statistics of per-task instance streams that the online classifiers' rule reads.
+
+    Parameters
+    ----------
+    X_tasks : list of sparse matrices
+        One (n_instances, n_features) matrix per task.
+
+    Returns
+    -------
+    dict
+        ``sq_x`` (mean ||x||^2 over every instance of every task), ``n_rounds`` (the length of
+        the longest stream: rounds of one online pass) and ``n_tasks``.
+    """
+    n = sum(int(x.shape[0]) for x in X_tasks)
+    if n == 0:
+        raise InvalidInputError("cannot resolve 'auto' parameters from empty task streams")
+    total = sum(float(x.multiply(x).sum()) if sp.issparse(x) else float(np.sum(np.square(x))) for x in X_tasks)
+    return {"sq_x": total / n, "n_rounds": max(int(x.shape[0]) for x in X_tasks), "n_tasks": len(X_tasks)}
+
+
+def resolve_online(kind: str, params: dict, stats: dict) -> dict:
+    """Resolve the ``"auto"`` entries of ``params`` for an online multi-task classifier (w_1 = 0).
+
+    A hinge-loss step ``eta`` on instance ``x`` moves its own margin by ``eta * ||x||^2``, so
+    with ``q`` the mean ``||x||^2`` (:func:`stream_statistics`):
+
+    * ``"romco"``: ``eta1 = eta2 = ROMCO_ETA_FACTOR / q``; ``lam1 = lam2 = ROMCO_LAM_FACTOR *
+      sqrt(q) / T`` (``T`` rounds): over a whole pass the proximal steps shrink a singular value
+      of U (a column norm of V) by ``ROMCO_LAM_FACTOR`` times the size of one step's write,
+      ``eta * ||x||``;
+    * ``"pa"``: PA-Global / PA-Unique ``C = MTL_PA_C_FACTOR / q`` (the PA-I cap on the step).
+
+    Returns
+    -------
+    dict
+        The same keys, all numbers.
+    """
+    q = _safe(stats.get("sq_x", 1.0), 1.0)
+    T = max(int(stats.get("n_rounds", 1)), 1)
+    out = dict(params)
+    if kind == "pa":
+        if is_auto(out.get("C")):
+            out["C"] = MTL_PA_C_FACTOR / q
+        return out
+    if kind != "romco":
+        raise ValueError(f"unknown learner kind {kind!r}")
+    for name in ("eta1", "eta2"):
+        if is_auto(out.get(name)):
+            out[name] = ROMCO_ETA_FACTOR / q
+    for name in ("lam1", "lam2"):
+        if is_auto(out.get(name)):
+            out[name] = ROMCO_LAM_FACTOR * float(np.sqrt(q)) / T
+    return out
+
+
+def kernel_width(X, n_pairs: int = SAMPLE_PAIRS, seed: int = 0) -> float:
+    """``sqrt(mean ||x - x'||^2 / 2)`` over ``n_pairs`` fixed-seed pairs of distinct rows of dense ``X``:
+    the Gaussian-kernel width at which a typical pair of rows has ``k(x, x') = exp(-1)``."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    if n < 2:
+        raise InvalidInputError("cannot resolve sigma='auto' from fewer than two rows")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n, size=n_pairs)
+    b = (a + rng.integers(1, n, size=n_pairs)) % n
+    d2 = float(np.mean(np.sum((X[a] - X[b]) ** 2, axis=1)))
+    return float(np.sqrt(d2 / 2.0)) if d2 > 0 else 1.0
+
+
+def resolve_sigma(sigma, X) -> float:
+    """An explicit ``sigma`` as given; ``"auto"``: ``OHT_SIGMA_FACTOR * kernel_width(X)``."""
+    return OHT_SIGMA_FACTOR * kernel_width(X) if is_auto(sigma) else float(sigma)
+
+
+def class_overlap(y, tasks) -> float:
+    """Mean Jaccard overlap of the class sets of every pair of tasks (1: every task labels the
+    same classes; 0: disjoint classes; 0 for a single task)."""
+    y = np.asarray(y)
+    tasks = np.asarray(tasks)
+    sets = [set(np.unique(y[tasks == t]).tolist()) for t in np.unique(tasks)]
+    pairs = [(a, b) for i, a in enumerate(sets) for b in sets[i + 1:]]
+    if not pairs:
+        return 0.0
+    return float(np.mean([len(a & b) / len(a | b) if a | b else 0.0 for a, b in pairs]))
+
+
+def resolve_task_coupling(b, overlap) -> float:
+    """OMTRSL's ``b``: an explicit value as given; ``"auto"``: ``MULTITASK_B_SHARED * overlap``
+    (:func:`class_overlap`), or ``MULTITASK_B_UNLABELLED`` when no labels were seen (``None``)."""
+    if not is_auto(b):
+        return float(b)
+    return MULTITASK_B_UNLABELLED if overlap is None else MULTITASK_B_SHARED * float(overlap)

@@ -157,9 +157,9 @@ register(AlgorithmSpec("romco-logd", "sparsesim.learners.romco:ROMCO", "multitas
                        "ROMCO-LogD: W = U + V, log-determinant prox on U (cubic (21)), group lasso on V (Alg. 2)",
                        {"regularizer": "logdet"}))
 register(AlgorithmSpec("pa-global", "sparsesim.learners.mtl_baselines:PAGlobal", "multitask-classifier",
-                       "PA-Global: one PA-I model (C=1) for the instances of all tasks"))
+                       "PA-Global: one PA-I model (C = 1 / mean squared norm) for the instances of all tasks"))
 register(AlgorithmSpec("pa-unique", "sparsesim.learners.mtl_baselines:PAUnique", "multitask-classifier",
-                       "PA-Unique: one PA-I model (C=1) per task"))
+                       "PA-Unique: one PA-I model (C = 1 / mean squared norm) per task"))
 register(AlgorithmSpec("omtl", "sparsesim.learners.mtl_baselines:OMTL", "multitask-classifier",
                        "OMTL: multitask Perceptron with the fixed clique interaction matrix (Cavallanti et al. 2010)"))
 register(AlgorithmSpec("omtllog", "sparsesim.learners.mtl_baselines:OMTLAdaptive", "multitask-classifier",

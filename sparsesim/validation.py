@@ -497,7 +497,7 @@ COMMON_PARAM_SPEC = {
     "eta": ("float", 0, None, _POS), "eta1": ("float", 0, None, _POS), "eta2": ("float", 0, None, _POS),
     "lam": ("float", 0, None), "lam1": ("float", 0, None), "lam2": ("float", 0, None),
     "delta": ("float", 0, None, _POS), "gamma": ("float", 0, None, _POS), "sigma": ("float", 0, None, _POS),
-    "r": ("float", 0, None, _POS), "b": ("float", 0, None, _POS), "alpha": ("float?", 0, None),
+    "r": ("float", 0, None, _POS), "b": ("float", 0, None), "alpha": ("float?", 0, None),
     "knn_bandwidth": ("float?", 0, None, _POS), "theta0": ("float", 0, 1),
     "query_rate": ("float", 0, 1), "query_ratio": ("float", 0, 1),
     "query_budget": ("int?", 0, None), "n_neighbors": ("int", 1, None), "epoch": ("int", 0, None),

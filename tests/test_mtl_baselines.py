@@ -50,7 +50,7 @@ def pa1_step(w, x, y, C=1.0):
 
 def test_pa_global_matches_literal():
     X, y = streams()
-    model = PAGlobal().fit(X, y)
+    model = PAGlobal(C=1.0).fit(X, y)  # the literal step below uses C = 1
     w = np.zeros(X[0].shape[1])
     margins = []
     for _, x, lab in sequential_instances(X, y):
@@ -212,7 +212,9 @@ def test_every_classifier_saves_a_model_that_predicts_like_it(name, tmp_path):
     if name.startswith("romco"):  # U and V are saved, and a learner resumes from them
         assert sorted(back.parts) == ["U", "V"]
         more = streams(seed=4)
-        resumed = make_estimator(name).set_state(back.parts["U"], back.parts["V"]).partial_fit(*more)
+        # the saved values of the "auto" parameters: the resumed learner takes the same steps
+        resumed = make_estimator(name, **back.metadata["resolved_params"]).set_state(
+            back.parts["U"], back.parts["V"]).partial_fit(*more)
         est.partial_fit(*more)
         np.testing.assert_allclose(resumed.coef_, est.coef_, rtol=1e-9, atol=1e-12)
 

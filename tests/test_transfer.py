@@ -287,7 +287,7 @@ def test_registry_names_and_defaults():
     names = set(algorithms_of_kind("transfer"))
     assert {"pa", "pa1", "pa2", "oht1-pa", "oht1-pa1", "oht1-pa2", "oht2-pa", "oht2-pa1", "oht2-pa2"} <= names
     est = make_estimator("oht2-pa1", kernel="linear")
-    assert (est.combiner, est.variant, est.kernel, est.C, est.sigma) == ("discount", "pa1", "linear", 5.0, 8.0)
+    assert (est.combiner, est.variant, est.kernel, est.C, est.sigma) == ("discount", "pa1", "linear", 5.0, "auto")
     assert make_estimator("pa2").combiner == "target"
     with pytest.raises(UnknownNameError):
         make_estimator("oht3-pa")

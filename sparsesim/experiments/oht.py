@@ -34,6 +34,7 @@ import numpy as np
 
 from ..data.catalog import get_dataset_spec, load_registered
 from ..data.multiview import make_transfer_tasks
+from ..defaults import is_auto, resolve_sigma
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
@@ -102,6 +103,10 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
     import faiss
 
     faiss.omp_set_num_threads(1)
+    # sigma="auto": resolved on this task's target stream (the same value for the target kernel and
+    # the neighbour weights of the source hypothesis)
+    estimators = [(name, _with(est, sigma=resolve_sigma(est.sigma, task.target_X)) if is_auto(est.sigma) else est)
+                  for name, est in estimators]
     n = task.target_y.shape[0]
     y = task.target_y
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), int(task_number), 1]))
@@ -165,7 +170,8 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
             rates[p] = mist.mean()
             if want_curve:
                 curve += np.cumsum(mist) / np.arange(1, n + 1)
-        entry = {"rates": rates, "seconds": seconds, "source_accuracy": source_acc}
+        entry = {"rates": rates, "seconds": seconds, "source_accuracy": source_acc,
+                 "resolved_params": {"sigma": float(est.sigma)}}
         if want_curve:
             entry["curve"] = curve / n_permutations
         if k_values:
@@ -296,7 +302,8 @@ def run(config: ExperimentConfig) -> dict:
                 per_alg[n].append({"task": out["task"], "number": out["number"],
                                    "mistake_rate": float(rates.mean()), "std": float(rates.std(ddof=1)),
                                    "outcome": outcome, "p_value": p, "cohens_d": d,
-                                   "source_accuracy": entry["source_accuracy"]})
+                                   "source_accuracy": entry["source_accuracy"],
+                                   "resolved_params": entry["resolved_params"]})
                 row[n] = float(rates.mean())
                 seconds[n] += entry["seconds"]
                 if "curve" in entry:
@@ -310,6 +317,8 @@ def run(config: ExperimentConfig) -> dict:
             res = {"algorithm": name, "seed": int(seed), "mistake_rate": float(task_rates.mean()),
                    "mistake_rate_std_over_tasks": float(task_rates.std(ddof=1)) if task_rates.size > 1 else 0.0,
                    "train_seconds": seconds[name], "n_tasks": int(task_rates.size), "n_permutations": n_perm,
+                   # the values used, mean over the tasks (sigma="auto" resolves per task: see per_task)
+                   "resolved_params": {"sigma": float(np.mean([r["resolved_params"]["sigma"] for r in per_alg[name]]))},
                    "per_task": per_alg[name]}
             if name != base:
                 res.update({k: sum(r["outcome"] == k for r in per_alg[name]) for k in ("win", "tie", "loss")})

@@ -168,6 +168,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
         **margin_split(est.online_margins_, s.y),
         "train_seconds": seconds,
         "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
+        "resolved_params": dict(getattr(est, "resolved_params_", None) or {}),
         **extra,
         "per_task": per_task,
         "curve": {"rounds": points.tolist(), "per_task": _curve(est.online_margins_, s.y, points).tolist()},
@@ -281,7 +282,9 @@ def _sensitivity(streams, algorithms, params, seeds, n_jobs, max_per_task) -> di
     for alg in algorithms:
         if not alg.startswith("romco"):
             continue
-        full = make_estimator(alg, **params[alg]).get_params()
+        # the values in use: an "auto" parameter resolves on the streams (as in every run)
+        part = streams.head(int(max_per_task)) if max_per_task else streams
+        full = make_estimator(alg, **params[alg]).resolve_params(part.X)
         base = dict(params[alg], **{k: full[k] for k in ("lam1", "lam2", "eta1", "eta2")})
         entry = {}
         for which in ("lam1", "lam2"):
@@ -366,6 +369,9 @@ def run(config: ExperimentConfig) -> dict:
         "data": dict(streams.summary(), info=streams.info),
         "seeds": seeds,
         "params": params,
+        # the values used (an "auto" parameter resolved on the streams; the same on every shuffle)
+        "resolved_params": {a: next((r["resolved_params"] for r in results if r["algorithm"] == a
+                                     and r.get("resolved_params")), {}) for a in algorithms},
         "search": {a: {"best": s["best"], "grid": s["grid"], "n_trials": len(s["trials"]),
                        "trials": s["trials"]} for a, s in search.items()},
         "search_seed": search_seed if search else None,

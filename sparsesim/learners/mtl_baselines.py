@@ -2,8 +2,8 @@
 
 * **PA-Global** -- one passive-aggressive model for the instances of all tasks.
 * **PA-Unique** -- one passive-aggressive model per task, trained on that task only.
-  Both reuse :class:`~sparsesim.learners.linear_pa.PassiveAggressiveBinary` (PA-I, ``C = 1`` as in the
-  paper).
+  Both reuse :class:`~sparsesim.learners.linear_pa.PassiveAggressiveBinary` (PA-I; ``C = "auto"``,
+  ``1 / mean ||x||^2``: the paper's ``C = 1`` on L2-normalised instances).
 * **OMTL** -- the multitask Perceptron of Cavallanti, Cesa-Bianchi & Gentile (JMLR 2010) with the
   fixed interaction matrix ``A = (m + 1) I - 1 1^T`` (identity plus the Laplacian of the clique): on a
   mistake on task ``i`` every task ``j`` moves by ``y (A^{-1})_{ji} x`` with
@@ -94,14 +94,17 @@ class _PABaseline(OnlineMultiTaskClassifier):
     """What PA-Global and PA-Unique share: the PA variant and C, and the round loop that sends
     each instance to the model serving its task (``_model_for``)."""
 
-    def __init__(self, variant: str = "pa1", C: float = 1.0):
+    _auto_kind = "pa"
+    _auto_names = ("C",)
+
+    def __init__(self, variant: str = "pa1", C="auto"):
         self.variant = variant
         self.C = C
 
     def _new_model(self, n_features: int) -> PassiveAggressiveBinary:
         if self.variant not in PA_VARIANTS:
             raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
-        model = PassiveAggressiveBinary(variant=self.variant, C=self.C)
+        model = PassiveAggressiveBinary(variant=self.variant, C=self._param("C"))
         model._init_state(n_features)
         return model
 
@@ -122,7 +125,10 @@ class PAGlobal(_PABaseline):
     Parameters
     ----------
     variant : {"pa", "pa1", "pa2"}, default "pa1"
-    C : float, default 1.0
+    C : float or "auto", default "auto"
+        PA-I/PA-II aggressiveness. ``"auto"``: ``1 / q`` with ``q`` the mean ``||x||^2`` of the
+        instances (:func:`sparsesim.defaults.resolve_online`; 1 on L2-normalised rows, the paper's
+        setting); the value used is in ``resolved_params_``.
     """
 
     _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("global_model_",)
@@ -143,7 +149,10 @@ class PAUnique(_PABaseline):
     Parameters
     ----------
     variant : {"pa", "pa1", "pa2"}, default "pa1"
-    C : float, default 1.0
+    C : float or "auto", default "auto"
+        PA-I/PA-II aggressiveness. ``"auto"``: ``1 / q`` with ``q`` the mean ``||x||^2`` of the
+        instances (:func:`sparsesim.defaults.resolve_online`; 1 on L2-normalised rows, the paper's
+        setting); the value used is in ``resolved_params_``.
     """
 
     _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("models_",)

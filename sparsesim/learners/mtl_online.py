@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from ..defaults import check_auto_positive, is_auto, resolve_online, stream_statistics
 from ..exceptions import InvalidInputError
 from ..models import MultiTaskLinearModel, json_value
 from ..validation import check_csr, check_params, check_task_streams
@@ -107,7 +108,11 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
     _learner_kind = "multitask-classifier"
     _skipped_checks = {"sklearn_check_estimator": "fit takes one matrix and one label vector per task (lists), "
                                                   "outside scikit-learn's fit(X, y) contract"}
-    _state_attrs: tuple = ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_", "online_margins_")
+    _state_attrs: tuple = ("n_tasks_", "n_features_in_", "n_rounds_", "n_seen_", "n_mistakes_", "online_margins_",
+                           "resolved_params_", "data_statistics_")
+    # (kind for :func:`sparsesim.defaults.resolve_online`, the parameters it resolves from "auto")
+    _auto_kind: str | None = None
+    _auto_names: tuple = ()
 
     # ---- subclass hooks
     def _init_state(self, n_tasks: int, n_features: int) -> None:  # pragma: no cover - abstract
@@ -122,6 +127,35 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
     def _model_parts(self) -> dict:
         """Named (n_features, n_tasks) components of ``coef_`` worth saving (none by default)."""
         return {}
+
+    # ---- data-adaptive defaults
+    def _resolved(self, X: list) -> tuple[dict, dict]:
+        params = {name: getattr(self, name) for name in self._auto_names}
+        for name, value in params.items():
+            check_auto_positive(name, value, allow_zero=name.startswith("lam"))
+        if not any(is_auto(v) for v in params.values()):
+            return {k: float(v) for k, v in params.items()}, {}
+        stats = stream_statistics(X)
+        return {k: float(v) for k, v in resolve_online(self._auto_kind, params, stats).items()}, stats
+
+    def resolve_params(self, X) -> dict:
+        """The numbers the ``"auto"`` parameters resolve to on the task streams ``X`` (no training).
+
+        Parameters
+        ----------
+        X : list of sparse matrices, one per task
+
+        Returns
+        -------
+        dict
+            Every step/regulariser parameter as a number (explicit values unchanged).
+        """
+        return self._resolved([check_csr(x) for x in X])[0]
+
+    def _param(self, name: str) -> float:
+        """The value in use for ``name``: the resolved one once training has started."""
+        resolved = getattr(self, "resolved_params_", None) or {}
+        return resolved[name] if name in resolved else getattr(self, name)
 
     # ---- public API
     def _start(self, n_tasks: int, n_features: int) -> None:
@@ -152,7 +186,11 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
             n_tasks=None if first else self.n_tasks_,
         )
         if first:
+            # "auto" parameters read the streams of the first call (one pass: the whole data)
+            self.resolved_params_, self.data_statistics_ = self._resolved(X)
             self._start(len(X), X[0].shape[1])
+        elif getattr(self, "resolved_params_", None) is None:  # a state set without data (ROMCO.set_state)
+            self.resolved_params_, self.data_statistics_ = self._resolved(X)
         margins = [np.empty(x.shape[0]) for x in X]
         # The per-round products are small (m x m by m x d): BLAS threads only add overhead and
         # contention, so the online loop runs single-threaded (parallelism is across runs).
@@ -183,6 +221,7 @@ class OnlineMultiTaskClassifier(OnlineClassifier):
         self._check_fitted()
         meta = {"algorithm": type(self).__name__,
                 "params": {k: json_value(v) for k, v in self.get_params().items()},
+                "resolved_params": dict(getattr(self, "resolved_params_", None) or {}),
                 "n_rounds": int(self.n_rounds_), "n_seen": self.n_seen_.tolist(),
                 "n_mistakes": self.n_mistakes_.tolist()}
         return MultiTaskLinearModel(self.coef_, parts=self._model_parts(), metadata=meta)

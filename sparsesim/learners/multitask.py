@@ -29,6 +29,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ..defaults import (AUTO, check_auto_positive, class_overlap, data_statistics, resolve_bilinear,
+                        resolve_task_coupling)
 from ..engine.multitask import MultiTaskEngine
 from ..memory import MemoryBudget, parse_memory
 from ..exceptions import InvalidInputError
@@ -55,13 +57,53 @@ class _MultiTaskBase(TripletLearner):
     _skipped_checks = {"sklearn_check_estimator": "fit(X, y, tasks) needs the task of every document, outside "
                                                   "scikit-learn's fit(X, y) contract"}
     _state_attrs = TripletLearner._state_attrs + ("tasks_", "n_queries_", "engine_", "engines_", "query_rng_",
-                                                  "task_seconds_")
+                                                  "task_seconds_", "resolved_params_", "data_statistics_")
     _fit_chunk = 65536
 
     # -- hooks ------------------------------------------------------------------------------
     def _check_params(self):
-        if not self.C > 0:
-            raise InvalidInputError(f"C must be positive, got {self.C}")
+        check_auto_positive("C", self.C)
+
+    def _resolved(self, X):
+        """``({"C": number[, "b": number]}, statistics)``: explicit values as given; an ``"auto"`` C by
+        the OASIS-style rule on corpus ``X`` (:func:`sparsesim.defaults.resolve_bilinear`), an
+        ``"auto"`` b from the class overlap of the tasks (:func:`sparsesim.defaults.resolve_task_coupling`)."""
+        self._check_params()
+        out, stats = {}, {}
+        if self.C == AUTO:
+            stats = data_statistics(X) if X is not None and X.shape[0] >= 2 else {"s": 1.0, "g": 1.0, "n_pairs": 0}
+            out["C"] = float(resolve_bilinear("multitask", {"C": AUTO}, stats, 1)["C"])
+        else:
+            out["C"] = float(self.C)
+        if hasattr(self, "b"):
+            overlap = getattr(self, "_class_overlap", None)
+            out["b"] = resolve_task_coupling(self.b, overlap)
+            if overlap is not None:
+                stats = dict(stats, class_overlap=overlap)
+        return out, stats
+
+    def resolve_params(self, X, y=None, tasks=None) -> dict:
+        """The numbers this learner uses on the documents ``X`` (sparse; no training): ``{"C": ...}``,
+        and for OMTRSL ``"b"`` (from the class labels ``y`` and ``tasks`` of the documents when
+        given, as :meth:`fit` does). Explicit values are returned unchanged."""
+        saved = getattr(self, "_class_overlap", None)
+        if y is not None and tasks is not None:
+            self._class_overlap = class_overlap(y, tasks)
+        try:
+            return self._resolved(check_csr(X))[0]
+        finally:
+            self._class_overlap = saved
+
+    def _param(self, name: str) -> float:
+        """The value in use for ``name``: the resolved one once training has started."""
+        resolved = getattr(self, "resolved_params_", None) or {}
+        return resolved[name] if name in resolved else getattr(self, name)
+
+    def _ensure_engines(self, X):
+        """Resolve the ``"auto"`` parameters on the corpus of the first update and build the engines."""
+        if getattr(self, "resolved_params_", None) is None:
+            self.resolved_params_, self.data_statistics_ = self._resolved(X)
+            self._make_engines(self.n_features_in_)
 
     def _budget(self, share: int = 1) -> MemoryBudget:
         """The memory budget of this fit (``max_memory``), split into ``share`` equal parts."""
@@ -92,9 +134,15 @@ class _MultiTaskBase(TripletLearner):
     def _init_state(self, d: int):
         super()._init_state(d)
         self.n_queries_ = 0
-        self._make_engines(d)
+        self.resolved_params_ = None  # set with the engines by the first update (an "auto" C reads its corpus)
+        self.data_statistics_ = {}
+        if self.C != AUTO:
+            self._ensure_engines(None)
 
     def _update(self, X, triplets, signs, codes):
+        if triplets.shape[0] == 0 and getattr(self, "resolved_params_", None) is None:
+            return np.zeros(0), np.zeros(0, np.int8)
+        self._ensure_engines(X)
         signs = np.ones(triplets.shape[0]) if signs is None else signs
         return self._train(X, triplets, signs, codes)
 
@@ -143,6 +191,7 @@ class _MultiTaskBase(TripletLearner):
         if task_ids.shape != (n,):
             raise InvalidInputError(f"task_ids must hold one task per triplet ({n}), got shape {task_ids.shape}")
         if first:
+            self._class_overlap = None  # no class labels here: an "auto" b takes its label-free value
             self._start(X.shape[1], np.unique(task_ids) if tasks is None else tasks)
         elif tasks is not None and not np.array_equal(np.asarray(tasks), self.tasks_):
             raise InvalidInputError(f"tasks {list(tasks)} differ from the tasks of the first call {list(self.tasks_)}")
@@ -181,6 +230,7 @@ class _MultiTaskBase(TripletLearner):
         tasks = np.asarray(tasks)
         if tasks.shape != (X.shape[0],):
             raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
+        self._class_overlap = class_overlap(y, tasks)  # what an "auto" b reads
         return self._fit_stream(X, self._triplet_stream(y, tasks), progress, tasks=np.unique(tasks))
 
     @property
@@ -199,6 +249,7 @@ class _MultiTaskBase(TripletLearner):
         return {
             "algorithm": self._algorithm,
             "params": {k: v for k, v in self.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
+            "resolved_params": dict(self.resolved_params_ or {}),
             "n_triplets_seen": int(self.n_triplets_seen_),
             "n_updates": int(self.n_updates_),
             "n_queries": int(self.n_queries_),
@@ -210,6 +261,7 @@ class _MultiTaskBase(TripletLearner):
         """The learned :class:`MultiTaskSimilarity`."""
         self._check_fitted()
         if getattr(self, "_model_cache", None) is None:
+            self._ensure_engines(None)  # fitted on zero triplets: the model is M_1 whatever C is
             own, shared = self._export()
             self._model_cache = MultiTaskSimilarity(own, shared, tasks=list(self.tasks_), metadata=self._metadata())
         return self._model_cache
@@ -235,10 +287,15 @@ class OMTRSL(_MultiTaskBase):
 
     Parameters
     ----------
-    C : float, default 1.0
-        Aggressiveness cap of tau_t.
-    b : float, default 1.0
-        How much the tasks share (b = 0: independent tasks; large b: one model).
+    C : float or "auto", default "auto"
+        Aggressiveness cap of tau_t. ``"auto"``: ``MULTITASK_C_FACTOR / s`` with ``s`` the mean
+        ``||x||^2`` times the mean ``||x - x'||^2`` of the training corpus
+        (:mod:`sparsesim.defaults`); the value used is in ``resolved_params_``.
+    b : float or "auto", default "auto"
+        How much the tasks share (b = 0: independent tasks; large b: one model). ``"auto"``:
+        ``MULTITASK_B_SHARED`` (100) times the mean Jaccard overlap of the tasks' class sets, read
+        by :meth:`fit` (tasks over the same classes share, tasks over disjoint classes learn
+        apart); without class labels (:meth:`partial_fit_triplets`) 1.
     n_triplets : int, default 20000
         Triplets drawn by :meth:`fit`.
     random_state : int, optional
@@ -286,7 +343,7 @@ class OMTRSL(_MultiTaskBase):
     _algorithm = "omtrsl"
     _query = "all"
 
-    def __init__(self, C=1.0, b=1.0, n_triplets=20_000, random_state=None, storage="auto",
+    def __init__(self, C=AUTO, b=AUTO, n_triplets=20_000, random_state=None, storage="auto",
                  initial_capacity=65536, compact=False, max_memory="auto"):
         self.C = C
         self.b = b
@@ -299,8 +356,7 @@ class OMTRSL(_MultiTaskBase):
 
     def _check_params(self):
         super()._check_params()
-        if not self.b >= 0:
-            raise InvalidInputError(f"b must be non-negative, got {self.b}")
+        check_auto_positive("b", self.b, allow_zero=True)
         if self.storage not in ("auto", "dense", "hash"):
             raise InvalidInputError(f"storage must be 'auto', 'dense' or 'hash', got {self.storage!r}")
 
@@ -308,7 +364,7 @@ class OMTRSL(_MultiTaskBase):
         return 1.0
 
     def _make_engines(self, d):
-        self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self.b, C=self.C, query=self._query, rate=self._rate(),
+        self.engine_ = MultiTaskEngine(d, len(self.tasks_), b=self._param("b"), C=self._param("C"), query=self._query, rate=self._rate(),
                                        storage=self.storage, initial_capacity=self.initial_capacity,
                                        compact=self.compact, budget=self._budget())
         if self._query != "all":
@@ -340,7 +396,7 @@ class OMTRSLActive(OMTRSL):
     _algorithm = "omtrsl-active"
     _query = "active"
 
-    def __init__(self, C=1.0, b=1.0, delta=1.0, n_triplets=20_000, random_state=None, storage="auto",
+    def __init__(self, C=AUTO, b=AUTO, delta=1.0, n_triplets=20_000, random_state=None, storage="auto",
                  initial_capacity=65536, compact=False, max_memory="auto"):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
                          initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
@@ -369,7 +425,7 @@ class OMTRSLRandom(OMTRSL):
     _algorithm = "omtrsl-random"
     _query = "random"
 
-    def __init__(self, C=1.0, b=1.0, query_ratio=0.2, n_triplets=20_000, random_state=None, storage="auto",
+    def __init__(self, C=AUTO, b=AUTO, query_ratio=0.2, n_triplets=20_000, random_state=None, storage="auto",
                  initial_capacity=65536, compact=False, max_memory="auto"):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
                          initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
@@ -392,7 +448,8 @@ class OGRSL(_MultiTaskBase):
 
     Parameters
     ----------
-    C : float, default 1.0
+    C : float or "auto", default "auto"
+        Aggressiveness cap of tau (``"auto"``: as :class:`OMTRSL`).
     n_triplets : int, default 20000
     random_state : int, optional
     storage : {"auto", "dense", "hash"}
@@ -405,7 +462,7 @@ class OGRSL(_MultiTaskBase):
 
     _algorithm = "ogrsl"
 
-    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536,
+    def __init__(self, C=AUTO, n_triplets=20_000, random_state=None, storage="auto", initial_capacity=65536,
                  compact=False, max_memory="auto"):
         self.C = C
         self.n_triplets = n_triplets
@@ -416,7 +473,7 @@ class OGRSL(_MultiTaskBase):
         self.max_memory = max_memory
 
     def _make_engines(self, d):
-        self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
+        self.engine_ = MultiTaskEngine(d, 1, b=0.0, C=self._param("C"), storage=self.storage,
                                        initial_capacity=self.initial_capacity, compact=self.compact,
                                        budget=self._budget())
 
@@ -448,7 +505,8 @@ class OSTRSL(_MultiTaskBase):
 
     Parameters
     ----------
-    C : float, default 1.0
+    C : float or "auto", default "auto"
+        Aggressiveness cap of tau (``"auto"``: as :class:`OMTRSL`).
     n_triplets : int, default 20000
     random_state : int, optional
     n_jobs : int or None, default 1
@@ -470,7 +528,7 @@ class OSTRSL(_MultiTaskBase):
 
     _algorithm = "ostrsl"
 
-    def __init__(self, C=1.0, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536,
+    def __init__(self, C=AUTO, n_triplets=20_000, random_state=None, n_jobs=1, storage="auto", initial_capacity=65536,
                  compact=False, max_memory="auto"):
         self.C = C
         self.n_triplets = n_triplets
@@ -483,7 +541,7 @@ class OSTRSL(_MultiTaskBase):
 
     def _make_engines(self, d):
         budget = self._budget(len(self.tasks_))  # each task's engine: its share of the budget
-        self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self.C, storage=self.storage,
+        self.engines_ = [MultiTaskEngine(d, 1, b=0.0, C=self._param("C"), storage=self.storage,
                                          initial_capacity=self.initial_capacity, compact=self.compact,
                                          budget=budget)
                          for _ in self.tasks_]

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.linalg.blas as _blas
 import scipy.sparse as sp
 
+from ..defaults import is_auto
 from ..exceptions import InvalidInputError
 from .mtl_online import OnlineMultiTaskClassifier, Round
 
@@ -200,10 +201,15 @@ class ROMCO(OnlineMultiTaskClassifier):
     ----------
     regularizer : {"nuclear", "logdet"}
         Rank surrogate on the shared part ``U``.
-    eta1, eta2 : float > 0
-        Step sizes of ``U`` and ``V``.
-    lam1, lam2 : float >= 0
-        Weights of the low-rank (``U``) and group-lasso (``V``) regularizers.
+    eta1, eta2 : float > 0 or "auto", default "auto"
+        Step sizes of ``U`` and ``V``. ``"auto"``: ``0.5 / q`` with ``q`` the mean ``||x||^2`` of the
+        instances (a step moves its own margin by about 0.5).
+    lam1, lam2 : float >= 0 or "auto", default "auto"
+        Weights of the low-rank (``U``) and group-lasso (``V``) regularizers. ``"auto"``:
+        ``0.3 * sqrt(q) / T`` with ``T`` the longest task stream (rounds of one pass): over a pass
+        the proximal steps remove 0.3 times the size of one step's write. The rules
+        (:func:`sparsesim.defaults.resolve_online`) read the streams of the first
+        :meth:`partial_fit` call; the values used are in ``resolved_params_``.
     gram_refresh : int, default 500
         Recompute ``U^T U`` and the column norms of ``V`` from scratch every this many updates.
 
@@ -234,8 +240,11 @@ class ROMCO(OnlineMultiTaskClassifier):
         "_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_", "rank_",
         "n_materialized_", "n_corrected_", "_since_refresh")
 
-    def __init__(self, regularizer: str = "nuclear", eta1: float = 0.1, eta2: float = 0.1,
-                 lam1: float = 1e-4, lam2: float = 1e-4, gram_refresh: int = 500):
+    _auto_kind = "romco"
+    _auto_names = ("eta1", "eta2", "lam1", "lam2")
+
+    def __init__(self, regularizer: str = "nuclear", eta1="auto", eta2="auto",
+                 lam1="auto", lam2="auto", gram_refresh: int = 500):
         self.regularizer = regularizer
         self.eta1 = eta1
         self.eta2 = eta2
@@ -248,11 +257,15 @@ class ROMCO(OnlineMultiTaskClassifier):
         if self.regularizer not in REGULARIZERS:
             raise InvalidInputError(f"unknown regularizer {self.regularizer!r}; use one of {REGULARIZERS}")
         for name in ("eta1", "eta2"):
-            v = getattr(self, name)
+            v = self._param(name)
+            if is_auto(v):  # resolved (and checked) by the first partial_fit
+                continue
             if not (np.isfinite(v) and v > 0):
                 raise InvalidInputError(f"{name} must be a positive number, got {v!r}")
         for name in ("lam1", "lam2"):
-            v = getattr(self, name)
+            v = self._param(name)
+            if is_auto(v):
+                continue
             if not (np.isfinite(v) and v >= 0):
                 raise InvalidInputError(f"{name} must be a non-negative number, got {v!r}")
         if int(self.gram_refresh) < 1:
@@ -301,6 +314,7 @@ class ROMCO(OnlineMultiTaskClassifier):
         if not (np.all(np.isfinite(U)) and np.all(np.isfinite(V))):
             raise InvalidInputError("U and V must be finite")
         self._reset()
+        self.resolved_params_ = None  # "auto" parameters: resolved by the next partial_fit's streams
         self._start(U.shape[1], U.shape[0])
         self._Ut[...] = U.T
         self._Vr[...] = V.T
@@ -369,7 +383,7 @@ class ROMCO(OnlineMultiTaskClassifier):
         hit = loss > 0.0
         if not np.any(hit):  # Alg. 1/2 line 13: no loss, no update
             return margins
-        eta1, eta2 = float(self.eta1), float(self.eta2)
+        eta1, eta2 = float(self._param("eta1")), float(self._param("eta2"))
         emask = hit[rnd.owner]
         f = feat[emask]
         te = tk[emask]
@@ -394,7 +408,7 @@ class ROMCO(OnlineMultiTaskClassifier):
             first = np.flatnonzero(np.concatenate([[True], fs[1:] != fs[:-1]]))
             Ut[:, fs[first]] += np.add.reduceat(contrib[:, order], first, axis=1)
         # ---- U: proximal step (Theorem 1 / Theorem 2) through the Gram matrix
-        rho = eta1 * float(self.lam1)
+        rho = eta1 * float(self._param("lam1"))
         if rho > 0:
             Q, ratio, sigma_hat, sigma_new = _prox_factors(K, rho, self.regularizer)
             smax = max(float(sigma_hat.max()), 1e-300)
@@ -453,7 +467,7 @@ class ROMCO(OnlineMultiTaskClassifier):
         norm2[hit_tasks] += 2.0 * eta2 * rnd.y[hit] * vx[hit] + eta2 * eta2 * xx[hit]
         norms = np.sqrt(np.clip(norm2, 0.0, None))
         # ---- V: eq. (18) on every column
-        factor = group_shrink_factors(norms, eta2 * float(self.lam2))
+        factor = group_shrink_factors(norms, eta2 * float(self._param("lam2")))
         vscale *= factor
         self._vnorm = norms * factor
         zeroed = np.flatnonzero(factor == 0.0)

@@ -36,6 +36,7 @@ import math
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from ..defaults import AUTO, is_auto, resolve_sigma
 from ..exceptions import InvalidInputError
 from ..validation import check_params as check_param_spec
 from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
@@ -271,8 +272,12 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         Target learner's step (step 8 of the algorithms).
     kernel : {"gaussian", "linear"}, default "gaussian"
     C : float, default 5.0
-    sigma : float, default 8.0
-        Gaussian kernel width of the target learner.
+    sigma : float or "auto", default "auto"
+        Gaussian kernel width of the target learner (and of the neighbour weights when
+        ``knn_bandwidth`` is ``None``). ``"auto"``: ``0.5 * sqrt(mean ||x - x'||^2 / 2)`` over
+        pairs of rows (:func:`sparsesim.defaults.resolve_sigma`) of the pairs' target view in
+        :meth:`fit_source`, else of the first :meth:`partial_fit` call's rows; the value used
+        is ``resolved_params_["sigma"]``. The paper's setting is 8.
     eta : float, default 0.5
         OHT1 learning rate.
     alpha : float or None, default None
@@ -331,7 +336,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         return skipped
 
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
-                 C: float = 5.0, sigma: float = 8.0, eta: float = 0.5, alpha: float | None = None,
+                 C: float = 5.0, sigma=AUTO, eta: float = 0.5, alpha: float | None = None,
                  theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
                  knn_weighting: str = "gaussian", source_C: float = 1.0):
         self.combiner = combiner
@@ -356,8 +361,9 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
             raise InvalidInputError(f"unknown PA variant {self.variant!r}; use one of {PA_VARIANTS}")
         if self.kernel not in KERNELS:
             raise InvalidInputError(f"unknown kernel {self.kernel!r}; use one of {KERNELS}")
-        if not self.C > 0 or not self.sigma > 0:
-            raise InvalidInputError(f"C and sigma must be positive, got C={self.C}, sigma={self.sigma}")
+        if not self.C > 0 or not (is_auto(self.sigma) or self.sigma > 0):
+            raise InvalidInputError(f"C and sigma must be positive (sigma may be 'auto'), got C={self.C}, "
+                                    f"sigma={self.sigma}")
         if not self.eta > 0:
             raise InvalidInputError(f"eta must be positive, got {self.eta}")
         if self.alpha is not None and not 0 < self.alpha < 1:
@@ -369,11 +375,25 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
     def uses_source(self) -> bool:
         return self.combiner != "target"
 
+    def _sigma(self) -> float:
+        """The kernel width in use: ``sigma``, or its resolved value when it is ``"auto"``."""
+        if not is_auto(self.sigma):
+            return float(self.sigma)
+        resolved = getattr(self, "resolved_params_", None) or {}
+        if "sigma" not in resolved:
+            raise InvalidInputError("sigma='auto' is resolved from data: call fit_source or partial_fit first, "
+                                    "or resolve it with resolve_params(X)")
+        return float(resolved["sigma"])
+
+    def resolve_params(self, X) -> dict:
+        """``{"sigma": ...}``: the kernel width this classifier uses on target rows ``X`` (no training)."""
+        return {"sigma": resolve_sigma(self.sigma, _check_dense(X))}
+
     def make_source(self) -> KNNSourceHypothesis:
         """An unfitted source hypothesis with this classifier's settings."""
         return KNNSourceHypothesis(
             n_neighbors=self.n_neighbors,
-            bandwidth=self.sigma if self.knn_bandwidth is None else self.knn_bandwidth,
+            bandwidth=self._sigma() if self.knn_bandwidth is None else self.knn_bandwidth,
             weighting=self.knn_weighting, source_C=self.source_C,
         )
 
@@ -385,7 +405,9 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
     def gram(self, X: np.ndarray) -> np.ndarray:
         """The target kernel's Gram matrix of the rows of ``X``."""
         if self.kernel == "gaussian":
-            return gaussian_kernel(X, X, self.sigma)
+            sigma = resolve_sigma(self.sigma, X) if is_auto(self.sigma) and not hasattr(self, "resolved_params_") \
+                else self._sigma()
+            return gaussian_kernel(X, X, sigma)
         return X @ X.T
 
     def target_margins(self, K: np.ndarray, y: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -408,6 +430,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         """Fit the source hypothesis (:class:`KNNSourceHypothesis`) on labelled source documents and pairs."""
         check_param_spec(self)
         self.check_params()
+        self.resolved_params_ = {"sigma": resolve_sigma(self.sigma, _check_dense(pair_target))}
         self.source_ = self.make_source().fit(X_source, y_source, pair_target, pair_source)
         return self
 
@@ -415,7 +438,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         check_param_spec(self)  # types and ranges first (sparsesim.validation), also on the first partial_fit
         self.check_params()
         if self.kernel == "gaussian":
-            self.target_ = KernelPassiveAggressive(variant=self.variant, C=self.C, sigma=self.sigma)
+            self.target_ = KernelPassiveAggressive(variant=self.variant, C=self.C, sigma=self._sigma())
             self.target_._init_state(n_features)
         else:
             self.target_ = PassiveAggressiveBinary(variant=self.variant, C=self.C)
@@ -485,6 +508,8 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         if X.shape[0] == 0:
             raise InvalidInputError("X has no rows; an online pass needs at least one labelled row")
         if first:
+            if not hasattr(self, "source_"):  # else fit_source resolved sigma on the pairs' target view
+                self.resolved_params_ = {"sigma": resolve_sigma(self.sigma, X)}
             self._init_state(X.shape[1], X.shape[0])
         h = self._source_scores(X, source_scores)
         for row in range(X.shape[0]):
