@@ -306,10 +306,10 @@ def train(
 
 @app.command()
 def tune(
-    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered similarity learner (see `sparsesim algorithms`)."),
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered similarity, multi-task similarity or multi-task classification learner (see `sparsesim algorithms`)."),
     dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
     out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz), trained with the chosen parameters."),
-    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Triplet budget of one full run (and of the final model)."),
+    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Triplet budget of one full run (and of the final model); the online classifiers make one pass over their streams instead."),
     grid: Optional[List[str]] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... (repeatable); default: the algorithm's grid around its data-adaptive values."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE fixed for every trial (repeatable)."),
     n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Trials run at once (joblib; with SPARSESIM_SCHEDULER set, a Dask cluster)."),
@@ -320,7 +320,11 @@ def tune(
     json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
 ):
     """Choose parameters by successive halving on a validation part of the training split
-    (survivors continue training), then train the final model on the whole training split."""
+    (survivors continue training), then train the final model on the whole training split.
+
+    Scored by each family's paper metric: MAP (similarity learners), AP@10 mean over tasks
+    (OMTRSL family, per (task, class) split), the online error rate over the streams shuffled
+    with --seed (ROMCO and its baselines)."""
     from contextlib import nullcontext
 
     from sparsesim.tuning import parse_grid
@@ -348,12 +352,24 @@ def tune(
         _emit(summary)
         return
     tuning = summary["tuning"]
+    metric = {"ap@10": "validation AP@10 (mean over tasks)", "error_rate": "online error rate (search shuffle)"}.get(
+        summary.get("metric"), "validation MAP")
+    best = summary.get("best_validation", summary.get("best_validation_map"))
+    unit = "rounds" if summary.get("metric") == "error_rate" else "triplets"
     typer.echo(f"{len(tuning['trials'])} trials, {len(tuning['rungs'])} rungs "
-               f"({', '.join(str(r['budget']) for r in tuning['rungs'])} triplets) in {tuning['search_seconds']:.0f} s; "
-               f"best validation MAP {100 * summary['best_validation_map']:.2f}% with "
+               f"({', '.join(str(r['budget']) for r in tuning['rungs'])} {unit}) in {tuning['search_seconds']:.0f} s; "
+               f"best {metric} {100 * best:.2f}% with "
                + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["best_params"].items()))
-    typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
-               f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
+    if summary.get("metric") == "ap@10":
+        typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents; "
+                   f"test AP@10 (mean over tasks) {100 * summary['test_ap@10']:.2f}% on {summary['n_test']} documents; "
+                   f"saved {out}")
+    elif summary.get("metric") == "error_rate":
+        typer.echo(f"final model: one pass of {summary['n_rounds']} rounds, online error rate "
+                   f"{100 * summary['online_error_rate']:.2f}%; saved {out}")
+    else:
+        typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
+                   f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
 
 
 @app.command()

@@ -44,15 +44,16 @@ import numpy as np
 from .defaults import AUTO, is_auto
 from .distributed import dask_jobs
 from .evaluation import evaluate_retrieval
-from .exceptions import InvalidInputError
+from .exceptions import DivergenceError, InvalidInputError
 from .memory import parse_memory
 from .parallel import run_parallel
 from .registry import get_algorithm
-from .triplets import sors_triplets, stratified_split, usable_rows
-from .validation import check_csr, check_labels
+from .triplets import omtrsl_triplets, sors_triplets, stratified_split, usable_rows
+from .validation import check_csr, check_labels, check_task_streams
 
 __all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "evaluate_candidates", "grid_points",
-           "parse_grid", "rank_candidates", "resolved_auto", "tune_similarity", "successive_halving_rungs"]
+           "parse_grid", "rank_candidates", "resolved_auto", "tune_similarity", "tune_multitask", "tune_online",
+           "successive_halving_rungs", "task_mean_ap"]
 
 # Default grids as multiples of the data-adaptive value (the factor 1 is the default itself).
 _CW = {"eta": [0.3, 1.0, 3.0], "gamma": [0.3, 1.0, 3.0]}
@@ -67,11 +68,19 @@ DEFAULT_FACTORS = {
     **{name: dict(_CW) for name in ("cws", "cws-d", "cwas", "cwas-d", "cwrs", "cwrs-d")},
     "aroma": {"r": [0.3, 1.0, 3.0]},
     "aroma-d": {"r": [0.3, 1.0, 3.0]},
+    **{name: {"C": [0.3, 1.0, 3.0]} for name in ("omtrsl", "omtrsl-active", "omtrsl-random", "ostrsl", "ogrsl")},
+    **{name: {"eta1": [0.3, 1.0, 3.0], "eta2": [0.01, 0.3, 1.0], "lam1": [1.0, 30.0]}
+       for name in ("romco-nucl", "romco-logd")},
+    "pa-global": {"C": [0.3, 1.0, 3.0]},
+    "pa-unique": {"C": [0.3, 1.0, 3.0]},
 }
 # Default grids in absolute values, for parameters without an "auto" rule (PAAS's query
 # threshold delta is in margin units).
 DEFAULT_GRIDS = {
     "paas": {"delta": [0.3, 1.0, 3.0]},
+    # OMTRSL's task coupling b is dimensionless (b = 0: independent tasks; large b: one model)
+    **{name: {"b": [0.1, 1.0, 10.0, 100.0]} for name in ("omtrsl", "omtrsl-active", "omtrsl-random")},
+    **{name: {"eta": [1e-6, 1e-4, 1e-2], "normalize": [False, True]} for name in ("omtllog", "omtlvon")},
 }
 TUNABLE_KINDS = ("similarity", "baseline")
 
@@ -152,7 +161,9 @@ def successive_halving_rungs(n_candidates: int, n_triplets: int, factor: int = 3
 
 def resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict:
     """The numbers an estimator of ``algorithm`` resolves its ``"auto"`` parameters to on ``X``."""
-    est = get_algorithm(algorithm).make(**dict(base_params, n_triplets=n_triplets))
+    spec = get_algorithm(algorithm)
+    budget = {"n_triplets": n_triplets} if "n_triplets" in spec.make().get_params() else {}
+    est = spec.make(**dict(base_params, **budget))
     return dict(est.resolve_params(X)) if hasattr(est, "resolve_params") else {}
 
 
@@ -222,8 +233,85 @@ def evaluate_candidates(candidates: list, jobs_of, run) -> list[list]:
     return out
 
 
-def _validation_map(est, X_val, y_val) -> float:
-    return float(evaluate_retrieval(est.model_.scorer(X_val), y_val)["map"])
+def task_mean_ap(model, X, y, tasks, labels, k: int = 10) -> float:
+    """AP@k of per-task retrieval (each document of task t queries the task's other documents
+    under ``model.model_for(t)``), mean over the tasks with two or more documents: the IJCAI 2017
+    protocol's metric."""
+    scores = []
+    for label in labels:
+        rows = np.flatnonzero(tasks == label)
+        if rows.size >= 2:
+            scores.append(evaluate_retrieval(model.model_for(label).scorer(X[rows]), y[rows], k=k)[f"ap@{k}"])
+    return float(np.mean(scores)) if scores else float("nan")
+
+
+@dataclass(frozen=True)
+class _TripletProblem:
+    """The SORS protocol: one stream of triplets over ``X``; validation MAP (higher is better)."""
+
+    X: object
+    triplets: np.ndarray
+    X_val: object
+    y_val: np.ndarray
+    metric = "map"
+    continues = True  # a survivor continues on the next triplets
+
+    def feed(self, est, start, stop):
+        est.partial_fit_triplets(self.X, self.triplets[start:stop])
+
+    def measure(self, est) -> float:
+        return float(evaluate_retrieval(est.model_.scorer(self.X_val), self.y_val)["map"])
+
+
+@dataclass(frozen=True)
+class _TaskTripletProblem:
+    """The OMTRSL protocol: one stream of (triplet, y_t, task) over ``X``; validation AP@10, mean over tasks."""
+
+    X: object
+    triplets: np.ndarray
+    signs: np.ndarray
+    task_ids: np.ndarray
+    tasks: np.ndarray
+    X_val: object
+    y_val: np.ndarray
+    tasks_val: np.ndarray
+    metric = "ap@10"
+    continues = True
+
+    def feed(self, est, start, stop):
+        est.partial_fit_triplets(self.X, self.triplets[start:stop], self.signs[start:stop],
+                                 self.task_ids[start:stop], tasks=self.tasks)
+
+    def measure(self, est) -> float:
+        return task_mean_ap(est.model_, self.X_val, self.y_val, self.tasks_val, self.tasks)
+
+
+@dataclass(frozen=True)
+class _StreamProblem:
+    """Online multi-task classification (ROMCO protocol): the first ``budget`` rounds of the task
+    streams; the online (predict-then-update) error rate, mean over tasks (lower is better).
+
+    A task stream may end before a later rung's rounds, so a survivor is replayed from the first
+    round at every rung (the search costs the sum of the rung budgets, at most 1.5 full passes
+    with factor 3) instead of continuing."""
+
+    X: list
+    y: list
+    metric = "error_rate"
+    continues = False
+
+    def feed(self, est, start, stop):
+        est.fit([x[:stop] for x in self.X], [y[:stop] for y in self.y])
+
+    def measure(self, est) -> float:
+        return float(np.mean(est.error_rates_))
+
+
+def _better(problem, value: float) -> float:
+    """A key that is larger for better trials (NaN: worst)."""
+    if not np.isfinite(value):
+        return -np.inf
+    return -value if problem.metric == "error_rate" else value
 
 
 @dataclass(frozen=True)
@@ -233,20 +321,28 @@ class _Replay:
     budget: int
 
 
-def _run_trial(algorithm, params, state, X, triplets, start, stop, X_val, y_val, set_aside=False):
+def _run_trial(algorithm, params, state, problem, start, stop, set_aside=False):
     """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
-    ``triplets[start:stop]`` and score it on the validation part."""
+    the part ``[start, stop)`` of the ``problem``'s stream and score it."""
     est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
-    if isinstance(state, _Replay) and state.budget > 0:
-        est.partial_fit_triplets(X, triplets[:state.budget])
+    if not problem.continues:
+        start = 0
+        est = get_algorithm(algorithm).make(**params)  # replayed from the first round (fit resets anyway)
+    elif isinstance(state, _Replay) and state.budget > 0:
+        problem.feed(est, 0, state.budget)
     t0 = time.perf_counter()
-    if stop > start:
-        est.partial_fit_triplets(X, triplets[start:stop])
+    try:
+        if stop > start:
+            problem.feed(est, start, stop)
+    except DivergenceError as exc:  # a setting whose state overflows is a failed trial, not a failed search
+        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "diverged": str(exc),
+                            "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
     seconds = time.perf_counter() - t0
-    score = _validation_map(est, X_val, y_val)
-    model = est.model_
-    row = {"budget": int(stop), "map": score, "nnz": int(model.nnz()), "train_seconds": seconds,
-           "resolved_params": dict(getattr(est, "resolved_params_", {}))}
+    row = {"budget": int(stop), problem.metric: problem.measure(est)}
+    nnz = getattr(est.model_, "nnz", None)
+    if callable(nnz):
+        row["nnz"] = int(nnz())
+    row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
     if set_aside:
         return _Replay(int(stop)), row
@@ -308,12 +404,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     if spec.kind not in TUNABLE_KINDS:
         raise InvalidInputError(f"tuning supports similarity learners from triplets; {algorithm!r} is a "
                                 f"{spec.kind} algorithm (its protocol has its own search: sparsesim experiment)")
-    if not isinstance(n_triplets, (int, np.integer)) or n_triplets <= 0:
-        raise InvalidInputError(f"the triplet budget must be a positive integer, got {n_triplets!r}")
-    if not 0.0 < validation_fraction < 0.5:
-        raise InvalidInputError(f"validation_fraction must be in (0, 0.5), got {validation_fraction}")
-    if not (isinstance(factor, (int, np.integer)) and factor >= 2):
-        raise InvalidInputError(f"the halving factor must be an integer >= 2, got {factor!r}")
+    _check_search(n_triplets, validation_fraction, factor)
     X = check_csr(X)
     y = check_labels(y, X.shape[0], min_per_class=1)
     rows = usable_rows(y, warn=True)
@@ -324,11 +415,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     if spec.kind == "baseline":
         est = spec.make(**base).fit(X, y) if final else None
         return TuneResult(algorithm, {}, float("nan"), [], [], est, 0.0, time.perf_counter() - start_all)
-    base.setdefault("random_state", seed)
-    base["n_triplets"] = int(n_triplets)
-    if "max_memory" in spec.make().get_params() and "max_memory" not in base:
-        # trials run side by side: each gets its share of the memory available now
-        base["max_memory"] = max(1, parse_memory("auto") // max(1, int(n_jobs) if n_jobs and n_jobs > 0 else 1))
+    base = _trial_base(spec, base, seed, n_triplets, n_jobs)
 
     # validation part of the training part; classes too small to keep a validation pair stay in fit
     fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
@@ -338,17 +425,42 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         X_fit, y_fit = X_fit[keep], y_fit[keep]
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
-    resolved = resolved_auto(algorithm, base, X_fit, n_triplets)
+    problem = _TripletProblem(X_fit, triplets, X_val, y_val)
+    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+                     scheduler, n_jobs, park_bytes, progress, probe=lambda est: est.partial_fit_triplets(
+                         X_fit, triplets[:1]))
+    if final:
+        t0 = time.perf_counter()
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y)
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), n_triplets=int(n_triplets))
+    return result
+
+
+def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, min_budget, scheduler, n_jobs,
+            park_bytes, progress, probe) -> TuneResult:
+    """Successive halving of ``algorithm``'s candidates on ``problem`` (the one search behind
+    :func:`tune_similarity`, :func:`tune_multitask` and :func:`tune_online`); no final model.
+
+    ``X_resolve`` is what the ``"auto"`` values of the default grid are resolved on; ``probe(est)``
+    feeds one fresh candidate a first example, so a bad name or value fails before the search.
+    """
+    spec = get_algorithm(algorithm)
+    resolved = resolved_auto(algorithm, base, X_resolve, n_total)
     user_grid = grid is not None and len(grid) > 0
     grid = {k: list(v) for k, v in (grid or default_grid(algorithm, resolved)).items()}
     for key in grid:
         if key in ("n_triplets", "random_state"):
             raise InvalidInputError(f"--grid cannot vary {key!r} (the budget and seed are the search's own)")
     candidates = [dict(base, **point) for point in grid_points(grid)]
-    for cand in candidates:  # fail fast on a bad name or value: one triplet each, before the search
-        spec.make(**dict(cand, initial_capacity=16) if "initial_capacity" in spec.make().get_params() else cand
-                  ).partial_fit_triplets(X_fit, triplets[:1])
-    rungs = successive_halving_rungs(len(candidates), int(n_triplets), factor, min_budget)
+    has_capacity = "initial_capacity" in spec.make().get_params()
+    for cand in candidates:  # fail fast on a bad name or value: one example each, before the search
+        try:
+            probe(spec.make(**dict(cand, initial_capacity=16) if has_capacity else cand))
+        except DivergenceError:
+            pass  # a valid setting that diverges: scored as a failed trial
+    rungs = successive_halving_rungs(len(candidates), int(n_total), factor, min_budget)
     total_steps = sum(len(candidates) if r == 0 else rungs[r - 1][1] for r in range(len(rungs)))
     hidden = ("n_triplets", "random_state") + (("max_memory",) if "max_memory" not in (params or {}) else ())
     trials = [{"trial": i, "params": {k: v for k, v in c.items() if k not in hidden},
@@ -357,13 +469,12 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     alive = list(range(len(candidates)))
     done_steps = 0
     rung_info = []
-    with dask_jobs(scheduler, scatter=[X_fit, X_val, triplets], n_jobs=n_jobs) as session:
+    with dask_jobs(scheduler, scatter=[problem], n_jobs=n_jobs) as session:
         previous = 0
         for r, (budget, _) in enumerate(rungs):
             held = sum(_nbytes(s) for s in states.values() if s is not None and not isinstance(s, _Replay))
             set_aside = park_bytes is not None and held > park_bytes and not session.distributed
-            jobs = [(algorithm, candidates[i], states[i], X_fit, triplets, previous, budget, X_val, y_val,
-                     set_aside) for i in alive]
+            jobs = [(algorithm, candidates[i], states[i], problem, previous, budget, set_aside) for i in alive]
 
             def advance(done, _base=done_steps):
                 if progress is not None:
@@ -374,7 +485,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
             for i, (state, row) in zip(alive, results):
                 states[i] = state
                 trials[i]["rungs"].append(row)
-            scores = {i: trials[i]["rungs"][-1]["map"] for i in alive}
+            scores = {i: _better(problem, trials[i]["rungs"][-1][problem.metric]) for i in alive}
             order = rank_candidates(scores, tie_break=lambda i: i)
             keep_n = max(1, int(math.ceil(len(alive) / factor))) if r < len(rungs) - 1 else 1
             survivors, dropped = order[:keep_n], order[keep_n:]
@@ -391,16 +502,138 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     for key, value in best_row["resolved_params"].items():  # record numbers, never "auto"
         if is_auto(best_params.get(key, AUTO)):
             best_params[key] = value
-    search_seconds = time.perf_counter() - start_all
-    est = None
-    final_seconds = 0.0
+    return TuneResult(algorithm, best_params, float(best_row[problem.metric]), trials, rung_info,
+                      info={"metric": problem.metric, "factor": int(factor), "grid": grid,
+                            "default_grid": not user_grid, "auto_values": resolved})
+
+
+def _check_search(n_total, validation_fraction, factor) -> None:
+    if not isinstance(n_total, (int, np.integer)) or n_total <= 0:
+        raise InvalidInputError(f"the triplet budget must be a positive integer, got {n_total!r}")
+    if not 0.0 < validation_fraction < 0.5:
+        raise InvalidInputError(f"validation_fraction must be in (0, 0.5), got {validation_fraction}")
+    if not (isinstance(factor, (int, np.integer)) and factor >= 2):
+        raise InvalidInputError(f"the halving factor must be an integer >= 2, got {factor!r}")
+
+
+def _trial_base(spec, base: dict, seed: int, n_triplets: int | None, n_jobs) -> dict:
+    """The fixed parameters of every trial: the seed, the triplet budget, each trial's memory share."""
+    names = spec.make().get_params()
+    base = dict(base)
+    if "random_state" in names:
+        base.setdefault("random_state", seed)
+    if n_triplets is not None and "n_triplets" in names:
+        base["n_triplets"] = int(n_triplets)
+    if "max_memory" in names and "max_memory" not in base:
+        # trials run side by side: each gets its share of the memory available now
+        base["max_memory"] = max(1, parse_memory("auto") // max(1, int(n_jobs) if n_jobs and n_jobs > 0 else 1))
+    return base
+
+
+def tune_multitask(algorithm: str, X, y, tasks, n_triplets: int, grid: dict | None = None, params: dict | None = None,
+                   seed: int = 0, n_jobs: int = 1, validation_fraction: float = 0.2, factor: int = 3,
+                   min_budget: int = 500, scheduler: str | None = None, park_bytes: int = 2 << 30,
+                   progress=None, final: bool = True) -> TuneResult:
+    """Choose the parameters of a multi-task similarity learner (OMTRSL family) by successive halving.
+
+    As :func:`tune_similarity`, on the OMTRSL protocol: the validation part is
+    ``validation_fraction`` of every (task, class) pair of the *training* part, one stream of
+    ``n_triplets`` OMTRSL triplets (task, same-class pair, other-class document, coin y_t) is drawn
+    from the rest, survivors continue on it, and a trial is scored by the IJCAI 2017 metric: AP@10
+    of per-task retrieval on the validation part, mean over tasks. The default grid is
+    :data:`DEFAULT_FACTORS` (multiples of the ``"auto"`` C) and :data:`DEFAULT_GRIDS` (OMTRSL's b).
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm of kind ``"multitask-similarity"``.
+    X : sparse matrix (n_documents, n_features)
+    y, tasks : arrays (n_documents,)
+        Class and task of every document (the training part only).
+    n_triplets, grid, params, seed, n_jobs, validation_fraction, factor, min_budget, scheduler, park_bytes, progress, final
+        As in :func:`tune_similarity`.
+
+    Returns
+    -------
+    TuneResult
+        ``best_score`` is the winner's validation AP@10.
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind != "multitask-similarity":
+        raise InvalidInputError(f"tune_multitask searches multi-task similarity learners; {algorithm!r} is a "
+                                f"{spec.kind} algorithm")
+    _check_search(n_triplets, validation_fraction, factor)
+    X = check_csr(X)
+    y = check_labels(y, X.shape[0], min_per_class=1)
+    tasks = np.asarray(tasks)
+    if tasks.shape != (X.shape[0],):
+        raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
+    start_all = time.perf_counter()
+    base = _trial_base(spec, params or {}, seed, n_triplets, n_jobs)
+    labels = np.unique(tasks)
+    _, strata = np.unique(np.stack([tasks.astype(str), y.astype(str)], axis=1), axis=0, return_inverse=True)
+    fit_rows, val_rows = stratified_split(strata.reshape(-1), 1.0 - validation_fraction, seed=seed)
+    X_fit, y_fit, t_fit = X[fit_rows], y[fit_rows], tasks[fit_rows]
+    triplets, signs, task_ids = omtrsl_triplets(y_fit, int(n_triplets), seed=seed, tasks=t_fit)
+    problem = _TaskTripletProblem(X_fit, triplets, signs, task_ids, labels, X[val_rows], y[val_rows], tasks[val_rows])
+    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+                     scheduler, n_jobs, park_bytes, progress, probe=lambda est: problem.feed(est, 0, 1))
     if final:
         t0 = time.perf_counter()
-        est = spec.make(**dict(base, **best_params))
-        est.fit(X, y)
-        final_seconds = time.perf_counter() - t0
-    return TuneResult(algorithm, best_params, float(best_row["map"]), trials, rung_info, est, search_seconds,
-                      final_seconds, info={"n_fit": int(X_fit.shape[0]), "n_validation": int(X_val.shape[0]),
-                                           "n_triplets": int(n_triplets), "factor": int(factor),
-                                           "grid": grid, "default_grid": not user_grid,
-                                           "auto_values": resolved})
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y, tasks)
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_fit=int(fit_rows.size), n_validation=int(val_rows.size), n_triplets=int(n_triplets))
+    return result
+
+
+def tune_online(algorithm: str, X_tasks, y_tasks, grid: dict | None = None, params: dict | None = None,
+                seed: int = 0, n_jobs: int = 1, factor: int = 3, min_budget: int = 100,
+                scheduler: str | None = None, progress=None, final: bool = True) -> TuneResult:
+    """Choose the parameters of an online multi-task classifier (ROMCO and its baselines) by
+    successive halving over the rounds of one pass.
+
+    The ROMCO protocol's search runs every setting for one online pass over a held-out shuffle of
+    the task streams and keeps the lowest cumulative error rate. Here rung ``r`` runs the
+    surviving candidates over the first ``T / factor**(R - 1 - r)`` rounds (``T`` the longest
+    stream) and keeps the ``1 / factor`` with the lowest online error rate (mistakes of the
+    predictions made before each update, mean over tasks); the online error needs no held-out
+    part. The caller passes the streams in the order to search on (e.g. a shuffle kept apart from
+    the reported ones). The final model is one pass over the whole streams with the chosen values.
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm of kind ``"multitask-classifier"``.
+    X_tasks, y_tasks : lists
+        One matrix and one label vector per task, in stream order.
+    grid, params, seed, n_jobs, factor, min_budget, scheduler, progress, final
+        As in :func:`tune_similarity` (budgets in rounds).
+
+    Returns
+    -------
+    TuneResult
+        ``best_score`` is the winner's online error rate at the last rung.
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind != "multitask-classifier":
+        raise InvalidInputError(f"tune_online searches online multi-task classifiers; {algorithm!r} is a "
+                                f"{spec.kind} algorithm")
+    X_tasks, y_tasks = check_task_streams(X_tasks, y_tasks)
+    n_rounds = max(int(x.shape[0]) for x in X_tasks)
+    _check_search(n_rounds, 0.2, factor)
+    start_all = time.perf_counter()
+    base = _trial_base(spec, params or {}, seed, None, n_jobs)
+    problem = _StreamProblem(list(X_tasks), list(y_tasks))
+    # the shortest prefix in which every task has shown both classes (fit refuses a one-class task)
+    both = max(max(int(np.argmax(yk != yk[0])), 1) + 1 for yk in y_tasks)
+    result = _search(algorithm, problem, list(X_tasks), base, params, grid, n_rounds, factor,
+                     max(int(min_budget), both), scheduler, n_jobs, None, progress,
+                     probe=lambda est: problem.feed(est, 0, both))
+    if final:
+        t0 = time.perf_counter()
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(list(X_tasks), list(y_tasks))
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_rounds=n_rounds, n_tasks=len(X_tasks))
+    return result
