@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -321,9 +321,16 @@ class _Replay:
     budget: int
 
 
-def _run_trial(algorithm, params, state, problem, start, stop, set_aside=False):
+def _parts(problem) -> tuple:
+    """The fields of a problem, shallow (each one a top-level argument of a trial, so a Dask run
+    scatters every matrix once for the whole search)."""
+    return tuple(getattr(problem, f.name) for f in fields(problem))
+
+
+def _run_trial(algorithm, params, state, problem_type, start, stop, set_aside, *parts):
     """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
-    the part ``[start, stop)`` of the ``problem``'s stream and score it."""
+    the part ``[start, stop)`` of the stream of ``problem_type(*parts)`` and score it."""
+    problem = problem_type(*parts)
     est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
     if not problem.continues:
         start = 0
@@ -469,12 +476,14 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
     alive = list(range(len(candidates)))
     done_steps = 0
     rung_info = []
-    with dask_jobs(scheduler, scatter=[problem], n_jobs=n_jobs) as session:
+    parts = _parts(problem)
+    with dask_jobs(scheduler, scatter=[p for p in parts if not np.isscalar(p)], n_jobs=n_jobs) as session:
         previous = 0
         for r, (budget, _) in enumerate(rungs):
             held = sum(_nbytes(s) for s in states.values() if s is not None and not isinstance(s, _Replay))
             set_aside = park_bytes is not None and held > park_bytes and not session.distributed
-            jobs = [(algorithm, candidates[i], states[i], problem, previous, budget, set_aside) for i in alive]
+            jobs = [(algorithm, candidates[i], states[i], type(problem), previous, budget, set_aside, *parts)
+                    for i in alive]
 
             def advance(done, _base=done_steps):
                 if progress is not None:
