@@ -35,7 +35,8 @@ __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "loa
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
 
 
-def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1) -> Index:
+def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
+               check_calibration: bool = True) -> Index:
     """Read an index directory written by :meth:`Index.save`.
 
     Parameters
@@ -57,6 +58,10 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         structural checks always run).
     n_jobs : int, default 1
         Threads of the loaded index.
+    check_calibration : bool, default True
+        Ann: replay the stored calibration record and probe the recall it claims
+        (:mod:`sparsesim.indexes.recall_check`). False is for a caller that replaces the record
+        (``sparsesim index calibrate``); such a load is not remembered as checked.
 
     Raises
     ------
@@ -91,10 +96,10 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     # (a checked or self-written index is bound to its bytes by the manifest's checksums)
     if not (verify and derived_arrays_checked(stored.manifest)):
         try:
-            verify_derived(index)
+            verify_derived(index, record_checks=check_calibration)
         except FileFormatError as exc:
             raise FileFormatError(f"{stored.directory}: {bounded(exc, 300)}") from None
-        if verify:
+        if verify and check_calibration:
             mark_derived_arrays_checked(stored.manifest.get("manifest_checksum"))
     return index
 

@@ -43,9 +43,10 @@ from sparsesim.persistence import csr_from_arrays
 
 from . import small_batch
 from .base import Index, kernels, prepare_rows, threaded
-from .calibration import calibrate, check_record, check_target_recall
+from .calibration import calibrate, check_record, check_target_recall, remeasure
 from .expansion import (embed, expanded_postings, fit_projection, heaps_from_postings, impact_postings,  # noqa: F401
                         light_transpose, postings_from_heaps)
+from .recall_check import check_setting
 
 __all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
 
@@ -394,6 +395,10 @@ class AnnIndex(Index):
         super().add(X_new, ids=ids)
         if self.refit_growth is not None and self.n_documents >= self.refit_growth * self.n_fit_documents_:
             self.refit()
+        elif self.calibration_ is not None:
+            # the record describes the content it is stored with (the load-time check replays it)
+            self.calibration_ = remeasure(self, self.calibration_, self.calibration_size, self.random_state,
+                                          max(1, int(self.n_jobs or 1)))
         return self
 
     def _new_faiss(self, D):
@@ -668,3 +673,5 @@ class AnnIndex(Index):
                 raise FileFormatError(f"{path}: FAISS index holds {index.ntotal} vectors of dimension {index.d}, "
                                       f"expected {n} of dimension {self.dim}")
             self.faiss_ = index
+        if self.calibration_ is not None:
+            check_setting(self, self.calibration_)

@@ -41,7 +41,7 @@ from .base import prepare_rows
 from .exact import ExactIndex
 
 __all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
-           "CALIBRATION_SCHEMA"]
+           "held_out_sample", "hits_of", "measure_recall", "remeasure", "summary", "CALIBRATION_SCHEMA"]
 
 _Z_ONE_SIDED_95 = 1.645
 
@@ -58,6 +58,10 @@ CALIBRATION_SCHEMA = {
     "queries": ("str",),
     "model_checksum": ("str",),
     "postings_model_checksum": ("str?",),
+    "n_documents": ("int?", 1, 2**40),
+    "n_settings": ("int?", 1, 2**20),
+    "sample_seed": ("int?", 0, 2**63 - 1),
+    "hits": ("list?",),  # per held-out query, how many of its top_k results are exact top-k results
 }
 _SETTING_KEYS = ("n_postings", "sparse_pool", "dense_pool", "nprobe")
 
@@ -120,7 +124,42 @@ def recall_counting_ties(found_scores, truth_scores) -> np.ndarray:
     return np.mean(found_scores >= kth - tol, axis=1)
 
 
-def _summary(per_query) -> tuple[float, float]:
+def _sample_seed(random_state) -> int:
+    """An integer seed for the held-out sample: ``random_state`` itself when it is one."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) \
+            and 0 <= random_state < 2**63:
+        return int(random_state)
+    return int(np.random.default_rng(random_state).integers(2**63 - 1))
+
+
+def hits_of(per_query_recall, top_k: int) -> list:
+    """Per-query recalls as hit counts (what a record stores, so a check can replay any query)."""
+    return [int(v) for v in np.rint(np.asarray(per_query_recall) * top_k)]
+
+
+def held_out_sample(n: int, m: int, seed) -> np.ndarray:
+    """The ``m`` corpus rows (sorted) a calibration with sample seed ``seed`` uses as held-out queries."""
+    return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False)).astype(np.int64)
+
+
+def measure_recall(index, rows, top_k: int, settings, n_jobs: int = 1):
+    """Per-query recall@``top_k`` of every search setting in ``settings`` on the corpus rows
+    ``rows`` used as held-out queries (each row removed from its own answers).
+
+    Returns a list of (per-query recall array, CPU seconds) in the order of ``settings``.
+    """
+    Qp = index.X_[rows]
+    truth_rows, truth_scores = exact_top_k(index, Qp, top_k + 1, n_jobs=n_jobs)
+    _, truth_scores = _drop_rows(truth_rows, truth_scores, rows, top_k)
+    out = []
+    for options in settings:
+        (found, scores), cpu = _time_setting(index, Qp, top_k + 1, options, 1)
+        _, scores = _drop_rows(found, scores, rows, top_k)
+        out.append((recall_counting_ties(scores, truth_scores), cpu))
+    return out
+
+
+def summary(per_query) -> tuple[float, float]:
     mean = float(np.mean(per_query))
     se = float(np.std(per_query, ddof=1) / math.sqrt(per_query.size)) if per_query.size > 1 else 0.0
     return mean, mean - _Z_ONE_SIDED_95 * se
@@ -170,8 +209,9 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
         m = int(min(n_queries, n - 1))
         if m < 2 or n - 1 < top_k:
             raise InvalidInputError(f"calibration needs at least {max(top_k + 1, 3)} documents, the index has {n}")
-        rng = np.random.default_rng(random_state)
-        exclude = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+        # an explicit integer seed is recorded, so the load-time check can replay this measurement
+        sample_seed = _sample_seed(random_state)
+        exclude = held_out_sample(n, m, sample_seed)
         Qp = index.X_[exclude]
         source = "corpus sample (held out from its own answer)"
         kk = top_k + 1
@@ -180,6 +220,7 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
         if Qp.shape[0] < 2:
             raise InvalidInputError(f"calibration needs at least 2 queries, got {Qp.shape[0]}")
         exclude = None
+        sample_seed = None
         source = "given queries"
         kk = top_k
     if top_k > n - (exclude is not None):
@@ -194,9 +235,9 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
             (rows, scores), cpu = _time_setting(index, Qp, kk, options, 1)
             _, scores = _drop_rows(rows, scores, exclude, top_k)
             per_query = recall_counting_ties(scores, truth_scores)
-            recall, lower = _summary(per_query)
+            recall, lower = summary(per_query)
             measured.append({"setting": dict(options), "recall": recall, "recall_lower_bound": lower,
-                             "qps": Qp.shape[0] / cpu})
+                             "qps": Qp.shape[0] / cpu, "hits": per_query})
             if lower >= target:  # the rest of the family only costs more
                 break
     qualifying = [m for m in measured if m["recall_lower_bound"] >= target]
@@ -214,7 +255,34 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     return {"target_recall": target, "top_k": int(top_k), "met": met, "setting": chosen["setting"],
             "recall": chosen["recall"], "recall_lower_bound": chosen["recall_lower_bound"],
             "qps_one_thread": chosen["qps"], "n_queries": int(Qp.shape[0]), "queries": source,
-            "random_state": random_state if queries is None else None,
+            "random_state": random_state if queries is None else None, "sample_seed": sample_seed,
+            "hits": hits_of(chosen["hits"], top_k) if queries is None else None,
             "model_checksum": index.model.checksum(), "n_documents": int(n),
             "n_settings": len(measured), "seconds": time.perf_counter() - start,
             "exact_seconds": exact_seconds}
+
+
+def remeasure(index, record: dict, n_queries: int, random_state=0, n_jobs: int = 1) -> dict:
+    """``record`` with the recall of its setting measured again on the index as it is now (after
+    documents were added), on a fresh held-out corpus sample; the setting is kept.
+
+    So a stored record always describes the content it is stored with (the load-time check
+    replays it, :mod:`sparsesim.indexes.recall_check`).
+    """
+    n = index.n_documents
+    top_k = int(record["top_k"])
+    m = int(min(n_queries, n - 1))
+    if m < 2 or n - 1 < top_k:
+        return record
+    start = time.perf_counter()
+    sample_seed = _sample_seed(random_state)
+    (per_query, cpu), = measure_recall(index, held_out_sample(n, m, sample_seed), top_k, [record["setting"]], n_jobs)
+    recall, lower = summary(per_query)
+    out = dict(record)
+    out.update({"met": bool(lower >= record["target_recall"]), "recall": recall, "recall_lower_bound": lower,
+                "qps_one_thread": m / max(cpu, 1e-9), "n_queries": m,
+                "queries": "corpus sample (held out from its own answer)", "random_state": random_state,
+                "sample_seed": sample_seed, "hits": hits_of(per_query, top_k), "n_documents": int(n),
+                "remeasured": True,
+                "seconds": time.perf_counter() - start})
+    return out

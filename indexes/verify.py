@@ -32,6 +32,8 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import FileFormatError
 
+from .recall_check import check_candidate_stage
+
 __all__ = ["verify_derived"]
 
 _N_PROBES = 2
@@ -186,7 +188,7 @@ def _check_ann_postings(index, rng, sample: int):
                               f"({bad.size} of {m} sampled entries); the file was altered")
 
 
-def verify_derived(index, seed=None, sample: int = 4096) -> None:
+def verify_derived(index, seed=None, sample: int = 4096, record_checks: bool = True) -> None:
     """Check the arrays of a loaded index that are derived from its corpus and model.
 
     Parameters
@@ -199,6 +201,9 @@ def verify_derived(index, seed=None, sample: int = 4096) -> None:
         against a probe it cannot know).
     sample : int, default 4096
         Ann candidate-posting entries whose values are recomputed exactly.
+    record_checks : bool, default True
+        Ann: replay the calibration record and probe the recall it claims
+        (:mod:`sparsesim.indexes.recall_check`); the posting lists are probed either way.
 
     Raises
     ------
@@ -208,6 +213,8 @@ def verify_derived(index, seed=None, sample: int = 4096) -> None:
     rng = np.random.default_rng(seed)
     with np.errstate(all="ignore"):  # an overflow (values near 1e308) makes a non-finite error: refused
         _verify(index, rng, sample)
+        if index.kind == "ann":
+            check_candidate_stage(index, rng, record_checks=record_checks)
 
 
 def _verify(index, rng, sample: int) -> None:

@@ -546,7 +546,7 @@ def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path
 
     check_index_target(index_dir, overwrite=True)
     with target_lock(index_dir):  # from the read to the write: a concurrent `index add` is not lost
-        index = load_index(index_dir)
+        index = load_index(index_dir, check_calibration=False)  # the record is replaced below
         if not hasattr(index, "calibrate"):
             raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
         model = BilinearSimilarity.load(model_path) if model_path is not None else None

@@ -1,0 +1,301 @@
+"""Checks that an ann index's candidate stage delivers the recall its manifest claims.
+
+The ann index only *chooses* which documents are re-ranked (scores are always exact), so a file
+whose candidate postings, projection or FAISS structure were replaced -- and every checksum
+recomputed -- cannot change a score, but it can lower recall; and the calibration record in the
+manifest (the chosen search setting and the recall measured with it) could claim a recall the
+index does not have. Three checks, run with the other derived-array checks
+(:func:`sparsesim.indexes.verify.verify_derived`, once per index content):
+
+1. **The record is consistent** (:func:`check_setting`, at every load): the setting names exactly
+   the index's search options, each within its range (pools at most the corpus, ``n_postings``
+   at most the list length, ``nprobe`` in [1, nlist]), it is the setting queries use, the record
+   describes this corpus size, this model and these postings, its lower bound and ``met`` agree
+   with its recall.
+2. **The recorded recall is replayed**: a calibration on held-out corpus documents records the
+   seed of its sample, so the same queries are drawn again, answered with the recorded setting
+   and compared with the exact top-k; the recall must be the recorded one (within one result of
+   one query). A record cannot claim a recall its own index does not reach on its own sample.
+3. **Fresh probes** (new random corpus documents on every check, so a file cannot be crafted
+   against them):
+
+   * *posting lists*: for ``list_probes`` (32) of them, every posting list the query reads is
+     recomputed from the corpus and the model -- the column Y[:, i] of Y = X M^T -- and the
+     stored list must hold exactly its largest positive values (values within float32 rounding,
+     no document missing whose value exceeds the last one kept, up to the list length of the
+     last full build). A held-out query whose lists are all exact gets exactly the candidates of
+     a genuine index, so a crafted list file that lowers recall on held-out queries by X (hence
+     changes the candidates of at least a share X of them) is caught with probability at least
+     1 - (1 - X)^32: 0.81 for X = 0.05, 0.97 for X = 0.1, 0.999 for X = 0.2.
+   * *recall*: ``recall_probes`` (200) of them are answered and compared with the exact top-k.
+     The per-query recalls r_i lie in [0, 1], so by the Chernoff-Hoeffding bound a mean of n
+     of them falls below mu - t with probability at most exp(-n KL(mu - t || mu)) whatever their
+     distribution. From the recorded recall (n_cal queries, chosen among n_settings settings)
+     the true recall is at least mu_L = the KL lower bound at level delta / n_settings; the index
+     is refused when the probes' mean is below tau = the KL lower bound of mu_L at level delta
+     (delta = 1e-6). A genuine index is refused with probability at most 2e-6; an index whose
+     true recall is mu' < tau is refused with probability at least 1 - exp(-200 KL(tau || mu')).
+     This end-to-end probe is what covers the dense (FAISS) stage and postings built with an
+     earlier model; it catches large drops only (recorded 0.97 on 300 queries: tau = 0.72).
+
+A record calibrated on queries the user passed (not corpus documents) cannot be replayed or
+compared with corpus probes; for it the record's consistency and the posting-list probes are
+checked.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsesim.exceptions import FileFormatError
+
+from .calibration import held_out_sample, hits_of, measure_recall, summary
+
+__all__ = ["check_setting", "check_candidate_stage", "kl_lower_bound"]
+
+DELTA = 1e-6  # each of the two terms of the false-refusal probability of the recall probe
+RECALL_PROBES = 64  # fresh held-out corpus queries answered and compared with the exact top-k
+LIST_PROBES = 32  # of them, queries whose every posting list is recomputed
+REPLAY = 32  # of the record's own held-out queries, answered again
+_RTOL32 = 1e-5  # posting values are float32 (rounding 2^-24 relative) of float64 sums
+_CHUNK = 256  # features whose columns of Y are formed at once (sparse)
+
+
+def _fail(message: str):
+    raise FileFormatError(f"{message}; the file was altered")
+
+
+# --------------------------------------------------------------------------- the record
+def check_setting(index, record: dict) -> None:
+    """Refuse a calibration record that is out of range or does not describe ``index``."""
+    n = index.n_documents
+    dense = index._dense_on
+    setting = record["setting"]
+    names = {"n_postings", "sparse_pool"} | ({"dense_pool", "nprobe"} if dense else set())
+    if set(setting) != names:
+        _fail(f"the calibration record's setting names {sorted(setting)}, the index searches with {sorted(names)}")
+    n_rec = record.get("n_documents", n)
+    if n_rec > n:
+        _fail(f"the calibration record describes {n_rec} documents, the index holds {n}")
+    grid = [options for family in index.calibration_grid(record["top_k"]) for options in family]
+    L = index.postings_length_ or 1
+    limits = {"n_postings": (0, L), "sparse_pool": (0, n_rec), "dense_pool": (0, n_rec),
+              "nprobe": (1, index.nlist_ or 1)}
+    for name in names:
+        lo, hi = limits[name]
+        value = setting[name]
+        # beyond the range only a value the calibration itself tries (an explicit parameter, a fallback)
+        if not lo <= value <= hi and value not in {options[name] for options in grid}:
+            _fail(f"the calibration record's {name}={value} is outside [{lo}, {hi}]")
+    if not (setting["n_postings"] and setting["sparse_pool"]) and not (dense and setting["dense_pool"]):
+        _fail("the calibration record's setting disables both candidate stages")
+    used = index.search_setting()
+    for name in names:
+        recorded = min(setting[name], L) if name == "n_postings" and setting[name] else setting[name]
+        if used[name] != recorded:
+            _fail(f"the calibration record's {name}={setting[name]} is not the value queries use ({used[name]})")
+    corpus_sample = record["queries"].startswith("corpus sample")
+    if corpus_sample and (record["n_queries"] > n_rec - 1 or record["top_k"] > n_rec - 1):
+        _fail(f"the calibration record's {record['n_queries']} held-out queries / top_k={record['top_k']} do not "
+              f"fit {n_rec} documents")
+    if record["recall_lower_bound"] > record["recall"] + 1e-12 or \
+            record["met"] != (record["recall_lower_bound"] >= record["target_recall"]):
+        _fail("the calibration record's recall, lower bound and 'met' disagree")
+    hits = record.get("hits")
+    if hits is not None:
+        k = record["top_k"]
+        if len(hits) != record["n_queries"] or not all(
+                isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= k for h in hits):
+            _fail(f"the calibration record's hits are not {record['n_queries']} counts in [0, {k}]")
+        recall, lower = summary(np.asarray(hits, dtype=np.float64) / k)
+        if abs(recall - record["recall"]) > 1e-9 or abs(lower - record["recall_lower_bound"]) > 1e-9:
+            _fail(f"the calibration record's recall {record['recall']:.4f} (lower bound "
+                  f"{record['recall_lower_bound']:.4f}) is not that of its hits ({recall:.4f}, {lower:.4f})")
+    if record["model_checksum"] != index.model_checksum():
+        _fail("the calibration record was measured with another model than the index serves")
+    postings_model = record.get("postings_model_checksum")
+    if postings_model is not None and postings_model != index.postings_model_:
+        _fail("the calibration record was measured with other postings than the index holds")
+    n_settings = record.get("n_settings")
+    if n_settings is not None and n_settings > len(grid):
+        _fail(f"the calibration record claims {n_settings} settings measured, the index has {len(grid)}")
+
+
+# --------------------------------------------------------------------------- statistics
+def _kl(p: float, q: float) -> float:
+    """KL divergence of Bernoulli(p) from Bernoulli(q)."""
+    out = 0.0
+    if p > 0:
+        out += p * math.log(p / q)
+    if p < 1:
+        out += (1 - p) * math.log((1 - p) / (1 - q))
+    return out
+
+
+def kl_lower_bound(mean: float, n: int, log_term: float) -> float:
+    """The smallest mu <= ``mean`` with n KL(mean || mu) <= ``log_term``: a mean of n variables in
+    [0, 1] falls this far below their expectation with probability at most exp(-log_term)."""
+    if mean <= 0.0:
+        return 0.0
+    lo, hi = 0.0, float(mean)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if mid <= 0.0 or n * _kl(mean, mid) > log_term:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def recall_threshold(recorded: float, n_calibration: int, n_settings: int, n_probes: int,
+                     delta: float = DELTA) -> float:
+    """The probe mean below which an index with this recorded recall is refused (see the module)."""
+    mu_low = kl_lower_bound(recorded, n_calibration, math.log(max(n_settings, 1) / delta))
+    return kl_lower_bound(mu_low, n_probes, math.log(1 / delta))
+
+
+# --------------------------------------------------------------------------- the checks
+def check_candidate_stage(index, rng, recall_probes: int = RECALL_PROBES, list_probes: int = LIST_PROBES,
+                          replay: int = REPLAY, record_checks: bool = True) -> None:
+    """Replay the calibration record and probe the candidate stage (see the module docstring).
+
+    ``record_checks=False`` probes the posting lists only (for a caller about to replace the
+    record, such as ``sparsesim index calibrate``).
+
+    Raises
+    ------
+    FileFormatError
+        The record does not hold on replay, a probed posting list differs from the corpus and
+        model, or the probes' recall is below what the record allows.
+    """
+    record = index.calibration_
+    n = index.n_documents
+    if n < 3:
+        return
+    setting = index.search_setting()
+    probes = rng.choice(n, size=min(max(recall_probes, list_probes), n - 1), replace=False).astype(np.int64)
+    if setting["n_postings"] > 0 and setting["sparse_pool"] > 0 and index.postings_model_ == index.model_checksum():
+        _check_lists(index, np.sort(probes[:list_probes]))
+    if not record_checks or record is None or not record["queries"].startswith("corpus sample"):
+        return
+    k = int(record["top_k"])
+    if record.get("n_documents", n) != n:
+        raise FileFormatError(f"the calibration record describes {record['n_documents']} documents, the index holds "
+                              f"{n} (documents added by an earlier sparsesim); recalibrate it with "
+                              f"`sparsesim index calibrate`")
+    _replay(index, record, setting, rng, replay)
+    probes = np.sort(probes[:recall_probes])
+    (per_query, _), = measure_recall(index, probes, k, [setting])
+    threshold = recall_threshold(record["recall"], int(record["n_queries"]), int(record.get("n_settings") or 1),
+                                 per_query.size)
+    if float(per_query.mean()) < threshold:
+        _fail(f"the candidate stage reaches recall@{k} {per_query.mean():.3f} on {per_query.size} fresh held-out "
+              f"queries; its calibration record ({record['recall']:.3f}) allows no less than {threshold:.3f}")
+
+
+def _replay(index, record, setting, rng, replay: int) -> None:
+    """Answer the record's own held-out queries again (a fresh random subset of them when the
+    record stores per-query hits, all of them otherwise) and compare."""
+    seed = record.get("sample_seed", record.get("random_state"))
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        return  # an older record with an unrecorded sample: the fresh probes below still run
+    k, n_cal, n = int(record["top_k"]), int(record["n_queries"]), index.n_documents
+    rows = held_out_sample(n, n_cal, seed)
+    hits = record.get("hits")
+    if hits is None:
+        (per_query, _), = measure_recall(index, rows, k, [setting])
+        if abs(float(per_query.mean()) - record["recall"]) > 1.0 / (k * n_cal) + 1e-9:
+            _fail(f"the calibration record claims recall@{k} {record['recall']:.4f}; replayed on its own "
+                  f"{n_cal} queries the index reaches {per_query.mean():.4f}")
+        return
+    chosen = np.sort(rng.choice(n_cal, size=min(replay, n_cal), replace=False))
+    (per_query, _), = measure_recall(index, rows[chosen], k, [setting])
+    got = np.asarray(hits_of(per_query, k))
+    want = np.asarray(hits, dtype=np.int64)[chosen]
+    if np.any(got != want):
+        bad = int(np.flatnonzero(got != want)[0])
+        _fail(f"the calibration record says its held-out query {int(rows[chosen[bad]])} finds {want[bad]} of its "
+              f"top {k}; the index finds {got[bad]}")
+
+
+def _check_lists(index, queries: np.ndarray) -> None:
+    """Every posting list read by the corpus rows ``queries`` against the column of Y it prunes."""
+    X = index.X_
+    features = np.unique(X[queries].indices)
+    if features.size == 0:
+        return
+    # lists are exact top lists up to the length of the last full build: documents added later
+    # are merged into them, and a longer list after growth holds the old top plus the new ones
+    exact_length = index._postings_length(max(1, int(index.n_fit_documents_ or X.shape[0])))
+    XT = X.T.tocsr()  # the corpus's own inverted lists: row i of M X^T is column i of Y
+    absXT = XT if XT.data.size == 0 or XT.data.min() >= 0 else abs(XT)
+    W = index.model.W.tocsr()
+    for lo in range(0, features.size, _CHUNK):
+        chunk = features[lo:lo + _CHUNK]
+        M = W[chunk]
+        if index.model.identity:
+            M = M + sp.csr_matrix((np.ones(chunk.size), (np.arange(chunk.size), chunk)), shape=(chunk.size, W.shape[1]))
+        _check_chunk(_rows_of(index.postings_, chunk), chunk, (M @ XT).tocoo(), (abs(M) @ absXT).tocoo(),
+                     exact_length)
+
+
+def _rows_of(P: sp.csr_matrix, rows: np.ndarray):
+    """(indptr, indices, data) of the CSR rows ``rows`` of ``P`` (no dtype conversion of all of P)."""
+    starts, ends = P.indptr[rows], P.indptr[rows + 1]
+    lengths = ends - starts
+    indptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    take = np.repeat(starts - indptr[:-1], lengths) + np.arange(int(indptr[-1]))
+    return indptr, P.indices[take], P.data[take]
+
+
+def _keyed(coo, n: int):
+    """(sorted keys row * n + column, values in key order) of a COO matrix."""
+    keys = coo.row.astype(np.int64) * n + coo.col
+    order = np.argsort(keys, kind="stable")
+    return keys[order], coo.data[order]
+
+
+def _check_chunk(lists, features, Y, B, exact_length: int) -> None:
+    """The posting ``lists`` (indptr, indices, data) of ``features`` against the columns of Y of
+    these features (the rows of ``Y``, COO) and their error bound ``B``."""
+    indptr, indices, data = lists
+    n = Y.shape[1]
+    ykeys, y = _keyed(Y, n)
+    bkeys, b = _keyed(B, n)
+    # B's pattern holds Y's (a product of absolute values cancels nothing)
+    tol = _RTOL32 * (b[np.minimum(np.searchsorted(bkeys, ykeys), max(bkeys.size - 1, 0))] + np.abs(y)) + 1e-30
+    lengths = np.diff(indptr)
+    rows = np.repeat(np.arange(features.size), lengths)
+    pkeys = rows * n + indices
+    vals = data.astype(np.float64)
+    if np.any(np.diff(np.sort(pkeys)) == 0):
+        _fail("the ann index's posting lists name a document twice in one list")
+    pos = np.minimum(np.searchsorted(ykeys, pkeys), max(ykeys.size - 1, 0))
+    present = (ykeys[pos] == pkeys) if ykeys.size else np.zeros(pkeys.size, bool)
+    want = np.where(present, y[pos] if ykeys.size else 0.0, 0.0)
+    slack = np.where(present, tol[pos] if ykeys.size else 0.0, 1e-30) + _RTOL32 * np.abs(vals)
+    bad = ~(np.abs(vals - want) <= slack) | ~(vals > 0)
+    if bad.any():
+        _fail(f"the ann index's posting lists of features {_some(features, rows, bad)} hold values that are not X M^T")
+    # per list: its first p = min(length, exact_length) entries must be the p largest positive values
+    p = np.minimum(lengths, exact_length)
+    rank = np.arange(pkeys.size) - np.repeat(indptr[:-1], lengths)
+    prefix = rank < np.repeat(p, lengths)
+    last = indptr[:-1] + p - 1
+    floor = np.where((p == exact_length) & (p > 0), vals[np.maximum(last, 0)] if vals.size else 0.0, 0.0)
+    yrows = ykeys // n
+    kept_keys = np.sort(pkeys[prefix])
+    at = np.minimum(np.searchsorted(kept_keys, ykeys), max(kept_keys.size - 1, 0))
+    kept = (kept_keys[at] == ykeys) if kept_keys.size else np.zeros(ykeys.size, bool)
+    missing = (y > floor[yrows] * (1 + _RTOL32) + tol) & ~kept
+    if missing.any():
+        _fail(f"the ann index's posting lists of features {_some(features, yrows, missing)} leave out documents "
+              f"of larger value than they keep")
+
+
+def _some(features, rows, mask) -> str:
+    return ", ".join(str(int(f)) for f in np.unique(features[rows[mask]])[:3])
