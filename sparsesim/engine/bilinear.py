@@ -139,9 +139,17 @@ def prefetch_ahead(keys, keybuf, n, shift):
 
 
 
+@numba.njit(cache=True, inline="always")
+def prefetch_record(cols, tails, s):
+    """Start loading record ``s``: its first field and its last one (``tails``), because a record
+    of 12 or 20 bytes (SORS float32 / float64) can straddle two cache lines."""
+    prefetch(cols, s)
+    prefetch(tails, s)
+
+
 @numba.njit(cache=True)
 def train_triplets(
-    cols, vals, lasts, auxs, rows, state, d,
+    cols, vals, lasts, auxs, tails, rows, state, d,
     diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
@@ -156,7 +164,8 @@ def train_triplets(
     and the slots it needs) so the caller can compact or grow the pool and call again.
     ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
-    kept dense beside the pool) so that both passes can prefetch a few entries ahead.
+    kept dense beside the pool) so that both passes can prefetch a few entries ahead (``tails``:
+    the pool's last field, see :func:`prefetch_record`).
     """
     lazy = mode != OASIS
     for t in range(start, stop):
@@ -187,7 +196,7 @@ def train_triplets(
                 e += 1
         for e in range(min(PREFETCH_DISTANCE, m)):
             if homes[e] >= 0:
-                prefetch(cols, homes[e])
+                prefetch_record(cols, tails, homes[e])
         # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
         margin = 0.0
         e = 0
@@ -197,7 +206,7 @@ def train_triplets(
             for jj in range(nz):
                 ahead = e + PREFETCH_DISTANCE
                 if ahead < m and homes[ahead] >= 0:
-                    prefetch(cols, homes[ahead])
+                    prefetch_record(cols, tails, homes[ahead])
                 if homes[e] < 0:
                     v = diag[i]
                     if lazy and prox_diag:
@@ -253,9 +262,9 @@ def train_triplets(
                 if ahead < m:
                     sa = slots[ahead]
                     if sa >= 0:
-                        prefetch(cols, sa)
+                        prefetch_record(cols, tails, sa)
                     elif sa <= -2:
-                        prefetch(cols, -2 - sa)
+                        prefetch_record(cols, tails, -2 - sa)
                 g = scale * xi * zv[jj]
                 s = slots[e]
                 if s == -1:
@@ -422,7 +431,7 @@ class BilinearEngine:
         def kernel(pos):
             cols, vals, lasts, auxs = st.views()
             pos, st.step, need = train_triplets(
-                cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
+                cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
                 X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, zi, zv, zh, homes, slots, losses,
