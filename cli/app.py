@@ -324,7 +324,9 @@ def tune(
 
     Scored by each family's paper metric: MAP (similarity learners), AP@10 mean over tasks
     (OMTRSL family, per (task, class) split), the online error rate over the streams shuffled
-    with --seed (ROMCO and its baselines)."""
+    with --seed (ROMCO and its baselines), the online mistake rate of the oht protocol on split seed
+    --seed + 1 (transfer learners: they have no model file, so --out receives an experiment file with
+    the chosen values that `experiment --config` runs on split --seed)."""
     from contextlib import nullcontext
 
     from sparsesim.tuning import parse_grid
@@ -333,6 +335,11 @@ def tune(
     params = parse_params(param)
     if set(params) - {"*"}:
         raise InvalidInputError("tune takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    from sparsesim.registry import get_algorithm
+
+    if get_algorithm(algorithm).kind == "transfer":
+        _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out)
+        return
     bar, advance = nullcontext(), None
     if _show_progress(json_out):
         from rich.console import Console
@@ -370,6 +377,29 @@ def tune(
     else:
         typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
                    f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
+
+
+def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out):
+    """`tune` for the transfer learners (no model format: the chosen values go to an experiment file)."""
+    import json as _json
+
+    from sparsesim.experiments.oht import tune_transfer
+    from sparsesim.persistence import atomic_write, check_output_file
+
+    out = check_output_file(out, what="experiment file")
+    summary = tune_transfer(algorithm, dataset, seed=seed + 1, grid=grid or None, params=params, n_jobs=n_jobs)
+    experiment = {"description": f"{algorithm} on {dataset} with the values `sparsesim tune` chose on split seed "
+                                 f"{seed + 1}", "protocol": "oht", "dataset": dataset, "algorithms": [algorithm],
+                  "seeds": [seed], "params": {algorithm: summary["best_params"]}, "options": {"n_permutations": 100}}
+    atomic_write(out, lambda handle: handle.write(_json.dumps(experiment, indent=1) + "\n"), mode="w")
+    summary["experiment_file"] = str(out)
+    if json_out:
+        _emit(summary)
+        return
+    typer.echo(f"{len(summary['tuning']['points'])} grid points on split seed {seed + 1}; best online mistake rate "
+               f"{100 * summary['best_validation']:.2f}% with "
+               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["best_params"].items()))
+    typer.echo(f"saved the chosen values as an experiment file: sparsesim experiment --config {out}")
 
 
 @app.command()

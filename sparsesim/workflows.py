@@ -168,8 +168,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     """
     spec = get_algorithm(algorithm)
     if spec.kind not in ("similarity", "baseline", "multitask-similarity", "multitask-classifier"):
-        raise InvalidInputError(f"`tune` has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
-                                "protocol searches them: sparsesim experiment --protocol oht --option 'grid={...}'")
+        raise InvalidInputError(f"tune_model has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
+                                "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
     if n_triplets <= 0:
         raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")

@@ -110,11 +110,28 @@ def test_cli_tune_online_classifier(tmp_path, monkeypatch, capsys):
     assert 0.1 < summary["online_error_rate"] < 0.4
 
 
-def test_cli_tune_transfer_is_refused(tmp_path, monkeypatch, capsys):
-    code, _, err = run_cli(["tune", "--algorithm", "oht1-pa2", "--dataset", "mfeat", "--out", tmp_path / "x.npz"],
-                           monkeypatch, capsys)
-    assert code == 2 and err.count("error:") == 1 and "grid" in err
-    assert not (tmp_path / "x.npz").exists()
+@needs_data
+def test_cli_tune_transfer_writes_a_runnable_experiment_file(tmp_path, monkeypatch, capsys):
+    from sparsesim.experiments import load_experiment_file
+    from sparsesim.experiments.oht import tune_transfer
+
+    out = tmp_path / "oht.json"
+    code, stdout, err = run_cli(["tune", "--algorithm", "pa2", "--dataset", "mfeat", "--out", out, "--json"],
+                                monkeypatch, capsys)
+    if code == 2 and "not found" in err:
+        pytest.skip(err)
+    assert code == 0, err
+    summary = json.loads(stdout)
+    # the default grid: sigma at 0.7 / 1 / 1.4 x its auto value (no source: no K, no eta)
+    widths = summary["tuning"]["grid"]["sigma"]
+    assert widths == pytest.approx([summary["auto_values"]["sigma"] * f for f in (0.7, 1.0, 1.4)], rel=1e-3)
+    rates = [p["mistake_rate"]["pa2"] for p in summary["tuning"]["points"]]
+    assert summary["best_validation"] == min(rates)
+    written = load_experiment_file(out)
+    assert written["protocol"] == "oht" and written["params"]["pa2"] == summary["best_params"]
+    assert written["seeds"] == [0] and summary["split_seed"] == 1  # searched on a split it does not report
+    with pytest.raises(InvalidInputError, match="transfer"):
+        tune_transfer("omtrsl", "mfeat")
 
 
 def test_multitask_similarity_model_from_tune_roundtrips(tmp_path):

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..data.catalog import get_dataset_spec, load_registered
 from ..data.multiview import make_transfer_tasks
-from ..defaults import is_auto, resolve_sigma
+from ..defaults import AUTO, is_auto, resolve_sigma
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
@@ -253,6 +253,45 @@ def run_grid(config: ExperimentConfig, grid: dict) -> dict:
     best = {name: min(rows, key=lambda row: row["mistake_rate"][name])["point"] for name in config.algorithms}
     return {"protocol": "oht", "dataset": config.dataset, "baseline": config.algorithms[0], "grid": rows,
             "best": best, "results": results}
+
+
+def tune_transfer(algorithm: str, dataset: str, seed: int = 1, grid: dict | None = None, params: dict | None = None,
+                  n_permutations: int = 20, n_jobs: int = 1) -> dict:
+    """``sparsesim tune`` for the transfer learners: the protocol's grid search (:func:`run_grid`) on
+    split ``seed`` (keep it apart from the split seeds you report), scored by the online mistake
+    rate, mean over the tasks and ``n_permutations`` orders of each task's stream.
+
+    The default grid: ``sigma`` at 0.7, 1 and 1.4 times its ``"auto"`` value (the mean over the
+    split's tasks), and, with a source hypothesis, ``n_neighbors`` in {10, 50, 100} and (OHT1) the
+    Hedge rate ``eta`` in {0.05, 0.5}.
+
+    Returns
+    -------
+    dict
+        ``algorithm, dataset, split_seed, metric ("mistake_rate"), best_params, best_validation``
+        (the best point's mistake rate), ``auto_values`` and ``tuning`` (the grid and every point).
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind != "transfer":
+        raise InvalidInputError(f"tune_transfer searches transfer learners; {algorithm!r} is a {spec.kind} algorithm")
+    config = ExperimentConfig(dataset=dataset, algorithms=[algorithm], seeds=[int(seed)],
+                              params={algorithm: dict(params or {})}, n_jobs=n_jobs,
+                              options={"n_permutations": int(n_permutations)})
+    combiner = spec.defaults.get("combiner")
+    auto = {}
+    if not grid:
+        _, tasks = load_tasks(config, int(seed))
+        auto["sigma"] = float(np.mean([resolve_sigma(AUTO, t.target_X) for t in tasks]))
+        grid = {"sigma": [round(auto["sigma"] * f, 4) for f in (0.7, 1.0, 1.4)]}
+        if combiner != "target":
+            grid["n_neighbors"] = [10, 50, 100]
+        if combiner == "hedge":
+            grid["eta"] = [0.05, 0.5]
+    report = run_grid(config, grid)
+    best = dict(report["best"][algorithm])
+    return {"algorithm": algorithm, "dataset": dataset, "split_seed": int(seed), "metric": "mistake_rate",
+            "best_params": best, "best_validation": min(row["mistake_rate"][algorithm] for row in report["grid"]),
+            "auto_values": auto, "tuning": {"grid": grid, "points": report["grid"]}}
 
 
 def run(config: ExperimentConfig) -> dict:
