@@ -184,3 +184,39 @@ def test_oht_explicit_sigma_wins_and_auto_matches_explicit():
     assert auto.mistakes_ == same.mistakes_
     with pytest.raises(InvalidInputError, match="sigma"):
         OHTClassifier(sigma=-1.0).partial_fit(Xt, yt)
+
+
+# --------------------------------------------------------------------------- protocol JSON
+def _shared(name):
+    import os
+
+    from sparsesim.data.catalog import load_registered
+    from sparsesim.exceptions import DataNotFoundError
+
+    if not os.environ.get("SPARSESIM_DATA"):
+        pytest.skip("needs the shared data (SPARSESIM_DATA)")
+    try:
+        return load_registered(name)
+    except DataNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+def test_protocols_record_the_resolved_values():
+    from sparsesim.experiments import ExperimentConfig, oht, romco
+
+    streams = _shared("mhc1")
+    report = romco.run(ExperimentConfig(dataset="mhc1", algorithms=["romco-nucl", "pa-unique"], seeds=[0],
+                                        options={"max_per_task": 150}))
+    want = ROMCO().resolve_params(streams.head(150).X)
+    assert report["resolved_params"]["romco-nucl"] == pytest.approx(want)
+    assert all(r["resolved_params"] for r in report["results"])
+    _shared("mfeat")
+    config = ExperimentConfig(dataset="mfeat", algorithms=["pa2", "oht2-pa2"], seeds=[0],
+                              options={"tasks": [0, 1], "n_permutations": 2},
+                              params={"oht2-pa2": {"sigma": 3.0}})
+    report = oht.run(config)
+    _, tasks = oht.load_tasks(config, 0)
+    by_alg = {r["algorithm"]: r for r in report["results"]}
+    got = [t["resolved_params"]["sigma"] for t in by_alg["pa2"]["per_task"]]
+    assert got == pytest.approx([defaults.resolve_sigma("auto", t.target_X) for t in tasks])
+    assert [t["resolved_params"]["sigma"] for t in by_alg["oht2-pa2"]["per_task"]] == [3.0, 3.0]  # explicit wins

@@ -283,7 +283,7 @@ def _sensitivity(streams, algorithms, params, seeds, n_jobs, max_per_task) -> di
         if not alg.startswith("romco"):
             continue
         # the values in use: an "auto" parameter resolves on the streams (as in every run)
-        part = streams.head(int(max_per_task)) if max_per_task else streams
+        part = streams.shuffled(seeds[0]).head(int(max_per_task)) if max_per_task else streams
         full = make_estimator(alg, **params[alg]).resolve_params(part.X)
         base = dict(params[alg], **{k: full[k] for k in ("lam1", "lam2", "eta1", "eta2")})
         entry = {}
