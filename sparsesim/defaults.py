@@ -36,7 +36,20 @@ use the same ``s``, so that every rule is invariant to a rescaling of the featur
 The query threshold ``delta`` of PAAS/CWAS is in margin units (margins are learned to about 1
 whatever the features' scale) and keeps its fixed default.
 
-The factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
+The multi-task, online multi-task classification and transfer learners (README, "Choosing
+parameters", chosen on isolet-tasks / news20-tasks, mhc1 / spam-task-a / landmine and mfeat /
+Wikipedia):
+
+* OMTRSL, OSTRSL, OGRSL: ``C = MULTITASK_C_FACTOR * max(1, q) / s``; OMTRSL's ``b =
+  MULTITASK_B_SHARED * J`` with ``J`` the mean Jaccard overlap of the tasks' class sets
+  (:func:`class_overlap`; ``MULTITASK_B_UNLABELLED`` without labels);
+* ROMCO: ``eta1 = eta2 = ROMCO_ETA_FACTOR / q`` and ``lam1 = lam2 = ROMCO_LAM_FACTOR * sqrt(q) / T``
+  with ``q`` the mean ``||x||^2`` of the instances and ``T`` the longest task stream
+  (:func:`stream_statistics`, :func:`resolve_online`); PA-Global / PA-Unique ``C = MTL_PA_C_FACTOR / q``;
+* OHT and its kernel PA baselines: ``sigma = OHT_SIGMA_FACTOR * sqrt(mean ||x - x'||^2 / 2)``
+  (:func:`kernel_width`, :func:`resolve_sigma`).
+
+The bilinear factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
 (README, "Choosing parameters"). Explicit parameters always win; the values used are kept in
 the estimator's ``resolved_params_``, the model file's metadata and ``--json`` output.
 """

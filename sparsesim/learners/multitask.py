@@ -288,9 +288,10 @@ class OMTRSL(_MultiTaskBase):
     Parameters
     ----------
     C : float or "auto", default "auto"
-        Aggressiveness cap of tau_t. ``"auto"``: ``MULTITASK_C_FACTOR / s`` with ``s`` the mean
-        ``||x||^2`` times the mean ``||x - x'||^2`` of the training corpus
-        (:mod:`sparsesim.defaults`); the value used is in ``resolved_params_``.
+        Aggressiveness cap of tau_t. ``"auto"``: ``3 * max(1, q) / s`` with ``s`` the mean
+        ``||x||^2`` times the mean ``||x - x'||^2`` and ``q`` the typical margin ``|x''^T (x - x')|``
+        of the training corpus (:func:`sparsesim.defaults.resolve_bilinear`, kind ``"multitask"``);
+        the value used is in ``resolved_params_``.
     b : float or "auto", default "auto"
         How much the tasks share (b = 0: independent tasks; large b: one model). ``"auto"``:
         ``MULTITASK_B_SHARED`` (100) times the mean Jaccard overlap of the tasks' class sets, read
