@@ -5,13 +5,16 @@ features, 75 nonzeros each; 200,000 random W entries). Builds an exact (``strate
 and an ann (``dim=64``) index under ROOT unless they are there already, then loads each one
 (sha256 verified, plain and memory-mapped) three times, and reports the best load time (the
 derived-array check is skipped once this content passed it) and the best time of
-``verify_derived`` itself (what the first load of a content adds), as JSON lines.
+``verify_derived`` itself (what the first load of a content adds; for the ann index it includes
+the candidate-stage check of ``indexes/recall_check.py``, also timed alone), as JSON lines.
+``--kinds ann`` times an ann index already at ROOT/ann (e.g. one built over news20).
 
     python benchmarks/bench_verify.py /tmp/index-load
+    python benchmarks/bench_verify.py /tmp/news20-index --kinds ann
 """
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -20,12 +23,13 @@ import scipy.sparse as sp
 
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.indexes import build_index, load_index
+from sparsesim.indexes.recall_check import check_candidate_stage
 from sparsesim.indexes.verify import verify_derived
 from sparsesim.models import BilinearSimilarity
 
 
-def main(root: Path):
-    kinds = (("exact", {"strategy": "corpus"}), ("ann", {"dim": 64}))
+def main(root: Path, only=None):
+    kinds = tuple((k, p) for k, p in (("exact", {"strategy": "corpus"}), ("ann", {"dim": 64})) if only in (None, k))
     if not all((root / kind / "manifest.json").exists() for kind, _ in kinds):
         data = rcv1_like(100_000, n_features=47236, nnz_per_doc=75, n_classes=20, class_vocab=2000, seed=0)
         rng = np.random.default_rng(0)
@@ -38,7 +42,7 @@ def main(root: Path):
         del data
     for kind, _ in kinds:
         for mmap in (False, True):
-            best = {"load": 1e9, "derived_check": 1e9}
+            best = {"load": 1e9, "derived_check": 1e9, "candidate_check": 1e9}
             for _ in range(3):
                 start = time.perf_counter()
                 index = load_index(root / kind, mmap=mmap)  # skips the check once this content passed it
@@ -46,8 +50,18 @@ def main(root: Path):
                 start = time.perf_counter()
                 verify_derived(index)  # fresh probes, what a first load of this content runs
                 best["derived_check"] = min(best["derived_check"], time.perf_counter() - start)
+                if kind == "ann":
+                    start = time.perf_counter()
+                    check_candidate_stage(index, np.random.default_rng())
+                    best["candidate_check"] = min(best["candidate_check"], time.perf_counter() - start)
                 del index
-            print(json.dumps({"kind": kind, "mmap": mmap, **{k: round(v, 3) for k, v in best.items()}}), flush=True)
+            print(json.dumps({"kind": kind, "mmap": mmap, **{k: round(v, 3) for k, v in best.items() if v < 1e9}}),
+                  flush=True)
+
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--kinds", choices=("exact", "ann"), default=None, help="time one kind only")
+    args = parser.parse_args()
+    main(args.root, args.kinds)
