@@ -9,9 +9,12 @@ Families (all generated fresh from ``--seed``; everything is written under ``--w
 * ``library``: malformed CSR matrices at fit/scorer/index build/query, bad parameters for every
   registered algorithm (at ``fit``, and at the first ``partial_fit`` of every online classifier,
   which must agree with ``fit``) and both index kinds, hostile (re-hashed) model and index files,
-  and hostile *derived* index arrays (posting values, re-ranking values, projections, unit corpus
+  hostile *derived* index arrays (posting values, re-ranking values, projections, unit corpus
   rows replaced by other finite values and re-hashed: refused, or the answer equals the exact
-  answer over the stored corpus and model); run in worker subprocesses (a worker that dies is a
+  answer over the stored corpus and model), and crafted ann *candidate stages* (posting lists with
+  entries left out, settings, parameters and calibration-record fields changed, re-hashed:
+  refused, or the scores are exact and the recall over every corpus document as a held-out query
+  meets the record's own lower confidence bound); run in worker subprocesses (a worker that dies is a
   dead process, the case is recorded and a new worker continues).
 * ``service``: malformed requests to two real ``sparsesim serve`` processes (frozen, and
   ``--learn``): bodies that are not JSON, JSON of random shape, NaN/Infinity and huge numbers,
@@ -303,6 +306,85 @@ def mutate_derived(rng, root: Path, out: Path) -> str:
     np.save(path, arr.astype(np.load(path, mmap_mode="r").dtype), allow_pickle=False)
     _rehash_index(out)
     return f"{src}/{name}/{how}"
+
+
+SETTING_VALUES = [0, 1, 2, 5, 10, 31, 64, 299, 300, 301, 10**6, 2**39]
+RECORD_EDITS = ["recall", "recall_lower_bound", "met", "hits", "n_documents", "n_settings", "n_queries",
+                "sample_seed", "top_k", "model_checksum", "queries"]
+
+
+def mutate_candidates(rng, root: Path, out: Path) -> str:
+    """A copy of the ann fixture whose candidate stage or calibration record was crafted, re-hashed:
+    posting lists with entries left out (values stay exact and impact-ordered), a setting or
+    parameter changed, or a record field changed."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(root / "base-ann", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    data = out / manifest["data_dir"]
+    how = str(rng.choice(["lists", "setting", "params", "record"]))
+    edit = None
+    if how == "lists":
+        indptr = np.load(data / "postings.indptr.npy")
+        lengths = np.diff(indptr)
+        share = float(rng.choice([0.01, 0.05, 0.2, 1.0]))
+        chosen = rng.random(lengths.size) < share
+        rank = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
+        cut = int(rng.choice([0, 1, 2, 5, 20]))  # entries from this rank on (or the best one, cut 0) go
+        drop = np.repeat(chosen, lengths) & ((rank == 0) if cut == 0 else (rank >= cut))
+        keep = ~drop
+        new_indptr = np.zeros_like(indptr)
+        np.cumsum(np.bincount(np.repeat(np.arange(lengths.size), lengths)[keep], minlength=lengths.size),
+                  out=new_indptr[1:])
+        for part, arr in (("indptr", new_indptr), ("indices", np.load(data / "postings.indices.npy")[keep]),
+                          ("data", np.load(data / "postings.data.npy")[keep])):
+            np.save(data / f"postings.{part}.npy", arr, allow_pickle=False)
+        how = f"lists/{share}/{cut}"
+    elif how in ("setting", "params"):
+        key = str(rng.choice(["n_postings", "sparse_pool", "dense_pool", "nprobe"]))
+        value = int(rng.choice(SETTING_VALUES))
+
+        def edit(m):
+            (m["state"]["calibration"]["setting"] if how == "setting" else m["params"])[key] = value
+        how = f"{how}/{key}={value}"
+    else:
+        key = str(rng.choice(RECORD_EDITS))
+        record = manifest["state"]["calibration"]
+        old = record.get(key)
+        if key == "hits":
+            value = [min(record["top_k"], h + int(rng.integers(0, 2))) for h in old]
+        elif isinstance(old, bool):
+            value = not old
+        elif isinstance(old, float):
+            value = float(np.clip(old + rng.choice([-0.2, -0.01, 0.01, 0.03, 0.2]), 0.0, 1.0))
+        elif isinstance(old, int):
+            value = int(max(0, old + rng.choice([-100, -1, 1, 10, 10**6])))
+        else:
+            value = str(rng.choice(["given queries", "0" * 64]))
+
+        def edit(m):
+            m["state"]["calibration"][key] = value
+        how = f"record/{key}"
+    _rehash_index(out, edit)
+    return how
+
+
+def check_recall(index) -> str:
+    """'ok' when an ann index that loaded reaches the recall its record claims: its recall on every
+    corpus document as a held-out query (the whole population, no sampling) is at least the
+    record's own lower confidence bound (what a genuine index misses with probability 1e-6)."""
+    import math
+
+    from sparsesim.indexes.calibration import measure_recall
+    from sparsesim.indexes.recall_check import DELTA, kl_lower_bound
+
+    record = index.calibration_
+    if record is None:
+        return "ok"
+    rows = np.arange(index.n_documents)
+    (per_query, _), = measure_recall(index, rows, int(record["top_k"]), [index.search_setting()])
+    claimed = kl_lower_bound(record["recall"], int(record["n_queries"]),
+                             math.log(int(record.get("n_settings") or 1) / DELTA))
+    return "ok" if per_query.mean() >= claimed else "wrong"
 
 
 def check_answers(index, root: Path) -> str:
@@ -748,6 +830,12 @@ def library_case(case: dict, root: Path):
         mutate_derived(rng, root, out)
         index = load_index(out, mmap=bool(rng.random() < 0.5))
         return check_answers(index, root)
+    if family == "candidates":
+        out = root / f"lib-cand-{os.getpid()}"
+        mutate_candidates(rng, root, out)
+        index = load_index(out, mmap=bool(rng.random() < 0.5), verify=False)  # the check runs on every load
+        answers = check_answers(index, root)
+        return check_recall(index) if answers == "ok" else answers
     if family == "online-param":
         return online_param_case(rng)
     raise ValueError(family)
@@ -889,7 +977,7 @@ def main():
     counts = collections.defaultdict(collections.Counter)
     failures = []
     start = time.time()
-    families = ["matrix", "param", "online-param", "index-param", "model-file", "index-file", "derived"]
+    families = ["matrix", "param", "online-param", "index-param", "model-file", "index-file", "derived", "candidates"]
     cases = [{"id": i, "seed": int(rng.integers(2**31)), "family": families[i % len(families)]}
              for i in range(args.library)]
     for case_id, outcome in run_library(cases, root, args.timeout).items():
