@@ -93,7 +93,8 @@ def connect(address: str, timeout: float = 10.0) -> Iterator[Any]:
     MissingDependencyError
         ``distributed`` is not installed.
     ClusterError
-        Nothing answers at ``address`` within ``timeout``.
+        Nothing answers at ``address`` within ``timeout``, or the scheduler or a worker runs
+        another version of sparsesim (or none).
     """
     distributed = require_distributed()
     try:
@@ -103,9 +104,33 @@ def connect(address: str, timeout: float = 10.0) -> Iterator[Any]:
                            f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); start one with "
                            f"`dask scheduler` or fix --scheduler / {SCHEDULER_ENV}") from None
     try:
+        _check_versions(client, address)
         yield client
     finally:
         client.close()
+
+
+def _check_versions(client, address: str):
+    """Refuse a cluster whose scheduler or workers run another sparsesim than this process.
+
+    They unpickle and run this process's functions: with another version a task fails on import,
+    and a scheduler that cannot read a task graph never runs it (the caller would wait forever).
+    """
+    from . import __version__
+
+    try:
+        info = client.get_versions(packages=["sparsesim"])
+    except Exception:  # noqa: BLE001 - a scheduler that cannot answer: the calls report it themselves
+        return
+    found = {"scheduler": (info.get("scheduler") or {}).get("packages", {}).get("sparsesim")}
+    found.update({f"worker {w}": (v or {}).get("packages", {}).get("sparsesim")
+                  for w, v in (info.get("workers") or {}).items()})
+    other = sorted((who, v) for who, v in found.items() if v != __version__)
+    if other:
+        who, version = other[0]
+        raise ClusterError(f"the Dask {who} (scheduler {address}) runs sparsesim {version or '(not installed)'}, "
+                           f"this process {__version__}; install the same sparsesim on every machine and restart "
+                           f"the scheduler and the workers")
 
 
 def worker_addresses(client) -> list[str]:

@@ -46,6 +46,18 @@ def test_unreachable_scheduler_is_one_clear_error(monkeypatch):
             pass
 
 
+def test_a_cluster_running_another_sparsesim_is_refused(cluster, monkeypatch):
+    import sparsesim
+    from sparsesim.distributed import connect
+
+    with connect(cluster.scheduler_address) as client:  # the same version everywhere: accepted
+        assert client.status == "running"
+    monkeypatch.setattr(sparsesim, "__version__", "0.0.0-other")
+    with pytest.raises(ClusterError, match=r"runs sparsesim \S+, this process 0.0.0-other; install the same"):
+        with connect(cluster.scheduler_address):
+            pass
+
+
 def _sum_times(X, i):
     return float(X.sum()) * i
 
