@@ -75,6 +75,18 @@ class SelectiveBilinear(_BaseBilinear):
     _policy = "all"
     covariance = "diag"  # first-order learners: the sparse engine
 
+    def _set_stream_params(self, query_budget, oracle, n_triplets, identity, random_state, initial_capacity,
+                           max_memory):
+        """Store the parameters every selective learner takes, from its ``__init__`` (which names
+        them, for scikit-learn's ``get_params``)."""
+        self.query_budget = query_budget
+        self.oracle = oracle
+        self.n_triplets = n_triplets
+        self.identity = identity
+        self.random_state = random_state
+        self.initial_capacity = initial_capacity
+        self.max_memory = max_memory
+
     def _rule_params(self) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -237,13 +249,8 @@ class PAAS(SelectiveBilinear):
                  random_state=None, initial_capacity=65536, max_memory="auto"):
         self.C = C
         self.delta = delta
-        self.query_budget = query_budget
-        self.oracle = oracle
-        self.n_triplets = n_triplets
-        self.identity = identity
-        self.random_state = random_state
-        self.initial_capacity = initial_capacity
-        self.max_memory = max_memory
+        self._set_stream_params(query_budget, oracle, n_triplets, identity, random_state, initial_capacity,
+                                max_memory)
 
     def _rule_params(self):
         return pa_rule_params(self._param("C"))
@@ -273,13 +280,8 @@ class PARS(SelectiveBilinear):
                  identity=False, random_state=None, initial_capacity=65536, max_memory="auto"):
         self.C = C
         self.query_rate = query_rate
-        self.query_budget = query_budget
-        self.oracle = oracle
-        self.n_triplets = n_triplets
-        self.identity = identity
-        self.random_state = random_state
-        self.initial_capacity = initial_capacity
-        self.max_memory = max_memory
+        self._set_stream_params(query_budget, oracle, n_triplets, identity, random_state, initial_capacity,
+                                max_memory)
 
     def _rule_params(self):
         return pa_rule_params(self._param("C"))

@@ -360,8 +360,18 @@ class OMTRSL(_MultiTaskBase):
         check_auto_positive("b", self.b, allow_zero=True)
         if self.storage not in ("auto", "dense", "hash"):
             raise InvalidInputError(f"storage must be 'auto', 'dense' or 'hash', got {self.storage!r}")
+        self._rate()
 
     def _rate(self) -> float:
+        """The query policy's parameter, checked: ``delta`` (active), ``query_ratio`` (random)."""
+        if self._query == "active":
+            if not self.delta > 0:
+                raise InvalidInputError(f"delta must be positive, got {self.delta}")
+            return float(self.delta)
+        if self._query == "random":
+            if not 0.0 < self.query_ratio <= 1.0:
+                raise InvalidInputError(f"query_ratio must be in (0, 1], got {self.query_ratio}")
+            return float(self.query_ratio)
         return 1.0
 
     def _make_engines(self, d):
@@ -388,7 +398,7 @@ class OMTRSLActive(OMTRSL):
 
     Parameters
     ----------
-    C, b, n_triplets, random_state, storage, initial_capacity, compact
+    C, b, n_triplets, random_state, storage, initial_capacity, compact, max_memory
         As in :class:`OMTRSL`.
     delta : float, default 1.0
         Smoothing of the query probability: larger delta, more queries.
@@ -403,14 +413,6 @@ class OMTRSLActive(OMTRSL):
                          initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
         self.delta = delta
 
-    def _check_params(self):
-        super()._check_params()
-        if not self.delta > 0:
-            raise InvalidInputError(f"delta must be positive, got {self.delta}")
-
-    def _rate(self):
-        return float(self.delta)
-
 
 class OMTRSLRandom(OMTRSL):
     """OMTRSL-Random: ask for y_t with a fixed probability ``query_ratio`` (the paper's baseline
@@ -418,7 +420,7 @@ class OMTRSLRandom(OMTRSL):
 
     Parameters
     ----------
-    C, b, n_triplets, random_state, storage, initial_capacity, compact
+    C, b, n_triplets, random_state, storage, initial_capacity, compact, max_memory
         As in :class:`OMTRSL`.
     query_ratio : float in (0, 1], default 0.2
     """
@@ -431,14 +433,6 @@ class OMTRSLRandom(OMTRSL):
         super().__init__(C=C, b=b, n_triplets=n_triplets, random_state=random_state, storage=storage,
                          initial_capacity=initial_capacity, compact=compact, max_memory=max_memory)
         self.query_ratio = query_ratio
-
-    def _check_params(self):
-        super()._check_params()
-        if not 0.0 < self.query_ratio <= 1.0:
-            raise InvalidInputError(f"query_ratio must be in (0, 1], got {self.query_ratio}")
-
-    def _rate(self):
-        return float(self.query_ratio)
 
 
 class OGRSL(_MultiTaskBase):

@@ -94,13 +94,8 @@ class CWS(SelectiveBilinear):
         self.gamma = gamma
         self.covariance = covariance
         self.sigma_step = sigma_step
-        self.query_budget = query_budget
-        self.oracle = oracle
-        self.n_triplets = n_triplets
-        self.identity = identity
-        self.random_state = random_state
-        self.initial_capacity = initial_capacity
-        self.max_memory = max_memory
+        self._set_stream_params(query_budget, oracle, n_triplets, identity, random_state, initial_capacity,
+                                max_memory)
 
     @property
     def _algorithm(self):
@@ -195,13 +190,8 @@ class AROMA(SelectiveBilinear):
                  identity=False, random_state=None, initial_capacity=65536, max_memory="auto"):
         self.r = r
         self.covariance = covariance
-        self.query_budget = query_budget
-        self.oracle = oracle
-        self.n_triplets = n_triplets
-        self.identity = identity
-        self.random_state = random_state
-        self.initial_capacity = initial_capacity
-        self.max_memory = max_memory
+        self._set_stream_params(query_budget, oracle, n_triplets, identity, random_state, initial_capacity,
+                                max_memory)
 
     @property
     def _algorithm(self):
