@@ -1,4 +1,5 @@
-"""Run the CLI in-process for tests: ``run_cli(args, monkeypatch, capsys) -> (exit code, stdout, stderr)``."""
+"""Run the CLI in-process for tests: ``run_cli(args, monkeypatch, capsys) -> (exit code, stdout, stderr)``;
+start and stop a real ``sparsesim serve``, and write the small text index the service tests serve."""
 
 import sys
 
@@ -57,3 +58,18 @@ def stop_server(proc):
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def write_text_index(root, topics: dict, n_triplets: int):
+    """One text file per document under ``root/docs/<topic>/``, an OASIS model trained on them
+    (seed 0) and its exact index; returns the index directory."""
+    from sparsesim.workflows import build_index_from_files, train_model
+
+    docs = root / "docs"
+    for label, texts in topics.items():
+        (docs / label).mkdir(parents=True)
+        for i, text in enumerate(texts):
+            (docs / label / f"{i}.txt").write_text(text)
+    train_model("oasis", str(docs), root / "model.npz", n_triplets=n_triplets, seed=0)
+    build_index_from_files(root / "model.npz", str(docs), kind="exact", out=root / "index")
+    return root / "index"

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -23,26 +22,17 @@ httpx = pytest.importorskip("httpx", reason="the service tests talk HTTP with ht
 pytest.importorskip("starlette", reason="sparsesim serve needs the [serve] extra")
 pytest.importorskip("uvicorn", reason="sparsesim serve needs the [serve] extra")
 
-from clitools import run_cli, start_server  # noqa: E402
-from test_service import TOPICS, free_port  # noqa: E402
+from clitools import run_cli, start_server, write_text_index  # noqa: E402
+from test_service import TOPICS  # noqa: E402
 
 from sparsesim.feedback import FeedbackLearner  # noqa: E402
 from sparsesim.indexes import load_index  # noqa: E402
 from sparsesim.models import BilinearSimilarity  # noqa: E402
-from sparsesim.workflows import build_index_from_files, train_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("learn")
-    docs = root / "docs"
-    for label, texts in TOPICS.items():
-        (docs / label).mkdir(parents=True)
-        for i, text in enumerate(texts):
-            (docs / label / f"{i}.txt").write_text(text)
-    train_model("oasis", str(docs), root / "model.npz", n_triplets=300, seed=0)
-    build_index_from_files(root / "model.npz", str(docs), kind="exact", out=root / "index")
-    return root / "index"
+    return write_text_index(tmp_path_factory.mktemp("learn"), TOPICS, n_triplets=300)
 
 
 def start(index_dir, snapshot, *extra):
@@ -166,17 +156,8 @@ def test_ask_and_answer(index_dir, tmp_path):
 
 
 def test_frozen_server_has_no_feedback(index_dir):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(index_dir), "--port",
-                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc, base = start_server(["--index", index_dir])
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                httpx.get(base + "/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
         r = httpx.post(base + "/feedback", json={"query": "goal", "preferred": 0, "other": 1})
         assert r.status_code == 404 and "--learn" in r.json()["error"]
     finally:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +17,7 @@ httpx = pytest.importorskip("httpx", reason="the service tests talk HTTP with ht
 pytest.importorskip("starlette", reason="sparsesim serve needs the [serve] extra")
 pytest.importorskip("uvicorn", reason="sparsesim serve needs the [serve] extra")
 
-from clitools import start_server, stop_server  # noqa: E402
-from sparsesim.workflows import build_index_from_files, train_model  # noqa: E402
+from clitools import start_server, stop_server, write_text_index  # noqa: E402
 
 TOPICS = {
     "sport": ["the match ended with a late goal", "the striker scored a goal in the final match",
@@ -35,23 +32,9 @@ TOPICS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    docs = root / "docs"
-    for label, texts in TOPICS.items():
-        (docs / label).mkdir(parents=True)
-        for i, text in enumerate(texts):
-            (docs / label / f"{i}.txt").write_text(text)
-    train_model("oasis", str(docs), root / "model.npz", n_triplets=500, seed=0)
-    build_index_from_files(root / "model.npz", str(docs), kind="exact", out=root / "index")
-    return root / "index"
+    return write_text_index(tmp_path_factory.mktemp("serve"), TOPICS, n_triplets=500)
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,6 @@ answer 200 and the server processes must still be running. ``SPARSESIM_FUZZ_LONG
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 
 import pytest
 
@@ -23,17 +20,14 @@ httpx = pytest.importorskip("httpx", reason="the service tests talk HTTP with ht
 pytest.importorskip("starlette", reason="sparsesim serve needs the [serve] extra")
 pytest.importorskip("uvicorn", reason="sparsesim serve needs the [serve] extra")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from clitools import start_server  # noqa: E402
-from sparsesim.workflows import build_index_from_files, train_model  # noqa: E402
+from clitools import start_server, stop_server, write_text_index  # noqa: E402
+from fuzztools import (ASK_VALUES, METHODS, NESTING_DEPTHS, PATHS, RAW_NUMBERS, SCALE, hypothesis_settings,  # noqa: E402
+                       nested_bodies, number_bodies)
 
-LONG = os.environ.get("SPARSESIM_FUZZ_LONG", "") not in ("", "0")
-SCALE = 20 if LONG else 1
-FUZZ = dict(deadline=None, derandomize=not LONG, database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                   HealthCheck.filter_too_much, HealthCheck.data_too_large])
+FUZZ = hypothesis_settings()
 BODY_LIMIT = 20_000
 N_DOCS = 12
 N_FEATURES_HINT = 10_000  # indices around and beyond the real width are drawn too
@@ -54,25 +48,14 @@ def _start(index_dir, *extra):
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve-fuzz")
-    docs = root / "docs"
-    for label, texts in TEXTS.items():
-        (docs / label).mkdir(parents=True)
-        for i, text in enumerate(texts):
-            (docs / label / f"{i}.txt").write_text(text)
-    train_model("oasis", str(docs), root / "model.npz", n_triplets=200, seed=0)
-    build_index_from_files(root / "model.npz", str(docs), kind="exact", out=root / "index")
-    frozen = _start(root / "index")
-    learning = _start(root / "index", "--learn", "--snapshot", root / "snap.npz")
+    index_dir = write_text_index(root, TEXTS, n_triplets=200)
+    frozen = _start(index_dir)
+    learning = _start(index_dir, "--learn", "--snapshot", root / "snap.npz")
     info = frozen[1].get("/info").json()
     yield {"frozen": frozen, "learn": learning, "n_features": info["n_features"], "root": root}
     for proc, client in (frozen, learning):
         client.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 # --------------------------------------------------------------------------- request strategies
@@ -88,7 +71,6 @@ INDEX_VALUES = st.one_of(st.integers(-5, N_FEATURES_HINT), st.sampled_from([-1, 
                                                                            True, [1]]))
 NUMBER_VALUES = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-10, 10),
                           st.sampled_from(["1", None, True, [1.0], 10**400, 1e308]))
-RAW_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000]
 
 
 @st.composite
@@ -159,13 +141,10 @@ def request(draw):
         body = json.dumps(draw(feedback_payload())).encode()
         return server, "POST", "/feedback", headers, body
     if kind == "ask":
-        n = draw(st.one_of(st.integers(-5, 100), st.sampled_from(["x", "", "1e9", str(2**63), "nan", "99999999999"])))
+        n = draw(st.one_of(st.integers(-5, 100), st.sampled_from(ASK_VALUES)))
         return server, "GET", f"/ask?n={n}", {}, b""
     if kind == "method":
-        method = draw(st.sampled_from(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]))
-        path = draw(st.sampled_from(["/query", "/feedback", "/health", "/info", "/", "/nosuch", "/query/1", "//",
-                                     "/%00", "/ask", "/" + "a" * 3000]))
-        return server, method, path, {}, b""
+        return server, draw(st.sampled_from(METHODS)), draw(st.sampled_from(PATHS)), {}, b""
     # raw bodies: not JSON, JSON of random shape, non-standard number literals, deep nesting, oversized
     raw = draw(st.sampled_from(["bytes", "json", "number", "nested", "oversized", "utf16"]))
     if raw == "bytes":
@@ -174,14 +153,9 @@ def request(draw):
         body = json.dumps(draw(JSON_VALUES)).encode()
     elif raw == "number":
         literal = draw(st.sampled_from(RAW_NUMBERS))
-        body = draw(st.sampled_from([f'{{"top_k": {literal}, "texts": ["goal"]}}',
-                                     f'{{"vectors": [{{"indices": [0], "values": [{literal}]}}]}}',
-                                     f'{{"vectors": [{{"indices": [{literal}], "values": [1.0]}}]}}',
-                                     f'{{"query": "goal", "preferred": {literal}, "other": 1}}'])).encode()
+        body = draw(st.sampled_from(number_bodies(literal, '"texts": ["goal"]'))).encode()
     elif raw == "nested":
-        depth = draw(st.sampled_from([100, 1000, 5000, 9000]))
-        body = draw(st.sampled_from(["[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth,
-                                     '{"texts": ' + "[" * depth + "]" * depth + "}"])).encode()
+        body = draw(st.sampled_from(nested_bodies(draw(st.sampled_from(NESTING_DEPTHS)), "texts"))).encode()
     elif raw == "oversized":
         body = b'{"texts": ["' + b"a" * (BODY_LIMIT + draw(st.integers(1, 5000))) + b'"]}'
     else:
