@@ -26,7 +26,7 @@ import pytest
 import scipy.sparse as sp
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from sparsesim.checks import fast_params, learner_kind, make_problem  # noqa: E402
@@ -38,14 +38,11 @@ from sparsesim.validation import check_csr  # noqa: E402
 from clitools import run_cli  # noqa: E402
 
 from sparsesim.indexes import build_index, load_index  # noqa: E402
+from fuzztools import COMMANDS, FLAGS, LONG, SCALE, hypothesis_settings  # noqa: E402
 from indextools import rehash_index  # noqa: E402
 from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
 
-LONG = os.environ.get("SPARSESIM_FUZZ_LONG", "") not in ("", "0")
-SCALE = 20 if LONG else 1
-FUZZ = dict(deadline=None, derandomize=not LONG, database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                   HealthCheck.filter_too_much, HealthCheck.data_too_large])
+FUZZ = hypothesis_settings()
 
 # values a user or a file can hand over where a number, a flag or a name is expected
 HOSTILE_VALUES = st.one_of(
@@ -427,22 +424,6 @@ def _cli_value(root: Path):
                                                    "out.npz", "idx", "new-idx")]),
         st.text(max_size=6),
     )
-
-
-COMMANDS = {
-    "train": ["--algorithm", "--dataset", "--out", "--triplets", "--seed", "--param", "--train-fraction", "--json"],
-    "evaluate": ["--model", "--dataset", "--k", "--split", "--json"],
-    "query": ["--model", "--corpus", "--index", "--queries", "--query-ids", "--top-k", "--json"],
-    "index build": ["--model", "--data", "--kind", "--out", "--param", "--json"],
-    "index add": ["--index", "--data", "--refit", "--json"],
-    "experiment": ["--dataset", "--algorithms", "--protocol", "--triplets", "--seeds", "--param", "--option",
-                   "--query-ratio", "--n-jobs", "--out-dir", "--json"],
-    "demo": ["--triplets", "--seed", "--top-k", "--json"],
-    "datasets info": [],
-    "algorithms": ["--json"],
-    "frobnicate": ["--x"],
-}
-FLAGS = {"--json", "--refit"}
 
 
 @settings(max_examples=60 * SCALE, **FUZZ)

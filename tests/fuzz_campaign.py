@@ -34,7 +34,7 @@ over the accepted data, or non-JSON output).
 
 Usage::
 
-    python benchmarks/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --service 400 \
+    python tests/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --service 400 \
         --kill 12 --concurrent 6 --seed 2028
 """
 
@@ -54,6 +54,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from fuzztools import (ASK_VALUES, COMMANDS as TEST_COMMANDS, FLAGS, METHODS, NESTING_DEPTHS, PATHS, RAW_NUMBERS,
+                       nested_bodies, number_bodies)
+from indextools import rehash_index
+
 EXE = [sys.executable, "-m", "sparsesim.cli"]
 VALUES = ["0", "-1", "1", "2", "3", "10", "2.5", "nan", "inf", "-inf", "1e309", "10**23", "99999999999999999999",
           str(2**63), str(2**31), "", " ", "abc", "news20-sample", "nosuchset", "mfeat", "landmine", "oasis", "sors-l1",
@@ -68,21 +72,7 @@ def _paths(root: Path):
                                     "out.npz", "idx", "new-idx", "h.npz", "hidx", "hsvm.svm", "bomb.svm.gz")]
 
 
-COMMANDS = {
-    "train": ["--algorithm", "--dataset", "--out", "--triplets", "--seed", "--param", "--train-fraction", "--json"],
-    "evaluate": ["--model", "--dataset", "--k", "--split", "--json"],
-    "query": ["--model", "--corpus", "--index", "--queries", "--query-ids", "--top-k", "--json"],
-    "index build": ["--model", "--data", "--kind", "--out", "--param", "--json"],
-    "index add": ["--index", "--data", "--refit", "--json"],
-    "experiment": ["--dataset", "--algorithms", "--protocol", "--triplets", "--seeds", "--param", "--option",
-                   "--query-ratio", "--n-jobs", "--out-dir", "--json"],
-    "demo": ["--triplets", "--seed", "--top-k", "--json"],
-    "datasets info": [],
-    "datasets fetch": ["--from"],
-    "algorithms": ["--json"],
-    "frobnicate": [],
-}
-FLAGS = {"--json", "--refit"}
+COMMANDS = {**TEST_COMMANDS, "datasets fetch": ["--from"], "frobnicate": []}
 REQUIRED = {"train": ["--algorithm", "--dataset", "--out"], "evaluate": ["--model", "--dataset"],
             "index build": ["--model", "--data", "--out"], "index add": ["--index", "--data"],
             "experiment": ["--dataset", "--algorithms"]}
@@ -185,34 +175,13 @@ def mutate_model(rng, src: Path, out: Path) -> str:
 
 
 def _rehash_index(out: Path, manifest_edit=None) -> bool:
-    """Recompute every size, sha256, block checksum (``blocks.sha256``) and the manifest checksum
-    (after ``manifest_edit``): a hostile but consistent index. False if the edited manifest cannot
-    be hashed (then the directory is left as it is)."""
-    from sparsesim.indexes.blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
-    from sparsesim.indexes.storage import manifest_checksum
-    from sparsesim.persistence import file_sha256
-
-    manifest = json.loads((out / "manifest.json").read_text())
-    data = out / manifest["data_dir"] if manifest.get("data_dir") else out
-    blocks = []
-    for fname, facts in sorted(manifest["files"].items()):
-        if fname == BLOCKS_FILE or not (data / fname).is_file():
-            continue
-        facts["bytes"] = (data / fname).stat().st_size
-        facts["sha256"], digests = file_digests(data / fname, manifest.get("block_bytes") or BLOCK_BYTES)
-        blocks.append(digests)
-    if BLOCKS_FILE in manifest["files"]:
-        (data / BLOCKS_FILE).write_bytes(b"".join(blocks))
-        manifest["files"][BLOCKS_FILE] = {"bytes": (data / BLOCKS_FILE).stat().st_size,
-                                          "sha256": file_sha256(data / BLOCKS_FILE)}
-    if manifest_edit:
-        manifest_edit(manifest)
+    """:func:`indextools.rehash_index`: a hostile but consistent index. False if the edited
+    manifest cannot be hashed (the files are re-hashed, the manifest is left as it was)."""
     try:
-        manifest["manifest_checksum"] = manifest_checksum(manifest)
-        (out / "manifest.json").write_text(json.dumps(manifest))
+        rehash_index(out, manifest_edit)
+        return True
     except (TypeError, ValueError):
         return False
-    return True
 
 
 def mutate_index(rng, src: Path, out: Path) -> str:
@@ -521,28 +490,20 @@ def service_request(rng, d: int, ids: list):
         body = [record, [record], [record] * 3, []][rng.integers(4)]
         return server, "POST", "/feedback", headers, json.dumps(body).encode()
     if kind == "ask":
-        n = [str(rng.integers(-5, 100)), "x", "", "1e9", str(2**63), "nan", "99999999999"][rng.integers(7)]
+        n = [str(rng.integers(-5, 100)), *ASK_VALUES][rng.integers(len(ASK_VALUES) + 1)]
         return server, "GET", f"/ask?n={n}", {}, b""
     if kind == "method":
-        method = str(rng.choice(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "POST"]))
-        path = str(rng.choice(["/query", "/feedback", "/health", "/info", "/", "/nosuch", "/query/1", "//", "/%00",
-                               "/ask", "/" + "a" * 3000]))
-        return server, method, path, {}, b""
+        return server, str(rng.choice(METHODS)), str(rng.choice(PATHS)), {}, b""
     raw = str(rng.choice(["bytes", "json", "number", "nested", "oversized", "utf16"]))
     if raw == "bytes":
         body = rng.integers(0, 256, rng.integers(0, 200)).astype(np.uint8).tobytes()
     elif raw == "json":
         body = json.dumps(_random_json(rng)).encode()
     elif raw == "number":
-        lit = str(rng.choice(["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000]))
-        body = str(rng.choice([f'{{"top_k": {lit}, "vectors": [{{"indices": [0], "values": [1]}}]}}',
-                               f'{{"vectors": [{{"indices": [0], "values": [{lit}]}}]}}',
-                               f'{{"vectors": [{{"indices": [{lit}], "values": [1.0]}}]}}',
-                               f'{{"query": "goal", "preferred": {lit}, "other": 1}}'])).encode()
+        lit = str(rng.choice(RAW_NUMBERS))
+        body = str(rng.choice(number_bodies(lit, '"vectors": [{"indices": [0], "values": [1]}]'))).encode()
     elif raw == "nested":
-        depth = int(rng.choice([100, 1000, 5000, 9000]))
-        body = str(rng.choice(["[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth,
-                               '{"vectors": ' + "[" * depth + "]" * depth + "}"])).encode()
+        body = str(rng.choice(nested_bodies(int(rng.choice(NESTING_DEPTHS)), "vectors"))).encode()
     elif raw == "oversized":
         body = b'{"texts": ["' + b"a" * (SERVICE_BODY_LIMIT + int(rng.integers(1, 5000))) + b'"]}'
     else:
@@ -555,24 +516,11 @@ SERVICE_BODY_LIMIT = 20_000
 
 def _start_server(index_dir: Path, *extra):
     import httpx
-    import socket
+    from clitools import start_server  # needs httpx and pytest: only the service family imports it
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(EXE + ["serve", "--index", str(index_dir), "--port", str(port), "--max-top-k", "50",
-                                   "--max-body-bytes", str(SERVICE_BODY_LIMIT), *map(str, extra)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                return proc, httpx.Client(base_url=base, timeout=30)
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit(f"server did not start: {proc.communicate()[1].decode()[-1000:]}")
+    proc, base = start_server(["--index", index_dir, "--max-top-k", "50", "--max-body-bytes", SERVICE_BODY_LIMIT,
+                               *extra], timeout=120)
+    return proc, httpx.Client(base_url=base, timeout=30)
 
 
 def run_service(n: int, rng, root: Path, counts, failures):
@@ -631,13 +579,11 @@ def run_service(n: int, rng, root: Path, counts, failures):
                 servers[server] = _start_server(*((root / "base-exact",) if server == "frozen" else
                                                   (learn_dir, "--learn", "--snapshot", root / "serve-snap.npz")))
     finally:
+        from clitools import stop_server
+
         for proc, client in servers.values():
             client.close()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
 
 
 # --------------------------------------------------------------------------- CLI family
