@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
 from ..validation import check_params
-from .linear_pa import PA_VARIANTS, _signed_labels, pa_step_size
+from .linear_pa import PA_VARIANTS, checked_batch, pa_step_size
 
 
 def gaussian_kernel(A: np.ndarray, B: np.ndarray, sigma: float) -> np.ndarray:
@@ -190,13 +190,7 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
 
     def partial_fit(self, X, y, classes=None):
         """One online pass over the rows of ``X`` in order."""
-        first = not hasattr(self, "_sv")
-        X = _check_dense(X, n_features=None if first else self.n_features_in_)
-        y = _signed_labels(y)
-        if y.shape[0] != X.shape[0]:
-            raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-        if first:
-            self._init_state(X.shape[1])
+        X, y = checked_batch(self, X, y, _check_dense, "_sv")
         for row in range(X.shape[0]):
             self.learn_one(X[row], y[row])
         return self

@@ -62,6 +62,20 @@ def _signed_labels(y) -> np.ndarray:
     raise InvalidInputError(f"binary labels must be in {{-1, +1}} or {{0, 1}}, got {sorted(values)[:5]}")
 
 
+def checked_batch(est, X, y, check_X, state_attr: str):
+    """(X, y in {-1, +1}) of one ``partial_fit`` batch of an online PA learner. ``check_X(X,
+    n_features=...)`` checks the rows; the first batch (``est`` has no ``state_attr`` yet) fixes
+    the width and sizes the state (``est._init_state(width)``), later ones must match it."""
+    first = not hasattr(est, state_attr)
+    X = check_X(X, n_features=None if first else est.n_features_in_)
+    y = _signed_labels(y)
+    if y.shape[0] != X.shape[0]:
+        raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+    if first:
+        est._init_state(X.shape[1])
+    return X, y
+
+
 class PassiveAggressiveBinary(ClassifierMixin, BaseEstimator):
     """Linear online PA / PA-I / PA-II classifier for labels in {-1, +1} (or {0, 1}).
 
@@ -118,13 +132,7 @@ class PassiveAggressiveBinary(ClassifierMixin, BaseEstimator):
 
     def partial_fit(self, X, y, classes=None):
         """One online pass over the rows of ``X`` in order."""
-        first = not hasattr(self, "coef_")
-        X = check_csr(X, n_features=None if first else self.n_features_in_)
-        y = _signed_labels(y)
-        if y.shape[0] != X.shape[0]:
-            raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-        if first:
-            self._init_state(X.shape[1])
+        X, y = checked_batch(self, X, y, check_csr, "coef_")
         for row in range(X.shape[0]):
             lo, hi = X.indptr[row], X.indptr[row + 1]
             self.learn_one(X.indices[lo:hi], X.data[lo:hi], y[row])
