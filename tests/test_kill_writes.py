@@ -1,7 +1,7 @@
 """``kill -9`` at random moments of the writes not covered elsewhere -- a feedback snapshot, ``tune
 --out``, ``experiment --out-dir`` and ``index calibrate`` -- leaves the old complete version or the
 new one, and the next write sweeps what the killed one left (``train --out``, ``index build`` and
-``index add`` are killed in tests/test_safety.py and benchmarks/fuzz_campaign.py)."""
+``index add`` are killed in tests/test_safety.py and tests/fuzz_campaign.py)."""
 
 from __future__ import annotations
 
