@@ -142,9 +142,11 @@ def test_multitask_hash_budget_stops_growth(cls):
 
 def test_multitask_auto_storage_follows_the_budget():
     X, y, tasks = tasks_problem()  # dense storage: 3 matrices of 300 x 300 float64 = 2.16 MB
-    roomy = OMTRSL(n_triplets=5, random_state=0).fit(X, y, tasks)
-    tight = OMTRSL(n_triplets=5, random_state=0, initial_capacity=1024, max_memory="1.5MB").fit(X, y, tasks)
+    # b > 0: a shared matrix besides the two task matrices (b = 0, which "auto" resolves to on
+    # tasks over disjoint classes, needs no shared part)
+    roomy = OMTRSL(b=1.0, n_triplets=5, random_state=0).fit(X, y, tasks)
+    tight = OMTRSL(b=1.0, n_triplets=5, random_state=0, initial_capacity=1024, max_memory="1.5MB").fit(X, y, tasks)
     assert roomy.engine_.storage == "dense" and tight.engine_.storage == "hash"
     np.testing.assert_allclose(tight.model_for(0).W.toarray(), roomy.model_for(0).W.toarray(), atol=1e-12)
     with pytest.raises(MemoryBudgetError, match="storage='hash'"):
-        OMTRSL(n_triplets=5, storage="dense", max_memory="1.5MB").fit(X, y, tasks)
+        OMTRSL(b=1.0, n_triplets=5, storage="dense", max_memory="1.5MB").fit(X, y, tasks)

@@ -508,6 +508,8 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         if X.shape[0] == 0:
             raise InvalidInputError("X has no rows; an online pass needs at least one labelled row")
         if first:
+            check_param_spec(self)  # types and ranges before sigma="auto" reads the rows
+            self.check_params()
             if not hasattr(self, "source_"):  # else fit_source resolved sigma on the pairs' target view
                 self.resolved_params_ = {"sigma": resolve_sigma(self.sigma, X)}
             self._init_state(X.shape[1], X.shape[0])
