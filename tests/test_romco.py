@@ -354,3 +354,52 @@ def test_protocol_romco_ablation_and_margin_split():
         assert r["error_pooled"] == pytest.approx(undecided_part + (1 - u) * r["error_decided"])
     table = format_table(rep)
     assert "romco-nucl lam=0" in table and "undecided" in table
+
+
+def test_protocol_romco_factors_run_at_multiples_of_the_auto_values():
+    from sparsesim.data.catalog import load_registered
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.romco import format_table, run_stream
+
+    try:
+        streams = load_registered("landmine")
+    except DataNotFoundError as exc:
+        pytest.skip(f"landmine data not available: {exc}")
+    config = ExperimentConfig(dataset="landmine", algorithms=["romco-nucl", "pa-unique"], seeds=[0, 1],
+                              params={"romco-nucl": {"lam2": 1e-3}},
+                              options={"max_per_task": 150, "factors": {"eta1,eta2": [0.2, 1], "lam1": [3], "C": [3]}})
+    rep = run_experiment("romco", config)
+    names = [row["algorithm"] for row in rep["summary"]]
+    assert names == ["romco-nucl (eta1,eta2)x0.2,lam1x3", "romco-nucl (eta1,eta2)x1,lam1x3", "pa-unique Cx3"]
+    assert rep["factors"]["C"] == [3.0] and set(rep["resolved_params"]) == set(names)
+    assert "pa-unique Cx3" in format_table(rep)
+    for r in rep["results"]:
+        # the value the run's own streams resolve "auto" to, times the multiple; lam2 given: kept
+        part = streams.shuffled(r["seed"]).head(150)
+        auto = make_estimator(r["algorithm"]).resolve_params(part.X)
+        given = {"lam2": 1e-3} if r["algorithm"] == "romco-nucl" else {}
+        want = {k: auto[k] * m for key, m in r["factors"].items() for k in key.split(",") if k not in given}
+        assert r["resolved_params"] == {**auto, **want, **given}
+        direct = run_stream(streams, r["algorithm"], {**want, **given}, r["seed"], max_per_task=150)
+        assert r["error_rate"] == direct["error_rate"]
+    plain = run_experiment("romco", ExperimentConfig(dataset="landmine", algorithms=["romco-nucl"], seeds=[0],
+                                                     params={"romco-nucl": {"lam2": 1e-3}},
+                                                     options={"max_per_task": 150,
+                                                              "factors": {"eta1,eta2": [1], "lam1": [1]}}))
+    auto = run_stream(streams, "romco-nucl", {"lam2": 1e-3}, 0, max_per_task=150)
+    assert plain["results"][0]["error_rate"] == auto["error_rate"]  # multiple 1: the default itself
+
+
+@pytest.mark.parametrize("factors, options, message", [
+    ({"C": []}, {}, "'factors' must map"),
+    ({"C": [0]}, {}, "positive finite"),
+    ({"lam2": [1]}, {}, "'auto' value of lam2"),
+    ({"C": [1]}, {"ablation": True}, "without a search"),
+])
+def test_protocol_romco_refuses_a_bad_factors_grid_before_loading_data(factors, options, message):
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+
+    with pytest.raises(InvalidInputError, match=message):
+        run_experiment("romco", ExperimentConfig(dataset="no-such-data", algorithms=["romco-nucl", "pa-unique"],
+                                                 params={"romco-nucl": {"lam2": 0.1}},
+                                                 options={"factors": factors, **options}))

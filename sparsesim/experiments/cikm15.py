@@ -64,7 +64,8 @@ from ..registry import get_algorithm, make_estimator
 from ..triplets import sors_triplets, stratified_kfold, stratified_subsample
 from ..tuning import evaluate_candidates, rank_candidates, resolved_auto
 from .cikm15_report import PAPER_TABLE2, format_table, plot_curves, vs_passive
-from .runner import describe_params, fold_jobs, grid_points, protocol_options, summarize, write_report
+from .runner import (check_factors, describe_params, factor_label, factor_points, fold_jobs, grid_points,
+                     protocol_options, scale_auto, summarize, write_report)
 
 PROTOCOL = "cikm15"
 
@@ -290,14 +291,10 @@ def _options(opts, config, data):
 
 def _check_factors(factors, algorithms):
     """Refuse a ``factors`` grid that is malformed, names no learner's "auto" value or meets an active learner."""
-    grid_points(factors, "factors")
     if factors and any(a not in PASSIVE for a in algorithms):
         raise InvalidInputError(f"option 'factors' runs the passive learners ({', '.join(PASSIVE)}); "
                                 f"leave out {', '.join(a for a in algorithms if a not in PASSIVE)}")
-    unknown = sorted(set(factors or {}) - {k for a in algorithms for k in SEARCH_PARAMS[FAMILY[a]]})
-    if unknown:
-        raise InvalidInputError(f"option 'factors': none of {', '.join(algorithms)} has an 'auto' value of "
-                                f"{', '.join(unknown)}")
+    check_factors(factors, {a: set(SEARCH_PARAMS[FAMILY[a]]) for a in algorithms})
 
 
 def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
@@ -363,8 +360,8 @@ def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets):
     rule = AUTO_RULE_OF[FAMILY[name]]
     for f, (tr, _) in enumerate(folds):
         auto = resolved_auto(rule, {}, X[tr], n_triplets)
-        for point in grid_points({k: v for k, v in factors.items() if k in auto}, "factors"):
-            params = {**base, **{k: auto[k] * float(m) for k, m in point.items()}}
+        for point in factor_points(factors, auto):
+            params = {**base, **scale_auto(auto, point)}
             job = jobs(name, {"role": "passive", "delta": None, "factors": point}, params, [f])[0]
             job["extra"]["resolved"] = {k: v for k, v in params.items() if k in auto}
             out.append(job)
@@ -373,9 +370,7 @@ def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets):
 
 def _setting(row) -> str:
     """The table's name of a run: the algorithm, with the multiples of its "auto" values when given."""
-    point = row.get("factors")
-    return row["algorithm"] if not point else f"{row['algorithm']} " + ",".join(
-        f"{k}x{v:g}" for k, v in sorted(point.items()))
+    return factor_label(row["algorithm"], row.get("factors"))
 
 
 def _check_algorithms(config) -> list[str]:

@@ -39,6 +39,12 @@ dataset_options : dict
 max_per_task : int, optional
     Truncate every (shuffled) stream, for quick runs (a truncated task left with one class is refused
     with a clear error).
+factors : dict, optional
+    ``{param: [multiples]}``: no search; every algorithm runs at each combination of multiples of the
+    values its ``"auto"`` parameters (``eta1, eta2, lam1, lam2``; ``C`` of PA-Global/-Unique) resolve
+    to on each shuffle's streams (:mod:`sparsesim.defaults`); a key ``"eta1,eta2"`` multiplies both
+    by the same number; a parameter given explicitly keeps its value. Summary rows are named
+    ``"romco-nucl (eta1,eta2)x0.6,(lam1,lam2)x1"``.
 
 Plots (when ``config.out_dir`` is set): ``romco_<dataset>_cumulative_error.png`` (Figs. 3-5) and
 ``romco_<dataset>_sensitivity.png`` (Fig. 6), plus the report as ``romco_<dataset>.json``.
@@ -59,7 +65,8 @@ from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig
-from .runner import figure, mean_std, protocol_options, write_report
+from .runner import (auto_names, check_factors, factor_label, factor_points, figure, mean_std, protocol_options,
+                     scale_auto, write_report)
 
 __all__ = [
     "DEFAULT_ALGORITHMS",
@@ -77,7 +84,9 @@ LAMBDA_GRID = [10.0 ** k for k in range(-7, 1)]  # 1e-7 .. 1 (paper: Sec. 6.1, 6
 UNDECIDED_TOL = 1e-8  # |margin| below it: an undecided prediction
 ETA_GRID = [10.0 ** k for k in range(-4, 1)]  # 1e-4 .. 1 (paper: {1e-6..1}; 1e-6/1e-5 never learn)
 DEFAULT_OPTIONS = {"shuffles": None, "search": False, "search_seed": 12345, "ablation": False, "sensitivity": False,
-                   "sensitivity_shuffles": 3, "checkpoints": 100, "dataset_options": None, "max_per_task": None}
+                   "sensitivity_shuffles": 3, "checkpoints": 100, "dataset_options": None, "max_per_task": None,
+                   "factors": None}
+RESOLVABLE = ("eta1", "eta2", "lam1", "lam2", "C")  # the parameters with an "auto" rule (sparsesim.defaults)
 ROMCO_SEARCH = "stage 1: eta1 x eta2 at lam1 = lam2 = 1e-4; stage 2: lam1 x lam2 over 1e-7..1; stage 3: eta1 x eta2 again"
 
 
@@ -128,15 +137,21 @@ def _curve(margins: list, labels: list, checkpoints: np.ndarray) -> np.ndarray:
 
 
 def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: int,
-               checkpoints: int = 100, max_per_task: int | None = None) -> dict:
+               checkpoints: int = 100, max_per_task: int | None = None, factors: dict | None = None) -> dict:
     """One online pass of ``algorithm`` over the streams shuffled with ``seed``.
 
+    ``factors`` (``{param: multiple}``, one point of the ``factors`` option) runs the ``"auto"``
+    parameters it names at that multiple of the value they resolve to on this pass's streams.
     Returns a flat result dict (plus ``per_task`` and ``curve``); a run whose weights overflow
     (OMTLLOG/OMTLVON with a too large ``eta``) gets ``status="diverged"`` and NaN metrics.
     """
     s = streams.shuffled(seed)
     if max_per_task:
         s = s.head(int(max_per_task))
+    if factors:
+        names = auto_names(algorithm, params, RESOLVABLE)
+        auto = {k: v for k, v in make_estimator(algorithm, **params).resolve_params(s.X).items() if k in names}
+        params = {**params, **scale_auto(auto, factors)}
     est = make_estimator(algorithm, **params)
     points = np.unique(np.linspace(1, s.n_rounds, max(2, int(checkpoints))).round().astype(int))
     t0 = time.perf_counter()
@@ -169,6 +184,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
         "train_seconds": seconds,
         "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
         "resolved_params": dict(getattr(est, "resolved_params_", None) or {}),
+        **({"factors": dict(factors)} if factors else {}),
         **extra,
         "per_task": per_task,
         "curve": {"rounds": points.tolist(), "per_task": _curve(est.online_margins_, s.y, points).tolist()},
@@ -243,10 +259,15 @@ def _load(config: ExperimentConfig) -> MultiTaskStreams:
     return data
 
 
+def _setting(row: dict) -> str:
+    """The summary's name of a run: its algorithm, with the multiples of the ``factors`` option."""
+    return factor_label(row["algorithm"], row.get("factors"))
+
+
 def _summarise(results: list, algorithms: list, task_names: list) -> list:
     rows = []
     for alg in algorithms:
-        rs = [r for r in results if r["algorithm"] == alg]
+        rs = [r for r in results if _setting(r) == alg]
         ok = [r for r in rs if r["status"] == "ok"]
         row = {"algorithm": alg, "runs": len(rs), "diverged": len(rs) - len(ok)}
         for key in ("error_rate", "f1", "f1_pos", "f1_neg", "train_seconds"):
@@ -268,7 +289,7 @@ def _summarise(results: list, algorithms: list, task_names: list) -> list:
 def _curves(results: list, algorithms: list) -> dict:
     out = {}
     for alg in algorithms:
-        cs = [r["curve"] for r in results if r["algorithm"] == alg and r.get("curve")]
+        cs = [r["curve"] for r in results if _setting(r) == alg and r.get("curve")]
         if not cs:
             continue
         per_task = np.mean([np.array(c["per_task"]) for c in cs], axis=0)
@@ -322,6 +343,11 @@ def run(config: ExperimentConfig) -> dict:
     search_seed = int(opts["search_seed"])
     if opts.get("search") and search_seed in seeds:
         raise InvalidInputError(f"search_seed {search_seed} is also an evaluation seed; choose another")
+    names_of = {a: auto_names(a, config.params_for(a), RESOLVABLE) for a in algorithms}
+    factors = check_factors(opts["factors"], names_of)
+    if factors and any(opts.get(k) for k in ("search", "ablation", "sensitivity")):
+        raise InvalidInputError("option 'factors' runs each algorithm at multiples of its 'auto' values without a "
+                                "search; leave out search, ablation and sensitivity")
     max_per_task = opts.get("max_per_task")
     checkpoints = int(opts["checkpoints"])
     streams = _load(config)
@@ -339,11 +365,14 @@ def run(config: ExperimentConfig) -> dict:
             params[alg] = explicit
     t_search = time.perf_counter() - t_search
 
-    jobs = [(streams, alg, params[alg], seed, checkpoints, max_per_task) for alg in algorithms for seed in seeds]
+    points = {alg: factor_points(factors, names_of[alg]) if factors else [None] for alg in algorithms}
+    jobs = [(streams, alg, params[alg], seed, checkpoints, max_per_task, point)
+            for alg in algorithms for point in points[alg] for seed in seeds]
     t_eval = time.perf_counter()
     results = run_parallel(run_stream, jobs, n_jobs=config.n_jobs)
     t_eval = time.perf_counter() - t_eval
-    curves = _curves(results, algorithms)
+    settings = list(dict.fromkeys(_setting(r) for r in results)) if factors else algorithms
+    curves = _curves(results, settings)
     for r in results:
         r.pop("curve", None)
 
@@ -370,13 +399,14 @@ def run(config: ExperimentConfig) -> dict:
         "seeds": seeds,
         "params": params,
         # the values used (an "auto" parameter resolved on the streams; the same on every shuffle)
-        "resolved_params": {a: next((r["resolved_params"] for r in results if r["algorithm"] == a
-                                     and r.get("resolved_params")), {}) for a in algorithms},
+        "resolved_params": {a: next((r["resolved_params"] for r in results if _setting(r) == a
+                                     and r.get("resolved_params")), {}) for a in settings},
         "search": {a: {"best": s["best"], "grid": s["grid"], "n_trials": len(s["trials"]),
                        "trials": s["trials"]} for a, s in search.items()},
         "search_seed": search_seed if search else None,
         "results": results,
-        "summary": _summarise(results, algorithms, streams.task_names),
+        "summary": _summarise(results, settings, streams.task_names),
+        **({"factors": factors} if factors else {}),
         "curves": curves,
         "ablation": ablation,
         "sensitivity": sensitivity,

@@ -8,6 +8,10 @@ table shows); the pieces here are the same for all of them:
 * :func:`grid_points` — the points of a parameter grid ``{param: [values]}`` (every combination;
   the same function ``sparsesim tune`` enumerates its grid with, as the protocols' parameter
   searches rank their candidates with :func:`sparsesim.tuning.rank_candidates`);
+* :func:`check_factors`, :func:`factor_points`, :func:`scale_auto` and :func:`factor_label` — the
+  ``factors`` option (``{param: [multiples]}``): each learner runs at multiples of the values its
+  ``"auto"`` parameters resolve to, no search; a key ``"eta1,eta2"`` multiplies both by the same
+  number; a parameter given explicitly keeps its value;
 * :func:`fold_jobs` — one job per seed and fold, seed-major, the loop of every cross-validated
   protocol;
 * :func:`mean_std` and :func:`summarize` — mean and standard deviation per algorithm (or any
@@ -21,16 +25,20 @@ table shows); the pieces here are the same for all of them:
 from __future__ import annotations
 
 import contextlib
+import numbers
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import InvalidInputError
+from ..defaults import is_auto
 from ..persistence import atomic_write, dumps_strict, save_figure
+from ..registry import make_estimator
 from ..tuning import grid_points
 
-__all__ = ["describe_params", "figure", "fold_jobs", "grid_points", "mean_std", "pm", "protocol_options", "summarize",
-           "text_table", "write_report"]
+__all__ = ["auto_names", "check_factors", "describe_params", "factor_label", "factor_points", "figure", "fold_jobs",
+           "grid_points", "mean_std", "pm", "protocol_options", "scale_auto", "summarize", "text_table",
+           "write_report"]
 
 
 def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
@@ -60,6 +68,73 @@ def protocol_options(protocol: str, options: dict, defaults: dict) -> dict:
         raise InvalidInputError(f"protocol {protocol!r}: unknown option(s) {', '.join(unknown)}; "
                                 f"known: {', '.join(sorted(defaults))}")
     return {**defaults, **options}
+
+
+def auto_names(algorithm: str, given: dict, resolvable) -> set[str]:
+    """The parameters among ``resolvable`` that ``algorithm`` leaves at ``"auto"``: its constructor's
+    ``"auto"`` defaults that ``given`` (the explicit parameters) does not set to a value."""
+    defaults = make_estimator(algorithm).get_params()
+    return {k for k in resolvable if is_auto(defaults.get(k)) and is_auto(given.get(k, defaults[k]))}
+
+
+def check_factors(factors, names_of: dict) -> dict:
+    """Refuse a malformed ``factors`` option, before any data loads.
+
+    Parameters
+    ----------
+    factors : dict or None
+        ``{param: [multiples]}``; a key ``"a,b"`` multiplies the parameters ``a`` and ``b`` alike.
+    names_of : dict
+        ``{algorithm: the parameters it leaves at "auto"}`` (:func:`auto_names`).
+
+    Returns
+    -------
+    dict
+        The grid, multiples as floats (empty when ``factors`` is empty).
+
+    Raises
+    ------
+    InvalidInputError
+        Not a mapping of names to non-empty lists, a multiple that is not a positive finite number,
+        or a parameter that no algorithm leaves at ``"auto"``.
+    """
+    if not factors:
+        return {}
+    grid_points(factors, "factors")
+    bad = [v for vs in factors.values() for v in vs
+           if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0]
+    if bad:
+        raise InvalidInputError(f"option 'factors': multiples must be positive finite numbers, got {bad[0]!r}")
+    known = set().union(*names_of.values()) if names_of else set()
+    unknown = sorted({n for key in factors for n in _names(key)} - known)
+    if unknown:
+        raise InvalidInputError(f"option 'factors': none of {', '.join(names_of)} has an 'auto' value of "
+                                f"{', '.join(unknown)} (a parameter given with --param keeps its value; "
+                                f"'auto' ones: {', '.join(sorted(known)) or 'none'})")
+    return {key: [float(v) for v in vs] for key, vs in factors.items()}
+
+
+def _names(key: str) -> list[str]:
+    return [n.strip() for n in str(key).split(",") if n.strip()]
+
+
+def factor_points(factors: dict, names) -> list[dict]:
+    """The points of the ``factors`` grid a learner with ``"auto"`` parameters ``names`` runs at:
+    the keys naming one of them (``[{}]``, its own default, when none does)."""
+    return grid_points({k: v for k, v in factors.items() if set(_names(k)) & set(names)}, "factors")
+
+
+def scale_auto(auto: dict, point: dict) -> dict:
+    """``{param: auto[param] * multiple}`` for every parameter of ``point``'s keys found in ``auto``
+    (the values the ``"auto"`` parameters resolved to)."""
+    return {n: float(auto[n]) * float(m) for key, m in point.items() for n in _names(key) if n in auto}
+
+
+def factor_label(algorithm: str, point: dict | None) -> str:
+    """The name of a run in a table: ``"omtrsl Cx0.3,bx1"`` (a key of tied parameters in brackets:
+    ``"romco-nucl (eta1,eta2)x0.6"``), or the algorithm alone without a point."""
+    return algorithm if not point else f"{algorithm} " + ",".join(
+        f"({k})x{v:g}" if "," in k else f"{k}x{v:g}" for k, v in sorted(point.items()))
 
 
 def mean_std(values) -> tuple[float, float]:
