@@ -432,3 +432,50 @@ def test_protocol_grid_reports_every_point_and_the_best():
     with pytest.raises(InvalidInputError, match="not one of the algorithms"):
         oht.run(ExperimentConfig(dataset="wikipedia-xmodal", algorithms=["pa2"],
                                  options=dict(options, grid={"oht2-pa2.alpha": [0.5]})))
+
+
+def test_protocol_factors_scale_each_tasks_auto_sigma():
+    from sparsesim.data.multiview import make_transfer_tasks
+    from sparsesim.defaults import AUTO, resolve_sigma
+    from sparsesim.experiments import ExperimentConfig
+    from sparsesim.experiments import oht
+
+    data = _load("mfeat")
+    options = {"n_permutations": 3, "tasks": [0, 7], "curve_tasks": []}
+    cfg = ExperimentConfig(dataset="mfeat", algorithms=["pa2", "oht1-pa2"], params={"oht1-pa2": {"sigma": 4.0}},
+                           options=dict(options, factors={"sigma": [0.7, 1]}))
+    rep = oht.run(cfg)
+    assert rep["factors"] == {"sigma": [0.7, 1.0]} and [row["point"] for row in rep["grid"]] == [
+        {"sigma": 0.7}, {"sigma": 1.0}]
+    tasks = make_transfer_tasks(data, tasks=[0, 7], random_state=0)
+    widths = [resolve_sigma(AUTO, t.target_X) for t in tasks]
+    for row in rep["grid"]:
+        m = row["point"]["sigma"]
+        # each task's own "auto" width times the multiple; the explicit sigma of oht1-pa2 wins
+        assert row["resolved_params"]["pa2"]["sigma"] == pytest.approx(np.mean([w * m for w in widths]), rel=1e-12)
+        assert row["resolved_params"]["oht1-pa2"]["sigma"] == 4.0
+    # multiple 1 is the default itself; 0.7 the same as giving the task's value (one task: one sigma)
+    plain = oht.run(ExperimentConfig(dataset="mfeat", algorithms=["pa2", "oht1-pa2"],
+                                     params={"oht1-pa2": {"sigma": 4.0}}, options=options))
+    assert rep["grid"][1]["mistake_rate"] == {r["algorithm"]: r["mistake_rate"] for r in plain["results"]}
+    one = oht.run(ExperimentConfig(dataset="mfeat", algorithms=["pa2"],
+                                   options=dict(options, tasks=[7], factors={"sigma": [0.7]})))
+    given = oht.run(ExperimentConfig(dataset="mfeat", algorithms=["pa2"], params={"pa2": {"sigma": widths[1] * 0.7}},
+                                     options=dict(options, tasks=[7])))
+    assert one["grid"][0]["mistake_rate"]["pa2"] == given["results"][0]["mistake_rate"]
+    assert "sigma x0.7" in oht.format_table(rep)
+
+
+@pytest.mark.parametrize("factors, extra, message", [
+    ({"sigma": []}, {}, "'factors' must map"),
+    ({"sigma": [-1]}, {}, "positive finite"),
+    ({"C": [1]}, {}, "'auto' value of C"),
+    ({"sigma": [1]}, {"grid": {"C": [1.0]}}, "exclude each other"),
+])
+def test_protocol_refuses_a_bad_factors_grid_before_loading_data(factors, extra, message):
+    from sparsesim.experiments import ExperimentConfig
+    from sparsesim.experiments import oht
+
+    with pytest.raises(InvalidInputError, match=message):
+        oht.run(ExperimentConfig(dataset="no-such-data", algorithms=["pa2"],
+                                 options={"factors": factors, **extra}))

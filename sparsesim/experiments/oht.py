@@ -16,7 +16,10 @@ default all), ``target_view`` / ``source_view`` (override the data set's roles),
 ``curve_tasks`` (1-based task numbers for the online mistake curves; default 2, 14, 36, 7, 16, 33),
 ``grid`` (``{param: [values]}``, a key ``ALG.param`` for one algorithm only: the protocol runs once
 per combination and reports every point's mean mistake rates and each algorithm's best point —
-the parameter search of ``docs/transfer.md``, on a split seed kept apart from the reported runs).
+the parameter search of ``docs/transfer.md``, on a split seed kept apart from the reported runs),
+``factors`` (``{"sigma": [multiples]}``: the protocol runs once per multiple, every algorithm whose
+``sigma`` is ``"auto"`` at that multiple of the width it resolves to on each task's target stream;
+reported like ``grid``, with ``resolved_params`` per point and algorithm, the mean over tasks).
 ``config.seeds``: each seed gives one task split and one set of permutations (win / tie / loss
 counts add up over seeds x tasks). ``config.triplets`` is not used (a stream is a task's whole
 target part).
@@ -39,7 +42,7 @@ from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
 from . import ExperimentConfig
-from .runner import figure, grid_points, protocol_options
+from .runner import auto_names, check_factors, figure, grid_points, protocol_options, scale_auto
 
 DEFAULT_OPTIONS = {
     "n_permutations": 100,
@@ -55,7 +58,9 @@ DEFAULT_OPTIONS = {
     "k_permutations": 20,
     "curve_tasks": [2, 14, 36, 7, 16, 33],
     "grid": None,
+    "factors": None,
 }
+RESOLVABLE = ("sigma",)  # the parameters with an "auto" rule (sparsesim.defaults)
 
 
 def _options(config: ExperimentConfig) -> dict:
@@ -98,15 +103,15 @@ def load_tasks(config: ExperimentConfig, seed: int, opts: dict | None = None):
 
 
 def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int,
-              k_values, k_permutations: int, want_curve: bool) -> dict:
-    """All algorithms on all permutations of one task (runs inside a worker)."""
+              k_values, k_permutations: int, want_curve: bool, factors: dict | None = None) -> dict:
+    """All algorithms on all permutations of one task (runs inside a worker); ``factors``
+    (``{param: multiple}``) scales the values the ``"auto"`` parameters resolve to."""
     import faiss
 
     faiss.omp_set_num_threads(1)
     # sigma="auto": resolved on this task's target stream (the same value for the target kernel and
     # the neighbour weights of the source hypothesis)
-    estimators = [(name, _with(est, sigma=resolve_sigma(est.sigma, task.target_X)) if is_auto(est.sigma) else est)
-                  for name, est in estimators]
+    estimators = [(name, _on_task(est, task.target_X, factors or {})) for name, est in estimators]
     n = task.target_y.shape[0]
     y = task.target_y
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), int(task_number), 1]))
@@ -188,6 +193,14 @@ def _task_job(task, task_number: int, estimators, seed: int, n_permutations: int
     return out
 
 
+def _on_task(est, X, factors: dict):
+    """``est`` with its ``"auto"`` sigma resolved on the target rows ``X`` (times its multiple in ``factors``)."""
+    if not is_auto(est.sigma):
+        return est
+    auto = {"sigma": resolve_sigma(est.sigma, X)}
+    return _with(est, **{**auto, **scale_auto(auto, factors)})
+
+
 def _with(est, **params):
     from sklearn.base import clone
 
@@ -234,8 +247,7 @@ def run_grid(config: ExperimentConfig, grid: dict) -> dict:
     ``mistake_rate`` (mean over tasks and seeds) and, against the baseline, ``win, tie, loss``.
     ``best[algorithm]`` is the point of its lowest mean mistake rate.
     """
-    results, rows = [], []
-    for point in grid_points(grid):
+    def run_point(point):
         params = {alg: dict(p) for alg, p in config.params.items()}
         for key, value in point.items():
             alg, _, name = key.rpartition(".")
@@ -243,13 +255,26 @@ def run_grid(config: ExperimentConfig, grid: dict) -> dict:
                 raise InvalidInputError(f"option 'grid': {key!r} names {alg!r}, which is not one of the algorithms")
             params.setdefault(alg or "*", {})[name] = value
         options = {k: v for k, v in config.options.items() if k != "grid"}
-        report = run(dataclasses.replace(config, params=params, options=options, out_dir=None))
-        rates = {}
+        return run(dataclasses.replace(config, params=params, options=options, out_dir=None))
+
+    return _points_report(config, grid_points(grid), run_point)
+
+
+def _points_report(config: ExperimentConfig, points: list, run_point) -> dict:
+    """One protocol report per point (``run_point(point)``), summed up: each point's mean mistake
+    rate, values used and win / tie / loss per algorithm, and each algorithm's best point."""
+    results, rows = [], []
+    for point in points:
+        report = run_point(point)
+        rates, resolved = {}, {}
         for name in config.algorithms:
-            rates[name] = float(np.mean([r["mistake_rate"] for r in report["results"] if r["algorithm"] == name]))
+            mine = [r for r in report["results"] if r["algorithm"] == name]
+            rates[name] = float(np.mean([r["mistake_rate"] for r in mine]))
+            resolved[name] = {"sigma": float(np.mean([r["resolved_params"]["sigma"] for r in mine]))}
             results.append({"algorithm": name, "params": point, "mistake_rate": rates[name],
-                            **report["win_tie_loss"].get(name, {})})
-        rows.append({"point": point, "mistake_rate": rates, "win_tie_loss": report["win_tie_loss"]})
+                            "resolved_params": resolved[name], **report["win_tie_loss"].get(name, {})})
+        rows.append({"point": point, "mistake_rate": rates, "resolved_params": resolved,
+                     "win_tie_loss": report["win_tie_loss"]})
     best = {name: min(rows, key=lambda row: row["mistake_rate"][name])["point"] for name in config.algorithms}
     return {"protocol": "oht", "dataset": config.dataset, "baseline": config.algorithms[0], "grid": rows,
             "best": best, "results": results}
@@ -297,8 +322,21 @@ def tune_transfer(algorithm: str, dataset: str, seed: int = 1, grid: dict | None
 def run(config: ExperimentConfig) -> dict:
     """Run the OHT protocol; returns the report (see the module docstring)."""
     opts = _options(config)
+    names_of = {name: auto_names(name, config.params_for(name), RESOLVABLE) for name in config.algorithms}
+    factors = check_factors(opts["factors"], names_of)
+    if factors and opts["grid"]:
+        raise InvalidInputError("options 'grid' (given values) and 'factors' (multiples of the 'auto' values) "
+                                "exclude each other; give one")
     if opts["grid"]:
         return run_grid(config, opts["grid"])
+    if factors:
+        report = _points_report(config, grid_points(factors, "factors"), lambda point: _run(dataclasses.replace(config, out_dir=None), opts, point))
+        return dict(report, factors=factors)
+    return _run(config, opts)
+
+
+def _run(config: ExperimentConfig, opts: dict, factors: dict | None = None) -> dict:
+    """The protocol's runs, the ``"auto"`` parameters at the multiples ``factors`` (``{param: multiple}``)."""
     estimators = _make_estimators(config)
     names = [n for n, _ in estimators]
     base = names[0]
@@ -314,7 +352,7 @@ def run(config: ExperimentConfig) -> dict:
         data, tasks = load_tasks(config, seed, opts)
         numbers = list(range(1, len(tasks) + 1)) if opts["tasks"] is None else [int(k) + 1 for k in opts["tasks"]]
         jobs = [(task, num, estimators, int(seed), n_perm, opts["k_values"], int(opts["k_permutations"]),
-                 num in curve_tasks) for task, num in zip(tasks, numbers)]
+                 num in curve_tasks, factors) for task, num in zip(tasks, numbers)]
         progress = None
         if config.progress:
             def progress(done, total=len(jobs)):
@@ -394,7 +432,8 @@ def format_table(report: dict) -> str:
         lines = [f"OHT protocol on {report['dataset']}: mean mistake rate per grid point (baseline {report['baseline']})",
                  f"{'point':<44}" + "".join(f"{n:>12}" for n in names)]
         for row in report["grid"]:
-            point = ", ".join(f"{k}={v}" for k, v in row["point"].items())
+            point = ", ".join(f"{k} x{v:g}" if "factors" in report else f"{k}={v}"  # factors: multiples of "auto"
+                              for k, v in row["point"].items())
             lines.append(f"{point[:44]:<44}" + "".join(f"{row['mistake_rate'][n]:>12.4f}" for n in names))
         lines += ["", "best point per algorithm:"] + [f"  {n:<12} {p}" for n, p in report["best"].items()]
         return "\n".join(lines)
