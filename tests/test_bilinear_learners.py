@@ -117,6 +117,21 @@ def test_pool_reserve_follows_the_data_and_the_budget():
     assert est.store_nbytes_ < est.engine_.store.nbytes
 
 
+def test_a_pickled_learner_carries_only_the_used_pool():
+    import pickle
+
+    X, triplets, _ = random_problem(d=60, n=50, T=200, density=0.3, seed=7)
+    est = SORS(lam=0.01, eta=0.5, compact=False).partial_fit_triplets(X, triplets[:100])
+    blob = pickle.dumps(est)
+    assert len(blob) < est.engine_.store.nbytes / 4  # the reserve is not copied
+    again = pickle.loads(blob)
+    assert again.engine_.store.capacity == est.engine_.store.used_slots
+    est.partial_fit_triplets(X, triplets[100:])
+    again.partial_fit_triplets(X, triplets[100:])  # grows from the used part, same model
+    np.testing.assert_allclose(again.model_.W.toarray(), est.model_.W.toarray(), rtol=0, atol=1e-12)
+    assert again.model_.W.nnz == est.model_.W.nnz
+
+
 def test_row_moves_and_compaction_keep_every_entry_reachable():
     """The row store against a dict model: inserts, tombstones, rows moving to larger segments
     (one of them turning dense), and compactions that drop garbage, tombstones and the zero

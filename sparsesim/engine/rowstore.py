@@ -447,6 +447,14 @@ class RowStore:
         are not touched until rows move into it."""
         return self.nbytes - (self.capacity - self.used_slots) * self.dtype.itemsize
 
+    def __getstate__(self) -> dict:
+        """Pickle (a learner's state returned by a worker process) only the slots handed out:
+        the untouched rest of a reserved pool is not data, and copying it would write every
+        page of it. The pool grows again, by one copy, when the unpickled store needs room."""
+        state = self.__dict__.copy()
+        state["table"] = self.table[:max(MIN_CAP, self.used_slots)]
+        return state
+
     def reserve(self, slots: int) -> int:
         """Allocate an empty pool of ``slots`` slots up front so that it need not grow (a pool
         grows by copying, and its copies took 20-50% of a SORS-I run). Only pages rows move
