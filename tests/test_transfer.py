@@ -479,3 +479,16 @@ def test_protocol_refuses_a_bad_factors_grid_before_loading_data(factors, extra,
     with pytest.raises(InvalidInputError, match=message):
         oht.run(ExperimentConfig(dataset="no-such-data", algorithms=["pa2"],
                                  options={"factors": factors, **extra}))
+
+
+@pytest.mark.parametrize("sigma", [{"a": 1}, [1, 2], "", "abc", -1.0, float("nan")])
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_oht_refuses_a_bad_sigma_before_resolving_it(method, sigma):
+    """The first partial_fit checks the parameters before sigma is resolved from the data (a dict or
+    a list once reached float() there and raised TypeError)."""
+    from sparsesim.exceptions import SparsesimError
+
+    X = np.random.default_rng(0).normal(size=(20, 6))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with pytest.raises(SparsesimError, match="sigma"):
+        getattr(OHTClassifier(sigma=sigma), method)(X, y, source_scores=np.zeros(20))
