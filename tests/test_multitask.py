@@ -384,6 +384,51 @@ def test_protocol_search_only(monkeypatch):
     assert "parameter search" in ijcai17.format_table(alone)
 
 
+def test_protocol_factors_run_at_multiples_of_the_auto_values(monkeypatch):
+    """``factors``: each run at a multiple of the value its "auto" C resolves to on the fold's training
+    part (explicit b kept); multiple 1 is the default run; every run records the values it used."""
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments import ijcai17
+    from sparsesim.registry import make_estimator
+
+    data = _tiny_data()
+    monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: data)
+    base = dict(dataset="tiny", algorithms=["omtrsl", "ostrsl"], triplets=200, params={"omtrsl": {"b": 1.0}})
+    report = run_experiment("ijcai17", ExperimentConfig(**base, options={"folds": 3, "only_folds": [0, 2],
+                                                                         "factors": {"C": [0.3, 1]}}))
+    assert list(report["summary"]) == ["omtrsl Cx0.3", "omtrsl Cx1", "ostrsl Cx0.3", "ostrsl Cx1"]
+    assert all(s["n_runs"] == 2 for s in report["summary"].values()) and report["factors"] == {"C": [0.3, 1.0]}
+    assert "omtrsl Cx0.3" in ijcai17.format_table(report)
+    plain = run_experiment("ijcai17", ExperimentConfig(**base, options={"folds": 3}))
+    assert {r["fold"] for r in report["results"]} == {0, 2}
+    folds = ijcai17.cv_folds(data.y, data.tasks, 3, 0)
+    for r in report["results"]:
+        tr, te = folds[r["fold"]]
+        auto = make_estimator(r["algorithm"]).resolve_params(data.X[tr], data.y[tr], data.tasks[tr])
+        want = {"C": auto["C"] * r["factors"]["C"], **({"b": 1.0} if r["algorithm"] == "omtrsl" else {})}
+        assert r["resolved_params"] == want
+        again = ijcai17.run_one(r["algorithm"], want, data.X, data.y, data.tasks, tr, te, 200, r["fold"])
+        assert r["ap@10"] == again["ap@10"]
+        if r["factors"]["C"] == 1:  # the default itself
+            same = next(p for p in plain["results"] if p["algorithm"] == r["algorithm"] and p["fold"] == r["fold"])
+            assert same["ap@10"] == r["ap@10"] and same["resolved_params"] == r["resolved_params"]
+    assert report["resolved_params"]["omtrsl Cx1"]["b"] == 1.0
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"factors": {"C": []}}, "'factors' must map"),
+    ({"factors": {"b": [1]}}, "'auto' value of b"),
+    ({"factors": {"C": [1]}, "search": True}, "leave out search"),
+    ({"only_folds": [5]}, "only_folds"),
+])
+def test_protocol_refuses_bad_factors_and_folds_before_loading_data(options, message):
+    from sparsesim.experiments import ExperimentConfig, ijcai17
+
+    with pytest.raises(InvalidInputError, match=message):
+        ijcai17.run(ExperimentConfig(dataset="no-such-data", algorithms=["omtrsl", "ostrsl"],
+                                     params={"omtrsl": {"b": 1.0}}, options=options))
+
+
 def test_protocol_refuses_single_task_algorithms_and_data(monkeypatch):
     from sparsesim.data import LabelledData
     from sparsesim.experiments import ExperimentConfig, ijcai17

@@ -17,7 +17,12 @@
   (a list: the Figure 4 sweep of OMTRSL-Active vs OMTRSL-Random over query ratios),
   ``dataset_options`` (passed to ``load_dataset``), ``backend`` (joblib backend for
   :func:`~sparsesim.parallel.run_parallel`, e.g. ``"dask"``), ``dask_scheduler`` (address of a
-  running Dask scheduler to connect a ``Client`` to).
+  running Dask scheduler to connect a ``Client`` to), ``only_folds`` (0-based indices of the folds
+  to run; default every fold), ``factors`` (``{param: [multiples]}``: no search; every algorithm
+  runs at each combination of multiples of the values its ``"auto"`` ``C`` and ``b`` resolve to on
+  the training part of each fold (:mod:`sparsesim.defaults`); a parameter given explicitly keeps
+  its value; summary rows are named ``"omtrsl Cx0.3,bx1"``).
+* Every run records ``resolved_params``: the numbers its ``"auto"`` parameters resolved to.
 
 Plots (PNG, when ``config.out_dir`` is set): AP@k / mAP@k against k (Figures 1-2), the parameter
 sensitivity (Figure 3), AP@10 against the query ratio (Figure 4). Training time per algorithm
@@ -39,8 +44,8 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from ..triplets import stratified_kfold, stratified_split
 from ..tuning import evaluate_candidates, rank_candidates
-from .runner import (describe_params, figure, fold_jobs, grid_points, pm, protocol_options, summarize, text_table,
-                     write_report)
+from .runner import (auto_names, check_factors, describe_params, factor_label, factor_points, figure, fold_jobs,
+                     grid_points, mean_std, pm, protocol_options, scale_auto, summarize, text_table, write_report)
 
 PROTOCOL = "ijcai17"
 DEFAULT_ALGORITHMS = ["omtrsl", "ostrsl", "ogrsl", "omtrsl-active", "omtrsl-random"]
@@ -57,7 +62,8 @@ _HAS_B = ("omtrsl", "omtrsl-active", "omtrsl-random")
 SUMMARY_METRICS = ("ap@10", "map@10", "train_seconds", "updates_per_second", "query_ratio")
 DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID,
                    "c_grid": DEFAULT_C_GRID, "active_deltas": None, "dataset_options": {}, "backend": None,
-                   "dask_scheduler": None, "triplets": DEFAULT_TRIPLETS}
+                   "dask_scheduler": None, "triplets": DEFAULT_TRIPLETS, "only_folds": None, "factors": None}
+RESOLVABLE = ("C", "b")  # the parameters with an "auto" rule (sparsesim.defaults)
 
 
 # --------------------------------------------------------------------------- data and splits
@@ -150,6 +156,7 @@ def run_one(algorithm, params, X, y, tasks, train_idx, eval_idx, n_triplets, see
         "n_updates": int(est.n_updates_),
         "query_ratio": float(est.query_ratio_),
         "params": {k: _plain(v) for k, v in params.items() if k != "n_jobs"},
+        "resolved_params": {k: _plain(v) for k, v in (est.resolved_params_ or {}).items()},
     }
     return out
 
@@ -218,6 +225,44 @@ def _with_fold_seeds(results, jobs):
     return results
 
 
+def _check_options(config, options, algorithms) -> dict:
+    """The ``factors`` grid and ``only_folds``, checked before the data set loads."""
+    names_of = {a: auto_names(a, config.params_for(a), RESOLVABLE) for a in algorithms}
+    factors = check_factors(options["factors"], names_of)
+    if factors and (options["search"] or options["search_only"] or options["active_deltas"]
+                    or "omtrsl-random" in algorithms):
+        raise InvalidInputError("option 'factors' runs each algorithm at multiples of its 'auto' values: leave out "
+                                "search, search_only, active_deltas and omtrsl-random (it queries at the ratio "
+                                "omtrsl-active observed)")
+    only = options["only_folds"]
+    n_folds = int(options["folds"])
+    if only is not None and (not isinstance(only, list) or not only or not all(
+            isinstance(f, int) and not isinstance(f, bool) and 0 <= f < n_folds for f in only)):
+        raise InvalidInputError(f"option 'only_folds' must be a non-empty list of fold indices 0..{n_folds - 1}, "
+                                f"got {only!r}")
+    return {"factors": factors, "names_of": names_of}
+
+
+def _setting(row) -> str:
+    """The summary's name of a run: its algorithm, with the multiples of the ``factors`` option."""
+    return factor_label(row["algorithm"], row.get("factors"))
+
+
+def _factor_jobs(alg, params, names, factors, data, jobs_of):
+    """The runs of ``alg`` at every point of ``factors``: multiples of the values its ``"auto"``
+    parameters ``names`` resolve to on the training part of each fold."""
+    out, points = [], []
+    for job in jobs_of(alg, params):
+        tr = job[5]
+        auto = make_estimator(alg, **params).resolve_params(data.X[tr], np.asarray(data.y)[tr],
+                                                            np.asarray(data.tasks)[tr])
+        auto = {k: v for k, v in auto.items() if k in names}
+        for point in factor_points(factors, names):
+            out.append((alg, {**params, **scale_auto(auto, point)}) + job[2:11] + ("factors",))
+            points.append(point)
+    return out, points
+
+
 def run(config) -> dict:
     """Run the protocol; see the module docstring. Returns ``{"protocol", "dataset", "results", ...}``."""
     options = protocol_options(PROTOCOL, dict(config.options), DEFAULT_OPTIONS)
@@ -229,6 +274,8 @@ def run(config) -> dict:
                 f"algorithm {alg!r} is not a multi-task similarity learner; the ijcai17 protocol runs "
                 "omtrsl, omtrsl-active, omtrsl-random, ostrsl, ogrsl"
             )
+    checked = _check_options(config, options, algorithms)
+    factors = checked["factors"]
     data = load_multitask_data(config.dataset, **options["dataset_options"])
     n_triplets = int(config.triplets or options["triplets"])
     n_folds = int(options["folds"])
@@ -242,6 +289,10 @@ def run(config) -> dict:
     report = {"protocol": PROTOCOL, "dataset": config.dataset, "n_triplets": n_triplets, "n_folds": n_folds,
               "representation": data.info.get("representation", ""), "tasks": list(data.task_names or []),
               "n_documents": int(data.n_documents), "n_features": int(data.n_features)}
+    if factors:
+        report["factors"] = factors
+    if options["only_folds"] is not None:
+        report["only_folds"] = list(options["only_folds"])
     with _backend_context(options):
         chosen = {}
         if options["search"] or options["search_only"]:
@@ -257,10 +308,21 @@ def run(config) -> dict:
         def jobs_of(alg, params):
             return fold_jobs(config.seeds, folds.__getitem__, lambda seed, f, tr, te: (
                 alg, params, data.X, data.y, data.tasks, tr, te, n_triplets, _stream_seed(seed, f), data.task_names,
-                f, "cv"))
+                f, "cv"), options["only_folds"])
 
-        jobs = [j for a in algorithms if a != "omtrsl-random" for j in jobs_of(a, report["chosen_params"][a])]
-        results = _with_fold_seeds(runner(jobs), jobs)
+        if factors:
+            jobs, points = [], []
+            for a in algorithms:
+                more, pts = _factor_jobs(a, report["chosen_params"][a], checked["names_of"][a], factors, data,
+                                         jobs_of)
+                jobs, points = jobs + more, points + pts
+            results = _with_fold_seeds(runner(jobs), jobs)
+            for r, point in zip(results, points):
+                if point:
+                    r["factors"] = point
+        else:
+            jobs = [j for a in algorithms if a != "omtrsl-random" for j in jobs_of(a, report["chosen_params"][a])]
+            results = _with_fold_seeds(runner(jobs), jobs)
         if "omtrsl-random" in algorithms:  # at the query ratio omtrsl-active observed on the same fold
             ratio = {(r["seed"], r["fold"]): r["query_ratio"] for r in results if r["algorithm"] == "omtrsl-active"}
             jobs = [j if (j[8] // 1000, j[10]) not in ratio or "query_ratio" in config.params_for("omtrsl-random")
@@ -271,7 +333,8 @@ def run(config) -> dict:
         if options["active_deltas"]:
             report["active_sweep"] = _active_sweep(config, chosen, [float(x) for x in options["active_deltas"]],
                                                    jobs_of, runner)
-    report["summary"] = summarize(results, SUMMARY_METRICS, curves=("ap_curve", "map_curve"))
+    report["summary"] = summarize(results, SUMMARY_METRICS, by=_setting, curves=("ap_curve", "map_curve"))
+    report["resolved_params"] = _resolved_summary(results)
     report["timing"] = {a: s["train_seconds"][0] for a, s in report["summary"].items()}
     report["paper_table1_seconds"] = PAPER_TABLE1.get(config.dataset)
     report["wall_seconds"] = time.perf_counter() - started
@@ -279,6 +342,17 @@ def run(config) -> dict:
         report["plots"] = write_plots(report, Path(config.out_dir))
         write_report(report, config.out_dir, f"ijcai17_{str(config.dataset).replace('/', '_')}.json")
     return report
+
+
+def _resolved_summary(results) -> dict:
+    """Per summary row, the values its runs used: the value itself when every run used the same, else
+    the mean (an ``"auto"`` value resolves on each fold's training part)."""
+    out = {}
+    for key in dict.fromkeys(_setting(r) for r in results):
+        runs = [r["resolved_params"] for r in results if _setting(r) == key]
+        out[key] = {k: runs[0][k] if len({p[k] for p in runs}) == 1 else mean_std(p[k] for p in runs)[0]
+                    for k in runs[0]}
+    return out
 
 
 def _active_sweep(config, chosen, deltas, jobs_of, runner):
@@ -373,14 +447,16 @@ def write_plots(report, out_dir: Path) -> list[str]:
 
 def format_table(report) -> str:
     """Human-readable tables: AP@10 / mAP@10 / time per algorithm, search and active sweep."""
-    lines = [f"ijcai17 on {report['dataset']}: {report.get('n_folds')}-fold CV, {report.get('n_triplets')} "
+    only = f"fold(s) {report['only_folds']} of " if report.get("only_folds") else ""
+    lines = [f"ijcai17 on {report['dataset']}: {only}{report.get('n_folds')}-fold CV, {report.get('n_triplets')} "
              f"triplets per run, tasks {report.get('tasks')}"]
+    resolved = report.get("resolved_params", {})  # the numbers "auto" resolved to (mean over the runs)
     columns = [("algorithm", 15), ("AP@10", 17), ("mAP@10", 17), ("train s", 9), ("updates/s", 11), ("query", 7),
                ("  params", 0)]
     lines += text_table(columns, [
         [alg, pm(s["ap@10"], 4, width=8), pm(s["map@10"], 4, width=8), f"{s['train_seconds'][0]:.2f}",
          f"{s['updates_per_second'][0]:.0f}", f"{s['query_ratio'][0]:.3f}",
-         "  " + describe_params(report.get("chosen_params", {}).get(alg, {}))]
+         "  " + describe_params(report.get("chosen_params", {}).get(alg) or resolved.get(alg, {}))]
         for alg, s in report["summary"].items()])
     lines.extend(_paired_lines(report.get("results", [])))
     if report.get("paper_table1_seconds"):
