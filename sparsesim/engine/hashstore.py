@@ -22,50 +22,24 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-EMPTY = np.int64(-1)
-TOMBSTONE = np.int64(-2)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+from .store import EMPTY, GOLDEN, TOMBSTONE, DiagonalStore, probe_segment
+
 MAX_LOAD = 0.7
 REBUILD_LOAD = 0.45  # > MAX_LOAD / 2, so growing a full table doubles it once
-
-FIELDS_BY_LAYOUT = {
-    "plain": [("key", np.int64), ("val", np.float64)],
-    "lazy": [("key", np.int64), ("val", np.float64), ("last", np.int64)],
-    "lazy_aux": [("key", np.int64), ("val", np.float64), ("last", np.int64), ("aux", np.float64)],
-}
-# "compact" storage: float32 values and per-entry statistics, int32 step counters, packed records
-# (12 / 16 / 20 bytes per entry instead of 16 / 24 / 32). Arithmetic stays float64; only what is
-# stored is rounded. It is what lets a 10^5-triplet OASIS run on news20 (~3*10^8 entries) fit.
-COMPACT_FIELDS_BY_LAYOUT = {
-    "plain": [("key", np.int64), ("val", np.float32)],
-    "lazy": [("key", np.int64), ("val", np.float32), ("last", np.int32)],
-    "lazy_aux": [("key", np.int64), ("val", np.float32), ("last", np.int32), ("aux", np.float32)],
-}
 
 
 @numba.njit(cache=True, inline="always")
 def home_slot(key, shift):
     """Fibonacci hashing: the top bits of key * golden ratio."""
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(shift))
+    return np.int64((np.uint64(key) * GOLDEN) >> np.uint64(shift))
 
 
 @numba.njit(cache=True)
 def find_or_free(keys, key, shift):
-    """Slot holding ``key`` (>= 0), or ``-2 - f`` where ``f`` is the first free slot (tombstone
-    or EMPTY) on its probe path: where an insert of ``key`` may go while that slot stays free.
-    Lets a read pass hand its probe to the write pass (see :func:`insert_at_or_probe`)."""
-    mask = keys.shape[0] - 1
-    s = home_slot(key, shift)
-    first_free = -1
-    while True:
-        k = keys[s]
-        if k == key:
-            return s
-        if k == EMPTY:
-            return -2 - (s if first_free < 0 else first_free)
-        if k == TOMBSTONE and first_free < 0:
-            first_free = s
-        s = (s + 1) & mask
+    """Slot holding ``key`` (>= 0), or ``-2 - f`` with ``f`` the first free slot on its probe
+    path (:func:`probe_segment` over the whole table). Lets a read pass hand its probe to the
+    write pass (see :func:`insert_at_or_probe`)."""
+    return probe_segment(keys, key, home_slot(key, shift), 0, keys.shape[0] - 1)
 
 
 @numba.njit(cache=True)
@@ -177,21 +151,15 @@ def _load_entries(keys, vals, new_keys, new_vals, shift, counts):
         vals[s] = new_vals[i]
 
 
-class HashStore:
-    """Off-diagonal entries of a d x d matrix plus its dense diagonal.
+class HashStore(DiagonalStore):
+    """Off-diagonal entries of a d x d matrix in one hash table, plus its dense diagonal.
 
     Parameters
     ----------
-    d : int
-        Matrix side.
-    layout : {"plain", "lazy", "lazy_aux"}
-        Which per-entry fields the learner needs (see module docstring).
-    diag_init : float
-        Initial diagonal value (1.0 for M_1 = I).
+    d, layout, diag_init, compact
+        As in :class:`~sparsesim.engine.store.DiagonalStore`.
     initial_capacity : int
         Slots to allocate ahead (rounded up to a power of two).
-    compact : bool
-        Store values and per-entry statistics in float32 (see ``COMPACT_FIELDS_BY_LAYOUT``).
     max_load, rebuild_load : float
         Load (live + tombstones) that triggers a rebuild, and the load a rebuild leaves at most
         (``rebuild_load`` > ``max_load`` / 2, so growing a full table doubles it once). A table
@@ -210,19 +178,10 @@ class HashStore:
         self.max_load = float(max_load)
         self.rebuild_load = float(rebuild_load)
         self.fast_growth_limit = int(fast_growth_limit)
-        if layout not in FIELDS_BY_LAYOUT:
-            raise ValueError(f"unknown layout {layout!r}")
-        self.d = int(d)
-        self.layout = layout
-        self.compact = bool(compact)
-        self.dtype = np.dtype((COMPACT_FIELDS_BY_LAYOUT if compact else FIELDS_BY_LAYOUT)[layout])
+        super().__init__(d, layout, diag_init, compact)
         cap = 1 << max(4, int(np.ceil(np.log2(max(16, initial_capacity)))))
         self.table = self._empty_table(cap)
         self.counts = np.zeros(2, np.int64)  # live, live + tombstones
-        self.diag = np.full(self.d, float(diag_init))
-        self.diag_last = np.zeros(self.d, np.int64)
-        self.diag_aux = np.zeros(self.d)
-        self.step = 0  # steps processed (the lazy-shrinkage clock)
 
     def _empty_table(self, cap: int) -> np.ndarray:
         table = np.zeros(cap, dtype=self.dtype)
@@ -244,14 +203,7 @@ class HashStore:
 
     @property
     def nbytes(self) -> int:
-        return self.table.nbytes + self.diag.nbytes + self.diag_last.nbytes + self.diag_aux.nbytes
-
-    def field(self, name: str) -> np.ndarray:
-        """A strided view of one field, or a dummy length-1 array when the layout lacks it."""
-        if name in self.dtype.names:
-            return self.table[name]
-        return np.zeros(1, self.dtype["last"] if "last" in self.dtype.names else np.int64) if name == "last" \
-            else np.zeros(1, self.dtype["val"])
+        return self.table.nbytes + self.diag_nbytes
 
     @property
     def hash_mask(self) -> int:
@@ -301,9 +253,7 @@ class HashStore:
         Off-diagonal nonzeros go into an empty table sized for them; per-entry statistics
         (``last``, ``aux``) start at zero and the diagonal's at zero too.
         """
-        M = sp.csr_matrix(M)
-        if M.shape != (self.d, self.d):
-            raise ValueError(f"expected a {self.d} x {self.d} matrix, got {M.shape}")
+        M = self.square_csr(M)
         rows = np.repeat(np.arange(self.d, dtype=np.int64), np.diff(M.indptr))
         cols = np.asarray(M.indices, dtype=np.int64)
         data = np.asarray(M.data, dtype=np.float64)
@@ -315,26 +265,7 @@ class HashStore:
         self.table = self._empty_table(cap)
         self.counts[:] = 0
         _load_entries(self.table["key"], self.table["val"], keys, data[off], self.shift, self.counts)
-        diag = np.zeros(self.d)
-        on = rows == cols
-        np.add.at(diag, rows[on], data[on])
-        self.diag = diag + float(diag_offset)
-        self.diag_last = np.zeros(self.d, np.int64)
-        self.diag_aux = np.zeros(self.d)
-        self.step = 0
+        self.load_diagonal(rows, cols, data, diag_offset)
 
-    def to_csr(self, diag_offset: float | None = None) -> sp.csr_matrix:
-        """The stored matrix as CSR (values as stored: finalize lazy state first).
-
-        ``diag_offset=None`` leaves the diagonal out (off-diagonal part only); a number adds the
-        diagonal minus that offset (e.g. 1.0 to export W = M - I). One pass, no intermediate copies.
-        """
-        diag = np.zeros(0) if diag_offset is None else self.diag - diag_offset
-        indptr, indices, data = _csr_of(self.table["key"], self.table["val"], self.d, diag)
-        out = sp.csr_matrix((data, indices, indptr), shape=(self.d, self.d))
-        out.has_sorted_indices = True
-        return out
-
-    def offdiag_csr(self) -> sp.csr_matrix:
-        """The stored nonzero off-diagonal entries (values as stored: finalize lazy state first)."""
-        return self.to_csr(None)
+    def csr_arrays(self, diag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _csr_of(self.table["key"], self.table["val"], self.d, diag)

@@ -15,7 +15,7 @@ so they share cache lines and pages, and the column part of the hash is computed
 update instead of once per entry.
 
 A record holds ``col`` (int32; ``EMPTY``/``TOMBSTONE`` mark free slots), ``val`` and, for the
-lazy learners, ``last`` and ``aux`` (see :mod:`sparsesim.engine.hashstore`, whose field layouts
+lazy learners, ``last`` and ``aux`` (see :mod:`sparsesim.engine.store`, whose field layouts
 this shares). Rows grow by moving to a larger segment (x4 while small, x2 when large); the old
 segment goes to a free list of its size for the next row that needs one. When neither a free
 segment nor fresh slots remain, the pool is compacted: every row is rebuilt at a load of at
@@ -31,11 +31,12 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .hashstore import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT
+from . import store
+from .store import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT, GOLDEN, DiagonalStore, probe_segment
 
-EMPTY = np.int32(-1)
-TOMBSTONE = np.int32(-2)
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+# the stores' free-slot markers, as int32 columns
+EMPTY = np.int32(store.EMPTY)
+TOMBSTONE = np.int32(store.TOMBSTONE)
 MAX_LOAD = 0.7
 REBUILD_LOAD = 0.45
 MIN_CAP = 4
@@ -74,18 +75,7 @@ def probe(cols, rows, i, j, s):
     row answers the entry's own slot."""
     if rows[i, SHIFT] < 0:
         return s
-    lo = rows[i, OFF]
-    mask = rows[i, CAP] - 1
-    first_free = -1
-    while True:
-        c = cols[s]
-        if c == j:
-            return s
-        if c == EMPTY:
-            return -2 - (s if first_free < 0 else first_free)
-        if c == TOMBSTONE and first_free < 0:
-            first_free = s
-        s = lo + ((s - lo + 1) & mask)
+    return probe_segment(cols, j, s, rows[i, OFF], rows[i, CAP] - 1)
 
 
 @numba.njit(cache=True, inline="always")
@@ -379,17 +369,13 @@ def planned_slots(mean_row_nnz: float, n_triplets: int, d: int) -> int:
     return int(min(3.0 * entries, 2.0 * float(d) * d))
 
 
-class RowStore:
+class RowStore(DiagonalStore):
     """Off-diagonal entries of a d x d matrix, one segment per row, plus the dense diagonal.
 
     Parameters
     ----------
-    d : int
-        Matrix side.
-    layout : {"plain", "lazy", "lazy_aux"}
-        Which per-entry fields the learner needs (as in :class:`~sparsesim.engine.hashstore.HashStore`).
-    diag_init : float
-        Initial diagonal value (1.0 for M_1 = I).
+    d, layout, diag_init : int, str, float
+        As in :class:`~sparsesim.engine.store.DiagonalStore`.
     initial_capacity : int
         Pool slots to allocate ahead.
     compact : bool
@@ -397,23 +383,16 @@ class RowStore:
         instead of 12 / 20 / 28).
     """
 
+    record_dtype = staticmethod(record_dtype)
+
     def __init__(self, d: int, layout: str = "plain", diag_init: float = 1.0, initial_capacity: int = 1 << 16,
                  compact: bool = False):
-        if layout not in FIELDS_BY_LAYOUT:
-            raise ValueError(f"unknown layout {layout!r}")
-        self.d = int(d)
-        self.layout = layout
-        self.compact = bool(compact)
-        self.dtype = record_dtype(layout, self.compact)
+        super().__init__(d, layout, diag_init, compact)
         self.table = np.empty(max(MIN_CAP, int(initial_capacity)), dtype=self.dtype)  # pages untouched until used
         self.rows = np.zeros((self.d, 5), np.int64)
         self.state = np.full(FREE + 64, -1, np.int64)
         self.state[TOP] = 0
         self.state[GARBAGE] = 0
-        self.diag = np.full(self.d, float(diag_init))
-        self.diag_last = np.zeros(self.d, np.int64)
-        self.diag_aux = np.zeros(self.d)
-        self.step = 0  # steps processed (the lazy-shrinkage clock)
 
     @property
     def capacity(self) -> int:
@@ -438,7 +417,7 @@ class RowStore:
     @property
     def nbytes(self) -> int:
         """Bytes allocated: the whole pool (untouched headroom included) and the row and diagonal arrays."""
-        return self.table.nbytes + self.rows.nbytes + self.diag.nbytes + self.diag_last.nbytes + self.diag_aux.nbytes
+        return self.table.nbytes + self.rows.nbytes + self.diag_nbytes
 
     @property
     def held_nbytes(self) -> int:
@@ -470,13 +449,6 @@ class RowStore:
                 except MemoryError:
                     slots //= 2
         return self.capacity
-
-    def field(self, name: str) -> np.ndarray:
-        """A strided view of one field, or a dummy length-1 array when the layout lacks it."""
-        if name in self.dtype.names:
-            return self.table[name]
-        return np.zeros(1, self.dtype["last"] if "last" in self.dtype.names else np.int64) if name == "last" \
-            else np.zeros(1, self.dtype["val"])
 
     def views(self, table=None):
         """(col, val, last, aux) views of the pool, in the order the kernels take them."""
@@ -518,9 +490,7 @@ class RowStore:
     def load_csr(self, M: sp.csr_matrix, diag_offset: float = 0.0) -> None:
         """Set the stored matrix to ``M`` (plus ``diag_offset`` on the diagonal), e.g. the W = M - I
         of a saved model with ``diag_offset=1.0``; per-entry statistics start at zero."""
-        M = sp.csr_matrix(M)
-        if M.shape != (self.d, self.d):
-            raise ValueError(f"expected a {self.d} x {self.d} matrix, got {M.shape}")
+        M = self.square_csr(M)
         indptr = np.asarray(M.indptr, np.int64)
         indices = np.asarray(M.indices, np.int64)
         data = np.asarray(M.data, np.float64)
@@ -534,25 +504,7 @@ class RowStore:
         names = self.dtype.names
         c, v, l, a = self.views()
         _load_rows(c, v, l, a, self.rows, self.state, indptr, indices, data, self.d, "last" in names, "aux" in names)
-        diag = np.zeros(self.d)
-        rows = np.repeat(np.arange(self.d), np.diff(indptr))
-        on = rows == indices
-        np.add.at(diag, rows[on], data[on])
-        self.diag = diag + float(diag_offset)
-        self.diag_last = np.zeros(self.d, np.int64)
-        self.diag_aux = np.zeros(self.d)
-        self.step = 0
+        self.load_diagonal(np.repeat(np.arange(self.d), np.diff(indptr)), indices, data, diag_offset)
 
-    def to_csr(self, diag_offset: float | None = None) -> sp.csr_matrix:
-        """The stored matrix as CSR (values as stored: finalize lazy state first).
-
-        ``diag_offset=None`` leaves the diagonal out; a number adds the diagonal minus that offset."""
-        diag = np.zeros(0) if diag_offset is None else self.diag - diag_offset
-        indptr, indices, data = _csr_of(self.table["col"], self.table["val"], self.rows, self.d, diag)
-        out = sp.csr_matrix((data, indices, indptr), shape=(self.d, self.d))
-        out.has_sorted_indices = True
-        return out
-
-    def offdiag_csr(self) -> sp.csr_matrix:
-        """The stored nonzero off-diagonal entries (values as stored: finalize lazy state first)."""
-        return self.to_csr(None)
+    def csr_arrays(self, diag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _csr_of(self.table["col"], self.table["val"], self.rows, self.d, diag)
