@@ -111,3 +111,22 @@ def test_write_report_is_strict_json_in_a_new_folder(tmp_path):
     assert path == tmp_path / "new" / "r.json"
     assert json.loads(path.read_text()) == {"a": None, "b": [1, 2.5]}
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]  # no temporary left behind
+
+
+def test_factors_helpers_check_tie_scale_and_name():
+    from sparsesim.experiments.runner import auto_names, check_factors, factor_label, factor_points, scale_auto
+
+    names = {"romco-nucl": auto_names("romco-nucl", {"lam2": 0.1}, ("eta1", "eta2", "lam1", "lam2", "C")),
+             "pa-unique": auto_names("pa-unique", {}, ("eta1", "eta2", "lam1", "lam2", "C"))}
+    assert names == {"romco-nucl": {"eta1", "eta2", "lam1"}, "pa-unique": {"C"}}
+    grid = check_factors({"eta1,eta2": [1, 2], "C": [3]}, names)
+    assert grid == {"eta1,eta2": [1.0, 2.0], "C": [3.0]} and check_factors(None, names) == {}
+    for bad, message in [({"C": [True]}, "positive finite"), ({"C": [float("inf")]}, "positive finite"),
+                         ({"lam2": [1]}, "'auto' value of lam2"), ({"C": 1}, "'factors' must map")]:
+        with pytest.raises(InvalidInputError, match=message):
+            check_factors(bad, names)
+    points = factor_points(grid, names["romco-nucl"])
+    assert points == [{"eta1,eta2": 1.0}, {"eta1,eta2": 2.0}] and factor_points(grid, set()) == [{}]
+    assert scale_auto({"eta1": 0.5, "eta2": 0.25, "lam1": 1e-3}, {"eta1,eta2": 2.0}) == {"eta1": 1.0, "eta2": 0.5}
+    assert factor_label("romco-nucl", {"eta1,eta2": 2.0, "C": 0.3}) == "romco-nucl Cx0.3,(eta1,eta2)x2"
+    assert factor_label("pa-unique", {}) == "pa-unique"

@@ -415,6 +415,25 @@ def test_protocol_factors_run_at_multiples_of_the_auto_values(monkeypatch):
     assert report["resolved_params"]["omtrsl Cx1"]["b"] == 1.0
 
 
+def test_cli_experiment_json_records_each_runs_resolved_params(monkeypatch, capsys):
+    from clitools import run_cli
+    from sparsesim.experiments import ijcai17
+    from sparsesim.registry import make_estimator
+
+    data = _tiny_data()
+    monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: data)
+    code, out, err = run_cli(["experiment", "--protocol", "ijcai17", "--dataset", "tiny", "--algorithms",
+                              "omtrsl,ostrsl", "--triplets", "200", "--param", "omtrsl.b=2", "--option", "folds=3",
+                              "--option", "only_folds=[1]", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    report = json.loads(out)
+    tr, _ = ijcai17.cv_folds(data.y, data.tasks, 3, 0)[1]
+    auto_c = make_estimator("ostrsl").resolve_params(data.X[tr])["C"]
+    assert [(r["algorithm"], r["fold"]) for r in report["results"]] == [("omtrsl", 1), ("ostrsl", 1)]
+    assert [r["resolved_params"] for r in report["results"]] == [{"C": auto_c, "b": 2.0}, {"C": auto_c}]
+    assert report["resolved_params"] == {"omtrsl": {"C": auto_c, "b": 2.0}, "ostrsl": {"C": auto_c}}
+
+
 @pytest.mark.parametrize("options, message", [
     ({"factors": {"C": []}}, "'factors' must map"),
     ({"factors": {"b": [1]}}, "'auto' value of b"),
