@@ -330,7 +330,8 @@ def run(config: ExperimentConfig) -> dict:
     if opts["grid"]:
         return run_grid(config, opts["grid"])
     if factors:
-        report = _points_report(config, grid_points(factors, "factors"), lambda point: _run(dataclasses.replace(config, out_dir=None), opts, point))
+        quiet = dataclasses.replace(config, out_dir=None)  # one report for all points: no per-point plots
+        report = _points_report(config, grid_points(factors, "factors"), lambda point: _run(quiet, opts, point))
         return dict(report, factors=factors)
     return _run(config, opts)
 
