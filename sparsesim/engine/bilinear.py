@@ -33,6 +33,7 @@ import numpy as np
 
 from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
+from .store import WritableOnUnpickle
 from .prefetch import prefetch
 from .primitives import sq_norms
 from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
@@ -352,7 +353,7 @@ class StepSchedule:
         self.cum[0] = 0.0
 
 
-class BilinearEngine:
+class BilinearEngine(WritableOnUnpickle):
     """A d x d model M (sparse off-diagonal store + dense diagonal) and the triplet update loop.
 
     Parameters

@@ -60,6 +60,7 @@ from ..memory import budgeted_reserve, check_allocation
 from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
 from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
+from .store import WritableOnUnpickle
 from .prefetch import prefetch
 from .primitives import (QUERY_ACTIVE, QUERY_ALL, QUERY_POLICIES, QUERY_RANDOM, decide_query, prefetch_cached_slot,
                          sq_norms)
@@ -664,7 +665,7 @@ class PairedTaskStore(HashStore):
 # --------------------------------------------------------------------------- engine
 
 
-class MultiTaskEngine:
+class MultiTaskEngine(WritableOnUnpickle):
     """K coupled bilinear models M^k = I + S + O_k and the OMTRSL triplet loop.
 
     Parameters

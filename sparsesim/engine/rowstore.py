@@ -432,7 +432,19 @@ class RowStore(DiagonalStore):
         page of it. The pool grows again, by one copy, when the unpickled store needs room."""
         state = self.__dict__.copy()
         state["table"] = self.table[:max(MIN_CAP, self.used_slots)]
+        state["_pool_capacity"] = self.capacity
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        """The pool comes back at its pickled capacity (untouched address space past the used
+        slots): when the pool fills up decides when it is compacted, which AdaSORS's model
+        depends on, so a learner continued in a worker learns what it would have here."""
+        capacity = state.pop("_pool_capacity", None)
+        super().__setstate__(state)
+        if capacity is not None and capacity > len(self.table):
+            table = np.empty(capacity, dtype=self.table.dtype)
+            table[:len(self.table)] = self.table
+            self.table = table
 
     def reserve(self, slots: int) -> int:
         """Allocate an empty pool of ``slots`` slots up front so that it need not grow (a pool

@@ -54,6 +54,7 @@ from ..memory import budgeted_reserve, check_allocation
 from .bilinear import merge_difference, oasis_tau
 from .driver import YIELD, run_growing, triplet_scratch
 from .hashstore import HashStore, find, find_or_insert
+from .store import WritableOnUnpickle
 from .primitives import QUERY_POLICIES, decide_query, sq_norms
 
 # update rules
@@ -429,7 +430,7 @@ def ask_oracle(oracle, triplet) -> float:
     return value
 
 
-class _EngineBase:
+class _EngineBase(WritableOnUnpickle):
     """Shared configuration and the per-chunk outputs of a selective-sampling engine."""
 
     def __init__(self, d, rule="pa", policy="all", delta=1.0, rate=1.0, C=1.0, eta=1.0, gamma=1.0, r=1.0,

@@ -52,7 +52,22 @@ def probe_segment(keys, key, s, lo, mask):
         s = lo + ((s - lo + 1) & mask)
 
 
-class DiagonalStore:
+class WritableOnUnpickle:
+    """Unpickles with every array attribute writable.
+
+    joblib hands each large array to a worker as a read-only memory map (a survivor of a
+    ``tune`` rung is sent back to a worker to continue), and the kernels write into an engine's
+    arrays in place; such an array is copied into memory when the object is unpickled.
+    """
+
+    def __setstate__(self, state: dict) -> None:
+        for key, value in state.items():
+            if isinstance(value, np.ndarray) and not value.flags.writeable:
+                state[key] = np.array(value)
+        self.__dict__.update(state)
+
+
+class DiagonalStore(WritableOnUnpickle):
     """A d x d matrix whose off-diagonal entries a subclass keeps in records of ``dtype`` (in
     ``table``) and whose diagonal lives here, dense: ``diag`` (values), ``diag_last`` and
     ``diag_aux`` (the lazy-shrinkage step and per-entry statistic of the layouts that have them).
@@ -82,6 +97,7 @@ class DiagonalStore:
         self.diag_last = np.zeros(self.d, np.int64)
         self.diag_aux = np.zeros(self.d)
         self.step = 0  # steps processed (the lazy-shrinkage clock)
+
 
     @staticmethod
     def record_dtype(layout: str, compact: bool) -> np.dtype:
