@@ -42,6 +42,7 @@ from ..triplets import stratified_split
 from ..tuning import tune_similarity
 from . import ExperimentConfig
 from .runner import figure, grid_points, protocol_options, write_report
+from .runner import summarize as run_summary
 
 DEFAULT_TRIPLETS = 100_000
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
@@ -179,19 +180,17 @@ def run(config: ExperimentConfig) -> dict:
 
 
 def summarize(results: list[dict], k: int = 10) -> list[dict]:
-    """Mean and std over seeds of each (algorithm, params) group, in first-seen order."""
-    groups: dict = {}
-    for row in results:
-        key = (row["algorithm"], json.dumps(row.get("params", {}), sort_keys=True))
-        groups.setdefault(key, []).append(row)
+    """Mean and std over seeds of each (algorithm, params) group, in first-seen order
+    (:func:`.runner.summarize`); a metric no run of the group has is ``None``."""
+    metrics = ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "train_seconds", "updates_per_second", "peak_rss_mb")
+    rows = [{**{m: r.get(m) for m in metrics}, "group": (r["algorithm"], json.dumps(r.get("params", {}),
+                                                                                      sort_keys=True))}
+            for r in results]
     summary = []
-    for (algorithm, params), rows in groups.items():
-        entry = {"algorithm": algorithm, "params": json.loads(params), "n_seeds": len(rows)}
-        for metric in ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "train_seconds",
-                       "updates_per_second", "peak_rss_mb"):
-            values = [r[metric] for r in rows if r.get(metric) is not None]
-            entry[metric] = (float(np.mean(values)), float(np.std(values))) if values else None
-        summary.append(entry)
+    for (algorithm, params), entry in run_summary(rows, metrics, by="group").items():
+        row = {"algorithm": algorithm, "params": json.loads(params), "n_seeds": entry["n_runs"]}
+        row.update({m: None if np.isnan(entry[m][0]) else entry[m] for m in metrics})
+        summary.append(row)
     return summary
 
 
