@@ -20,10 +20,11 @@
 
 Trials of one rung run in parallel through :func:`sparsesim.parallel.run_parallel` (joblib; a
 Dask scheduler through :func:`sparsesim.distributed.dask_jobs`). Between rungs the survivors'
-states are held by the caller; above ``park_bytes`` in all, a survivor keeps only its budget and
-is rebuilt at the next rung by training a fresh learner on the triplets it has seen (chunks equal
-one call, so the rebuilt state is the same), so that at most the trials in flight are in memory
-and nothing is ever serialised and read back.
+states are held by the caller: each trial of a rung brings its learner back only while its store
+holds at most an equal share of ``park_bytes``; a larger one keeps only its budget and, if it
+survives, is rebuilt at the next rung by training a fresh learner on the triplets it has seen
+(chunks equal one call, so the rebuilt state is the same). The states held between rungs thus
+stay within ``park_bytes`` by construction, whatever the number of candidates.
 
 The search is built from pieces the paper protocols' own searches use too (``experiment --tune``
 with ``--protocol cikm15`` or ``ijcai17`` runs the paper's search: cross validation on a tuning
@@ -327,9 +328,13 @@ def _parts(problem) -> tuple:
     return tuple(getattr(problem, f.name) for f in fields(problem))
 
 
-def _run_trial(algorithm, params, state, problem_type, start, stop, set_aside, *parts):
+def _run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *parts):
     """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
-    the part ``[start, stop)`` of the stream of ``problem_type(*parts)`` and score it."""
+    the part ``[start, stop)`` of the stream of ``problem_type(*parts)`` and score it.
+
+    The trained learner is returned only while its store holds at most ``keep_bytes`` (``None``:
+    always); a larger one comes back as a :class:`_Replay` of its budget and is retrained from its
+    triplets if it survives, so the caller never holds more than its share of states."""
     problem = problem_type(*parts)
     est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
     if not problem.continues:
@@ -351,7 +356,7 @@ def _run_trial(algorithm, params, state, problem_type, start, stop, set_aside, *
         row["nnz"] = int(nnz())
     row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
-    if set_aside:
+    if keep_bytes is not None and _nbytes(est) > keep_bytes:
         return _Replay(int(stop)), row
     return est, row
 
@@ -396,8 +401,9 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     scheduler : str, optional
         Dask scheduler address (default ``$SPARSESIM_SCHEDULER``; none: in-process).
     park_bytes : int
-        Above this many bytes of survivor state, survivors keep only their budget between rungs
-        and are rebuilt from their triplets at the next rung (more compute, bounded memory).
+        Bytes of survivor state held between rungs, at most: each trial of a rung brings its
+        learner back only within an equal share; a larger one is rebuilt from its triplets at
+        the next rung (more compute, bounded memory).
     progress : callable, optional
         ``progress(done_trial_steps, total_trial_steps)``.
     final : bool
@@ -480,9 +486,10 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
     with dask_jobs(scheduler, scatter=[p for p in parts if not np.isscalar(p)], n_jobs=n_jobs) as session:
         previous = 0
         for r, (budget, _) in enumerate(rungs):
-            held = sum(_nbytes(s) for s in states.values() if s is not None and not isinstance(s, _Replay))
-            set_aside = park_bytes is not None and held > park_bytes and not session.distributed
-            jobs = [(algorithm, candidates[i], states[i], type(problem), previous, budget, set_aside, *parts)
+            # every trial of the rung may bring its learner back while it holds at most an equal
+            # share of park_bytes, so the states held here stay within park_bytes by construction
+            keep_bytes = None if park_bytes is None else int(park_bytes) // len(alive)
+            jobs = [(algorithm, candidates[i], states[i], type(problem), previous, budget, keep_bytes, *parts)
                     for i in alive]
 
             def advance(done, _base=done_steps):

@@ -67,6 +67,36 @@ def test_survivors_set_aside_over_the_memory_threshold_are_rebuilt_exactly():
     assert rebuilt.best_params == held.best_params
 
 
+def test_states_held_between_rungs_stay_within_park_bytes(monkeypatch):
+    """Every rung's trials bring back learners holding at most park_bytes in all (each within
+    an equal share), however many candidates there are; the others are rebuilt when they survive."""
+    import sparsesim.tuning as tuning
+
+    X, y = labelled_problem()
+    grid = {"eta": [0.05, 0.5, 5.0], "lam": [1e-5, 1e-4, 1e-3]}
+    held = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    sizes = sorted(tuning._nbytes(SORS(n_triplets=100, random_state=4, **t["params"]).partial_fit_triplets(
+        X, sors_triplets(y, 100, seed=4))) for t in held.trials)
+    park = 3 * sizes[len(sizes) // 2]  # room for some of the nine first-rung learners, not all
+    returned = []
+    real = tuning._run_trial
+
+    def spy(*args):
+        state, row = real(*args)
+        returned.append((args[5], 0 if isinstance(state, tuning._Replay) else tuning._nbytes(state)))
+        return state, row
+
+    monkeypatch.setattr(tuning, "_run_trial", spy)
+    bounded = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False,
+                              park_bytes=park)
+    for budget in {b for b, _ in returned}:
+        kept = [n for b, n in returned if b == budget]
+        assert sum(kept) <= park
+    assert any(n == 0 for _, n in returned) and any(n > 0 for _, n in returned)
+    assert [[r["map"] for r in t["rungs"]] for t in bounded.trials] == \
+        [[r["map"] for r in t["rungs"]] for t in held.trials]
+
+
 def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner():
     X, y = labelled_problem()
     res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
