@@ -45,7 +45,7 @@ import numpy as np
 from .defaults import AUTO, is_auto
 from .distributed import dask_jobs
 from .evaluation import evaluate_retrieval
-from .exceptions import DivergenceError, InvalidInputError
+from .exceptions import DivergenceError, InvalidInputError, MemoryBudgetError
 from .memory import parse_memory
 from .parallel import run_parallel
 from .registry import get_algorithm
@@ -348,6 +348,9 @@ def _run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, 
             problem.feed(est, start, stop)
     except DivergenceError as exc:  # a setting whose state overflows is a failed trial, not a failed search
         return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "diverged": str(exc),
+                            "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
+    except MemoryBudgetError as exc:  # so is one whose model outgrows a trial's share of memory
+        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "over_budget": str(exc),
                             "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
     seconds = time.perf_counter() - t0
     row = {"budget": int(stop), problem.metric: problem.measure(est)}

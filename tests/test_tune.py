@@ -97,6 +97,25 @@ def test_states_held_between_rungs_stay_within_park_bytes(monkeypatch):
         [[r["map"] for r in t["rungs"]] for t in held.trials]
 
 
+def test_a_trial_over_its_memory_budget_is_a_failed_trial_not_a_failed_search(monkeypatch):
+    from sparsesim.exceptions import MemoryBudgetError
+
+    X, y = labelled_problem()
+    grid = {"eta": [0.05, 0.5, 5.0]}
+    real = SORS.partial_fit_triplets
+
+    def tight(self, X, triplets, *args, **kwargs):
+        if self.eta == 5.0 and getattr(self, "n_triplets_seen_", 0) + len(triplets) > 100:
+            raise MemoryBudgetError("sors-l1: the model would need more than its budget")
+        return real(self, X, triplets, *args, **kwargs)
+
+    monkeypatch.setattr(SORS, "partial_fit_triplets", tight)
+    res = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    failed = [t for t in res.trials if t["params"]["eta"] == 5.0][0]
+    assert "over_budget" in failed["rungs"][-1] and np.isnan(failed["rungs"][-1]["map"])
+    assert res.best_params["eta"] != 5.0 and np.isfinite(res.best_score)
+
+
 def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner():
     X, y = labelled_problem()
     res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
