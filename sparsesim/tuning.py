@@ -447,6 +447,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                          X_fit, triplets[:1]))
     if final:
         t0 = time.perf_counter()
+        if "max_memory" not in (params or {}):  # the final model trains alone: the whole default budget
+            base.pop("max_memory", None)
         result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y)
         result.final_seconds = time.perf_counter() - t0
     result.search_seconds = time.perf_counter() - start_all - result.final_seconds
@@ -516,6 +518,12 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
             alive = survivors
             previous = budget
     best = alive[0]
+    finished = [i for i, t in enumerate(trials) if t["rungs"] and np.isfinite(t["rungs"][-1][problem.metric])]
+    if best not in finished and finished:
+        # the last rung's candidate failed (diverged, or outgrew its memory share): the winner is
+        # the best trial that finished, preferring the longest budget
+        best = max(finished, key=lambda i: (trials[i]["rungs"][-1]["budget"],
+                                            _better(problem, trials[i]["rungs"][-1][problem.metric]), -i))
     best_row = trials[best]["rungs"][-1]
     best_params = dict(trials[best]["params"])
     for key, value in best_row["resolved_params"].items():  # record numbers, never "auto"

@@ -116,6 +116,28 @@ def test_a_trial_over_its_memory_budget_is_a_failed_trial_not_a_failed_search(mo
     assert res.best_params["eta"] != 5.0 and np.isfinite(res.best_score)
 
 
+def test_when_the_last_rung_fails_the_best_finished_trial_wins_and_the_final_model_trains(monkeypatch):
+    from sparsesim.exceptions import MemoryBudgetError
+
+    X, y = labelled_problem()
+    grid = {"eta": [0.05, 0.5, 5.0]}  # rungs of 100 and 300 triplets, then 900
+    plain = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    last = plain.best_params["eta"]
+    real = SORS.partial_fit_triplets
+
+    def tight(self, X, triplets, *args, **kwargs):
+        if self.eta == last and self.max_memory != "auto" and getattr(self, "n_triplets_seen_", 0) + len(triplets) > 300:
+            raise MemoryBudgetError("sors-l1: the model would need more than its share")
+        return real(self, X, triplets, *args, **kwargs)
+
+    monkeypatch.setattr(SORS, "partial_fit_triplets", tight)
+    res = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100)
+    assert res.best_params["eta"] != last
+    winner = [t for t in res.trials if t["params"]["eta"] == res.best_params["eta"]][0]
+    assert winner["rungs"][-1]["budget"] == 300 and res.best_score == winner["rungs"][-1]["map"]
+    assert res.estimator.n_triplets_seen_ == 900 and res.estimator.max_memory == "auto"
+
+
 def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner():
     X, y = labelled_problem()
     res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
