@@ -217,7 +217,7 @@ def test_state_is_set_up_in_one_place_and_cleared_by_fit(name):
 def test_bad_parameters():
     X, y = _data()
     T = np.array([[0, 4, 1]])
-    for est in (PAAS(C=0), PAAS(delta=-1), PARS(query_rate=-0.1), PARS(query_rate="a"), PAAS(query_budget=1.5),
+    for est in (PAAS(C=0), PAAS(delta=-1), PARS(query_rate=-0.1), PARS(query_rate="a"), PAAS(query_budget=1.5), PAAS(query_budget=2**70), PAAS(query_budget=True),
                 PAAS(oracle="human")):
         with pytest.raises(InvalidInputError):
             est.partial_fit_triplets(X, T)

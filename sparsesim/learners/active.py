@@ -102,8 +102,9 @@ class SelectiveBilinear(_BaseBilinear):
 
     def _check_common(self):
         budget = self.query_budget
-        if budget is not None and (not isinstance(budget, numbers.Integral) or budget < 0):
-            raise InvalidInputError(f"query_budget must be None or a non-negative integer, got {budget!r}")
+        if budget is not None and (not isinstance(budget, numbers.Integral) or isinstance(budget, bool)
+                                   or not 0 <= budget < 2**63):
+            raise InvalidInputError(f"query_budget must be None or an integer in [0, 2**63), got {budget!r}")
         if self.oracle is not None and not callable(self.oracle):
             raise InvalidInputError("oracle must be None or a callable oracle(triplet) -> +1 / -1")
         if self.covariance not in ("full", "diag"):
