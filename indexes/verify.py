@@ -100,7 +100,8 @@ def _probe(rng, d: int, n_probes: int = _N_PROBES) -> tuple[np.ndarray, np.ndarr
 def _check_close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, rtol: float, what: str):
     err = np.abs(got - want).max(axis=1) if got.ndim == 2 else np.abs(got - want)
     tol = rtol * bound + 1e-300
-    bad = np.flatnonzero(~(err <= tol))
+    # an altered value large enough to overflow makes its own bound infinite: refuse it too
+    bad = np.flatnonzero(~(err <= tol) | ~np.isfinite(tol))
     if bad.size:
         raise FileFormatError(f"{what} do not match the stored corpus and model "
                               f"({bad.size} document(s), e.g. row {int(bad[0])}); the file was altered")

@@ -65,6 +65,8 @@ ATTACKS = {
     "exact postings: all scaled": ("exact", "postings.data", lambda a: 1.5 * a),
     "exact postings: one value +1e-3": ("exact", "postings.data", lambda a: _one(a, lambda v: v + 1e-3)),
     "exact postings: one value zeroed": ("exact", "postings.data", lambda a: _one(a, lambda v: 0.0)),
+    # an altered corpus value so large that the probe's own bound overflows (fuzz campaign seed 2030)
+    "exact corpus: one value 1e308": ("exact", "corpus.data", lambda a: _one(a, lambda v: 1e308)),
     # normalising model: the stored corpus rows must be unit rows
     "normalised corpus row scaled": ("exact-normed", "corpus.data", lambda a: _one(a, lambda v: 3 * v)),
     # ann: the exact re-ranking values Z
