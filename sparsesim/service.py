@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import numbers
 import sys
 import threading
@@ -60,6 +59,7 @@ from .distributed import connect, resolve_scheduler
 from .exceptions import ClusterError, InvalidInputError, MissingDependencyError, ResourceLimitError, SparsesimError
 from .feedback import FeedbackLearner
 from .topk import top_k_rows
+from .validation import is_finite_number
 
 __all__ = ["ServiceLimits", "QueryService", "create_app", "serve"]
 
@@ -266,7 +266,7 @@ class QueryService:
                 if isinstance(j, bool) or not isinstance(j, numbers.Integral) or not 0 <= j < d:
                     raise RequestError(422, f"vectors[{i}]: indices must be integers in [0, {d})")
             for v in val:
-                if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                if not is_finite_number(v):
                     raise RequestError(422, f"vectors[{i}]: values must be finite numbers")
             rows.extend([i] * len(idx))
             cols.extend(idx)

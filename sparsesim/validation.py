@@ -31,7 +31,7 @@ __all__ = [
     "MAX_FEATURES", "MAX_MESSAGE", "bounded", "check_csr", "check_csr_arrays", "check_labels", "check_int",
     "check_float", "check_bool", "check_choice", "check_random_state", "check_params", "check_finite_array",
     "check_meta", "check_triplets", "check_task_streams", "memory_budget", "check_n_triplets", "check_n_jobs",
-    "check_seed_count", "check_dense_request",
+    "check_seed_count", "check_dense_request", "is_finite_number",
 ]
 
 #: Largest feature count (column index + 1): the compiled kernels and the file formats store
@@ -40,6 +40,17 @@ MAX_FEATURES = 2**31 - 1
 #: Longest error message (characters) built from user or file content.
 MAX_MESSAGE = 400
 
+
+
+def is_finite_number(v) -> bool:
+    """Whether a decoded JSON value is a real number (not a bool) that is finite as a float64;
+    an integer too large for a float (hundreds of digits) is not."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 def bounded(text, limit: int = MAX_MESSAGE) -> str:
     """``str(text)`` cut to ``limit`` characters (with a marker saying how much was cut)."""

@@ -104,6 +104,7 @@ BAD = [
     (json.dumps({"vectors": [{"indices": [0, 1], "values": [1.0]}]}).encode(), 422),
     (json.dumps({"vectors": [{"indices": [0], "values": ["x"]}]}).encode(), 422),
     (b'{"vectors": [{"indices": [0], "values": [NaN]}]}', 422),
+    (b'{"vectors": [{"indices": [0], "values": [1' + b"0" * 4000 + b']}]}', 422),  # an int no float holds
     (json.dumps({"texts": ["goal"], "extra": 1}).encode(), 422),
     (json.dumps({"texts": ["x" * 30000]}).encode(), 413),  # over --max-body-bytes 20000
 ]

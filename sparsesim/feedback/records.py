@@ -16,14 +16,13 @@ one log, the pairs nearest the click first.
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InvalidInputError
-from ..validation import bounded, check_csr
+from ..validation import bounded, check_csr, is_finite_number
 
 __all__ = ["click_triplets", "FeedbackRecords"]
 
@@ -96,7 +95,7 @@ class FeedbackRecords:
                 raise InvalidInputError(f"{name}: indices and values must be lists of equal length (at most {d})")
             if any(isinstance(j, bool) or not isinstance(j, numbers.Integral) or not 0 <= j < d for j in idx):
                 raise InvalidInputError(f"{name}: indices must be integers in [0, {d})")
-            if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) for v in val):
+            if not all(is_finite_number(v) for v in val):
                 raise InvalidInputError(f"{name}: values must be finite numbers")
             row = sp.csr_matrix((np.asarray(val, np.float64), (np.zeros(len(idx), np.int64),
                                                                np.asarray(idx, np.int64))), shape=(1, d))
