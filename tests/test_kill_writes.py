@@ -21,6 +21,7 @@ from sparsesim.data.synthetic import rcv1_like
 from sparsesim.indexes import build_index, load_index
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
+from sparsesim.persistence import target_lock
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +87,10 @@ def test_kill_during_tune_out(setup, tmp_path):
             got = BilinearSimilarity.load(target)  # complete: checksum and structure verified
             assert got.nnz() == new.nnz() and abs(got.W - new.W).max() == 0
         _age_temporaries(target.parent)
-        BilinearSimilarity.load(root / "old.npz").save(target)  # the next write sweeps them
+        # the next write through the CLI's path (which holds the target's lock, left behind by a
+        # writer killed while holding it, and removes it on release) sweeps them
+        with target_lock(target):
+            BilinearSimilarity.load(root / "old.npz").save(target)
         assert _temporaries(target.parent) == []
 
 
