@@ -604,8 +604,12 @@ class FullCovarianceEngine(_EngineBase):
         self.pk = np.zeros(1)
         self.external = self.rule != PA and D >= blas_min_d2
         self._buffers = None
+        self.budget = budget
 
     def _stepper(self, X, triplets, signs, uniforms, have_labels, margins, queried, losses):
+        # d <= FULL_MAX_D, so the dense copy is n x (at most 64) values; still counted against the budget
+        check_allocation(getattr(self, "budget", None), 8 * X.shape[0] * self.d, f"a dense copy of the {X.shape[0]} x {self.d} corpus",
+                         hint="the diagonal variant (covariance='diag')")
         Xd = np.ascontiguousarray(X.toarray())
         d = self.d
         z, phi, u = np.zeros(d), np.zeros(d * d), np.zeros(d * d)
