@@ -439,7 +439,7 @@ def query(
                                            "FILE.txt (one query per line), FILE.jsonl ({\"text\": ..., \"id\": ...} per line) or "
                                            "FILE.csv/.tsv (header row; --text-column, --id-column)."),
     text: Optional[List[str]] = typer.Option(None, "--text", "-t", help="A query text (repeatable; model trained on text)."),
-    query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated corpus row ids to use as queries."),
+    query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated ids of corpus documents to use as queries (row numbers with --corpus; the index's document ids with --index), each left out of its own answer."),
     top_k: int = typer.Option(10, "--top-k", "-k"),
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
@@ -456,12 +456,8 @@ def query(
     options = _data_options(zero_based, text_column, None, id_column)
     search_options = parse_params(param).get("*", {})
     if index is not None:
-        if queries is None and not text:
-            raise InvalidInputError("--index needs --queries FILE or --text TEXT")
-        if queries is not None and text:
-            raise InvalidInputError("give --queries FILE or --text TEXT, not both")
         answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options,
-                              options=search_options, scheduler=scheduler)
+                              options=search_options, scheduler=scheduler, query_ids=query_ids)
     else:
         if scheduler:
             raise InvalidInputError("--scheduler serves a sharded index: give --index DIR (built with --shards N)")

@@ -78,6 +78,20 @@ def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray
     return arr
 
 
+def drop_own_rows(rows, scores, exclude, k):
+    """Per query, the first ``k`` entries other than ``exclude[r]`` (when given): the answers of
+    corpus documents used as queries, without the document itself."""
+    if exclude is None:
+        return rows[:, :k], scores[:, :k]
+    out_rows = np.empty((rows.shape[0], k), dtype=rows.dtype)
+    out_scores = np.empty((rows.shape[0], k), dtype=scores.dtype)
+    for r in range(rows.shape[0]):
+        keep = rows[r] != exclude[r]
+        out_rows[r] = rows[r][keep][:k]
+        out_scores[r] = scores[r][keep][:k]
+    return out_rows, out_scores
+
+
 def check_top_k(top_k, n_documents: int) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1:
         raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
@@ -291,6 +305,73 @@ class Index:
             raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {n} queries")
         return [{"query": _plain(qid), "results": [{"id": _plain(i), "score": float(v)} for i, v in zip(row, vals)]}
                 for qid, row, vals in zip(query_ids, ids, scores)]
+
+    def rows_of(self, doc_ids) -> np.ndarray:
+        """Row numbers of the stored documents with user ids ``doc_ids`` (ints for an index with
+        integer ids, strings for one with string ids).
+
+        Raises
+        ------
+        InvalidInputError
+            An id that is not in the index, or of the other kind.
+        """
+        wanted = np.asarray(list(doc_ids) if not isinstance(doc_ids, np.ndarray) else doc_ids)
+        if wanted.ndim != 1 or wanted.size == 0:
+            raise InvalidInputError("give at least one document id")
+        ids = self.ids_
+        if ids.dtype.kind == "i":
+            if wanted.dtype.kind != "i":  # (uint64 past int64 would wrap)
+                try:
+                    wanted = np.array([int(str(v)) for v in wanted], dtype=np.int64)
+                except (ValueError, OverflowError):
+                    raise InvalidInputError("the index has integer ids; document ids must be integers in the int64 "
+                                            "range") from None
+            wanted = wanted.astype(np.int64)
+        else:
+            wanted = wanted.astype(str)
+        if ids.shape[0] == 0:
+            raise InvalidInputError("the index holds no documents")
+        order = np.argsort(ids, kind="stable")
+        rows = order[np.clip(np.searchsorted(ids, wanted, sorter=order), 0, ids.shape[0] - 1)]
+        missing = ids[rows] != wanted
+        if missing.any():
+            raise InvalidInputError(f"document id {bounded(repr(wanted[missing][0].item()), 80)} is not in the "
+                                    f"index ({self.n_documents} documents)")
+        return rows.astype(np.int64)
+
+    def query_similar(self, doc_ids, top_k: int = 10, n_jobs: int | None = None, **options):
+        """The ``top_k`` documents most similar to stored documents ("more like this"): each
+        document's stored vector is the query and the document is left out of its own answer.
+
+        Parameters
+        ----------
+        doc_ids : sequence of int or str
+            User ids of stored documents.
+        top_k : int, default 10
+            At most the number of documents in the index minus one.
+        n_jobs : int, optional
+            Threads for this call (default: the index's ``n_jobs``).
+        **options
+            Index-specific search options, as in :meth:`query`.
+
+        Returns
+        -------
+        ids : list of ndarray
+            Per query document, the ids of its ``top_k`` most similar other documents, best first.
+        scores : ndarray, shape (n_queries, top_k)
+            Their bilinear scores.
+        """
+        rows = self.rows_of(doc_ids)
+        k = check_top_k(top_k, self.n_documents)
+        if k > self.n_documents - 1:
+            raise InvalidInputError(f"top_k={k}: a stored document has only {self.n_documents - 1} other documents "
+                                    f"to be similar to")
+        jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
+        self._ensure_rows("corpus", self._X.indptr, rows)
+        Qp = self._X[rows]  # stored rows are already in the model's form (normalised at build)
+        found, scores = self._query_rows(Qp, min(k + 1, self.n_documents), jobs, **options)
+        found, scores = drop_own_rows(found, scores, rows, k)
+        return list(self.ids_[found]), scores
 
     def query_rows(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
         """Like :meth:`query` but returns row numbers (n_queries, top_k) instead of user ids."""

@@ -37,7 +37,7 @@ import numpy as np
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.validation import check_meta
 
-from .base import prepare_rows
+from .base import drop_own_rows, prepare_rows
 from .exact import ExactIndex
 
 __all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
@@ -99,19 +99,6 @@ def exact_top_k(index, Qp, k: int, n_jobs: int = 1):
     return exact._query_rows(Qp, k, n_jobs)
 
 
-def _drop_rows(rows, scores, exclude, k):
-    """Per query, the first k entries other than ``exclude[r]`` (when given)."""
-    if exclude is None:
-        return rows[:, :k], scores[:, :k]
-    out_rows = np.empty((rows.shape[0], k), dtype=rows.dtype)
-    out_scores = np.empty((rows.shape[0], k), dtype=scores.dtype)
-    for r in range(rows.shape[0]):
-        keep = rows[r] != exclude[r]
-        out_rows[r] = rows[r][keep][:k]
-        out_scores[r] = scores[r][keep][:k]
-    return out_rows, out_scores
-
-
 def recall_counting_ties(found_scores, truth_scores) -> np.ndarray:
     """Per-query recall@k: the share of the k returned scores that reach the exact k-th score.
 
@@ -150,11 +137,11 @@ def measure_recall(index, rows, top_k: int, settings, n_jobs: int = 1):
     """
     Qp = index.X_[rows]
     truth_rows, truth_scores = exact_top_k(index, Qp, top_k + 1, n_jobs=n_jobs)
-    _, truth_scores = _drop_rows(truth_rows, truth_scores, rows, top_k)
+    _, truth_scores = drop_own_rows(truth_rows, truth_scores, rows, top_k)
     out = []
     for options in settings:
         (found, scores), cpu = _time_setting(index, Qp, top_k + 1, options, 1)
-        _, scores = _drop_rows(found, scores, rows, top_k)
+        _, scores = drop_own_rows(found, scores, rows, top_k)
         out.append((recall_counting_ties(scores, truth_scores), cpu))
     return out
 
@@ -226,14 +213,14 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     if top_k > n - (exclude is not None):
         raise InvalidInputError(f"top_k={top_k} is larger than the documents a calibration query can find")
     truth_rows, truth_scores = exact_top_k(index, Qp, kk, n_jobs=n_jobs)
-    truth_rows, truth_scores = _drop_rows(truth_rows, truth_scores, exclude, top_k)
+    truth_rows, truth_scores = drop_own_rows(truth_rows, truth_scores, exclude, top_k)
     exact_seconds = time.perf_counter() - start
 
     measured = []
     for family in index.calibration_grid(top_k):
         for options in family:
             (rows, scores), cpu = _time_setting(index, Qp, kk, options, 1)
-            _, scores = _drop_rows(rows, scores, exclude, top_k)
+            _, scores = drop_own_rows(rows, scores, exclude, top_k)
             per_query = recall_counting_ties(scores, truth_scores)
             recall, lower = summary(per_query)
             measured.append({"setting": dict(options), "recall": recall, "recall_lower_bound": lower,

@@ -623,8 +623,10 @@ def _read_queries(model, queries_path, data_options=None):
 
 def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, texts=None,
                 data_options: dict | None = None, options: dict | None = None,
-                scheduler: str | None = None) -> list[dict]:
-    """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file or texts.
+                scheduler: str | None = None, query_ids: str | None = None) -> list[dict]:
+    """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file, texts,
+    or stored documents named by their ids (``query_ids``: "ID,ID,..."; each document is left
+    out of its own answer).
 
     A query file is read as text (one query per line; ``.jsonl``: objects with ``"text"`` and an
     optional ``"id"``) when the model was trained on text, else as vectors read the way the
@@ -634,25 +636,35 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     ``$SPARSESIM_SCHEDULER``; its workers read their shards from ``index_dir``) and queried
     there, or without a scheduler loaded into this process.
     """
-    if (queries_path is None) == (texts is None):
-        raise InvalidInputError("give --queries FILE or --text TEXT (one of them)")
+    if sum(x is not None for x in (queries_path, texts, query_ids)) != 1:
+        raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
     scheduler = resolve_scheduler(scheduler)
     model = BilinearSimilarity.load(model_path) if model_path is not None else None
     if is_sharded(index_dir):
+        if query_ids is not None:
+            raise InvalidInputError("--query-ids searches a single-process index; give --queries FILE for a "
+                                    "sharded one")
         return _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler)
     if scheduler is not None:
         raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
                                 f"(build one with `index build --shards N`), or drop --scheduler")
     # memory-mapped: the large arrays are checked block by block as the queries read them
     index = load_index(index_dir, model=model, mmap=True)
+    options = dict(options or {})
+    search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
+    if query_ids is not None:
+        names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
+        ids, scores = index.query_similar(names, top_k, **options)
+        labels = index.ids_[index.rows_of(names)]
+        return [{"query": labels[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                                       for i, s in zip(ids[r], scores[r])], "search": search}
+                for r in range(len(names))]
     model = index.reader_model()  # reading queries needs no W
     if texts is not None:
         qnames, Q = list(texts), _text_queries(model, texts)
     else:
         qnames, Q = _read_queries(model, queries_path, data_options)
-    options = dict(options or {})
     ids, scores = index.query(Q, top_k, **options)
-    search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
     return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
                                              for i, s in zip(ids[r], scores[r])], "search": search}
             for r in range(len(qnames))]

@@ -163,6 +163,21 @@ def test_index_build_and_query_match_exact_search(trained, sample_svm, tmp_path,
     assert [[r["id"] for r in x["results"]] for x in a] == [[r["id"] for r in x["results"]] for x in b]
     for x, y in zip(a, b):
         np.testing.assert_allclose([r["score"] for r in x["results"]], [r["score"] for r in y["results"]], rtol=1e-9)
+    # stored documents (named by their ids) as queries: the same answers as --corpus search by row number
+    _, data = sample_svm
+    named = f"{data.doc_id(5)},{data.doc_id(8)}"
+    code, via_ids, err = run_cli(["query", "--index", out, "--query-ids", named, "--top-k", "5", "--json"],
+                                 monkeypatch, capsys)
+    code2, direct, _ = run_cli(["query", "--model", trained, "--corpus", "news20-sample", "--query-ids", "5,8",
+                                "--top-k", "5", "--json"], monkeypatch, capsys)
+    assert code == code2 == 0, err
+    a = [json.loads(line) for line in via_ids.strip().splitlines()]
+    b = [json.loads(line) for line in direct.strip().splitlines()]
+    assert [[r["id"] for r in x["results"]] for x in a] == [[r["id"] for r in x["results"]] for x in b]
+    assert [x["query"] for x in a] == named.split(",")
+    assert_clean_error(run_cli(["query", "--index", out, "--query-ids", "5"], monkeypatch, capsys), "not in the index")
+    assert_clean_error(run_cli(["query", "--index", out, "--query-ids", named, "--queries", path], monkeypatch, capsys),
+                       "exactly one of")
     (out / "manifest.json").write_text("corrupt")
     assert_clean_error(run_cli(["query", "--index", out, "--queries", path], monkeypatch, capsys), "manifest")
 

@@ -178,6 +178,34 @@ def test_ids_preserved_and_checked(model, split):
 
 
 @pytest.mark.parametrize("kind", ["exact", "ann"])
+def test_query_similar_leaves_each_document_out_of_its_answer(model, split, kind):
+    X, _, _ = split
+    names = np.array([f"doc-{i}" for i in range(X.shape[0])])
+    params = {"target_recall": None, "n_postings": 4096, "sparse_pool": X.shape[0]} if kind == "ann" else {}
+    index = build_index(model, X, kind=kind, ids=names, **params)
+    rows = np.array([3, 77, 500])
+    S = model.score_matrix(X[rows], X)
+    S[np.arange(3), rows] = -np.inf  # the document itself is not an answer
+    top = np.argsort(-S, axis=1, kind="stable")[:, :6]
+    ids, scores = index.query_similar(names[rows], top_k=6)
+    np.testing.assert_array_equal(np.array(ids), names[top])
+    np.testing.assert_allclose(scores, np.take_along_axis(S, top, axis=1), rtol=0, atol=1e-10)
+    with pytest.raises(InvalidInputError, match="not in the index"):
+        index.query_similar(["doc-3", "nope"])
+    with pytest.raises(InvalidInputError, match="at least one"):
+        index.query_similar([])
+    with pytest.raises(InvalidInputError, match="other documents"):
+        index.query_similar(["doc-3"], top_k=X.shape[0])  # one document fewer than the corpus remains
+    numbered = build_index(model, X, kind="exact")
+    np.testing.assert_array_equal(numbered.rows_of(["12", 7]), [12, 7])
+    for bad in (["x"], [2.5], [10**23]):
+        with pytest.raises(InvalidInputError, match="integer"):
+            numbered.rows_of(bad)
+    with pytest.raises(InvalidInputError, match="not in the index"):
+        numbered.rows_of([-1])
+
+
+@pytest.mark.parametrize("kind", ["exact", "ann"])
 def test_add_documents(model, split, kind):
     X, Q, X_new = split
     params = {"dim": 32, "heavy_min_nnz": 20} if kind == "ann" else {"strategy": "corpus"}

@@ -57,3 +57,24 @@ def test_index_query_from_the_cli_imports_no_heavy_library(tmp_path, kind, param
     # scikit-learn (and the joblib it imports) only for its svmlight parser of the query file
     assert set(json.loads(lines[-1])) <= {"sklearn", "joblib"}
     assert np.isfinite([r["score"] for a in answers for r in a["results"]]).all()
+
+
+def test_query_by_document_id_from_the_cli_imports_no_heavy_library(tmp_path):
+    """``query --index DIR --query-ids`` reads no query file: no parser, no numba, nothing heavy."""
+    data = rcv1_like(300, n_features=500, nnz_per_doc=20, n_classes=4, class_vocab=100, seed=0)
+    model = BilinearSimilarity(sp.random(500, 500, density=0.02, random_state=0, format="csr"))
+    index = build_index(model, data.X, kind="ann", target_recall=None, n_postings=64, sparse_pool=30)
+    index.save(tmp_path / "idx")
+    want = index.query_similar([4, 9], top_k=5)[0]
+    code = (f"import sys\nfrom sparsesim.cli.app import main\n"
+            f"sys.argv = ['sparsesim', 'query', '--index', {str(tmp_path / 'idx')!r}, '--query-ids', '4,9', "
+            f"'--top-k', '5', '--json']\n"
+            f"try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
+    out = subprocess.run([sys.executable, "-c", code + REPORT.format(heavy=HEAVY)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    answers = [json.loads(line) for line in lines[:-1]]
+    assert [a["query"] for a in answers] == [4, 9]
+    assert [[r["id"] for r in a["results"]] for a in answers] == [list(map(int, ids)) for ids in want]
+    assert all(a["query"] not in [r["id"] for r in a["results"]] for a in answers)
+    assert json.loads(lines[-1]) == []
