@@ -37,6 +37,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import row_range, take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays
@@ -465,7 +466,7 @@ class AnnIndex(Index):
         Z = np.empty((Xp.shape[0], H.size), dtype=np.float64)
         W = self.model.W
         for lo in range(0, H.size, block):
-            D = np.ascontiguousarray(W[H[lo:lo + block]].toarray().T)  # d x b: rows of W, not of I + W
+            D = np.ascontiguousarray(take_rows(W, H[lo:lo + block]).toarray().T)  # d x b: rows of W, not of I + W
             if self.model.identity:
                 D[H[lo:lo + block], np.arange(D.shape[1])] += 1.0
             Z[:, lo:lo + D.shape[1]] = embed(Xp, D, n_jobs, dtype=np.float64)
@@ -526,7 +527,7 @@ class AnnIndex(Index):
             P = self._postings
 
             def sparse_block(lo, hi):
-                Qb = Qp[lo:hi]
+                Qb = row_range(Qp, lo, hi)
                 if guarded:  # memory-mapped: check the blocks of the list prefixes read below
                     self._ensure_rows("postings", P.indptr, Qb.indices, n_postings)
                 if few:
@@ -542,7 +543,7 @@ class AnnIndex(Index):
         W, X, Z = model.W, self._X, self._Z  # W itself: I + W is never formed at query time
 
         def rerank_block(lo, hi):
-            Qb = Qp[lo:hi]
+            Qb = row_range(Qp, lo, hi)
             cb = np.ascontiguousarray(cands[lo:hi])
             if guarded:
                 self._check_rerank_rows(Qb, cb, k)

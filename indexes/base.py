@@ -8,6 +8,7 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.parallel import run_parallel
@@ -368,7 +369,7 @@ class Index:
                                     f"to be similar to")
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         self._ensure_rows("corpus", self._X.indptr, rows)
-        Qp = self._X[rows]  # stored rows are already in the model's form (normalised at build)
+        Qp = take_rows(self._X, rows)  # stored rows are already in the model's form (normalised at build)
         found, scores = self._query_rows(Qp, min(k + 1, self.n_documents), jobs, **options)
         found, scores = drop_own_rows(found, scores, rows, k)
         return list(self.ids_[found]), scores

@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 
+from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.validation import check_meta
 
@@ -135,7 +136,7 @@ def measure_recall(index, rows, top_k: int, settings, n_jobs: int = 1):
 
     Returns a list of (per-query recall array, CPU seconds) in the order of ``settings``.
     """
-    Qp = index.X_[rows]
+    Qp = take_rows(index.X_, rows)
     truth_rows, truth_scores = exact_top_k(index, Qp, top_k + 1, n_jobs=n_jobs)
     _, truth_scores = drop_own_rows(truth_rows, truth_scores, rows, top_k)
     out = []
@@ -199,7 +200,7 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
         # an explicit integer seed is recorded, so the load-time check can replay this measurement
         sample_seed = _sample_seed(random_state)
         exclude = held_out_sample(n, m, sample_seed)
-        Qp = index.X_[exclude]
+        Qp = take_rows(index.X_, exclude)
         source = "corpus sample (held out from its own answer)"
         kk = top_k + 1
     else:

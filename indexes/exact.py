@@ -23,6 +23,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import row_range, take_rows
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import csr_arrays, csr_from_arrays
 
@@ -107,7 +108,7 @@ class ExactIndex(Index):
             return 0
         rng = np.random.default_rng(self.random_state)
         rows = np.sort(rng.choice(n, size=min(sample, n), replace=False))
-        nnz = (Xp[rows] @ self._mt()).nnz
+        nnz = (take_rows(Xp, rows) @ self._mt()).nnz
         return int(np.ceil(nnz / rows.size * n))
 
     def _choose_strategy(self, Xp) -> str:
@@ -123,7 +124,7 @@ class ExactIndex(Index):
 
     def _transform_postings(self, Xp, rows_per_chunk: int = 4096) -> sp.csr_matrix:
         MT = self._mt()
-        parts = [(Xp[lo:lo + rows_per_chunk] @ MT).tocsr() for lo in range(0, Xp.shape[0], rows_per_chunk)]
+        parts = [(row_range(Xp, lo, lo + rows_per_chunk) @ MT).tocsr() for lo in range(0, Xp.shape[0], rows_per_chunk)]
         Y = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.n_features))
         P = Y.T.tocsr()
         P.sort_indices()
@@ -154,7 +155,7 @@ class ExactIndex(Index):
         b = max(1, min(self.block_size, (1 << 25) // max(n, 1)))  # <= 256 MB of scores per block
 
         def block(lo):
-            Qb = Qp[lo:lo + b]
+            Qb = row_range(Qp, lo, lo + b)
             out = np.zeros((Qb.shape[0], n))
             kernels().accumulate_postings(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, out)
             return top_k_rows(out, k)
@@ -164,7 +165,7 @@ class ExactIndex(Index):
 
     def _query_query(self, Qp, k, n_jobs):
         b = self.block_size
-        parts = [self._score_expanded(self._expand(Qp[qlo:qlo + b]), k, n_jobs) for qlo in range(0, Qp.shape[0], b)]
+        parts = [self._score_expanded(self._expand(row_range(Qp, qlo, qlo + b)), k, n_jobs) for qlo in range(0, Qp.shape[0], b)]
         return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
     def _expand(self, Qb) -> np.ndarray:

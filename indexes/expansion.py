@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import row_range, take_rows
 from .base import kernels, threaded
 
 __all__ = ["impact_postings", "expanded_postings", "fit_projection", "light_transpose", "heaps_from_postings",
@@ -103,7 +104,7 @@ def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, bloc
         hi = min(lo + block, n)
         Y = Yb[:hi - lo]
         Y[:] = 0.0
-        Xb = Xp[lo:hi]
+        Xb = row_range(Xp, lo, hi)
         kernels().rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
         if identity:  # the I of M = I + W (entries of one CSR row are distinct)
             Y[np.repeat(np.arange(hi - lo), np.diff(Xb.indptr)), Xb.indices] += Xb.data
@@ -122,7 +123,7 @@ def transformed_rows_T(Xs, MT, block: int = 256) -> np.ndarray:
     d = MT.shape[1]
     out = np.empty((d, Xs.shape[0]), dtype=np.float32)
     for lo in range(0, Xs.shape[0], block):
-        Xb = Xs[lo:lo + block]
+        Xb = row_range(Xs, lo, lo + block)
         buf = np.zeros((d, Xb.shape[0]))
         kernels().rows_times_csr_T(Xb.indptr, Xb.indices, Xb.data, MT.indptr, MT.indices, MT.data, buf)
         out[:, lo:lo + Xb.shape[0]] = buf
@@ -143,7 +144,7 @@ def fit_projection(model, Xp, dim: int, sample: int, n_iter: int, random_state, 
     n_sample = int(min(n, sample, cap))
     rows = np.sort(rng.choice(n, size=n_sample, replace=False))
     M = model.M.tocsr()
-    YsT = transformed_rows_T(Xp[rows], M.T.tocsr())
+    YsT = transformed_rows_T(take_rows(Xp, rows), M.T.tocsr())
     rank = min(dim, min(YsT.shape) - 1) if min(YsT.shape) > 1 else 1
     seed = int(rng.integers(2**31 - 1))
     U, s, _ = randomized_svd(YsT, rank, n_iter=n_iter, random_state=seed)

@@ -54,6 +54,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError
 
 from .calibration import held_out_sample, hits_of, measure_recall, summary
@@ -228,7 +229,7 @@ def _replay(index, record, setting, rng, replay: int) -> None:
 def _check_lists(index, queries: np.ndarray) -> None:
     """Every posting list read by the corpus rows ``queries`` against the column of Y it prunes."""
     X = index.X_
-    features = np.unique(X[queries].indices)
+    features = np.unique(take_rows(X, queries).indices)
     if features.size == 0:
         return
     # lists are exact top lists up to the length of the last full build: documents added later

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparsesim.csr_rows import row_range
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import atomic_write, file_sha256
@@ -69,7 +70,7 @@ class Shard:
     def expand(self, Qp, lo: int, hi: int) -> np.ndarray:
         """The transformed block of queries ``lo:hi`` of ``Qp``, for :meth:`search_expanded` of
         any shard under the same model (features x queries, dense)."""
-        return self.index._expand(Qp[lo:hi])
+        return self.index._expand(row_range(Qp, lo, hi))
 
     def search_expanded(self, qmt, k: int, n_jobs: int = 1):
         """:meth:`search` for one query block already transformed by :meth:`expand`."""

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsesim import __version__
+from sparsesim.csr_rows import row_range
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import file_sha256, fsync_dir
@@ -175,7 +176,7 @@ class ShardedIndex:
             raise InvalidInputError(f"{n} documents cannot fill {self.n_shards} shards; use fewer shards")
         all_ids = normalize_ids(ids, n)
         bounds = np.linspace(0, n, self.n_shards + 1).astype(np.int64)
-        builders = [(build_shard, (self.model, Xp[lo:hi], all_ids[lo:hi], int(lo), self.kind, self.params,
+        builders = [(build_shard, (self.model, row_range(Xp, lo, hi), all_ids[lo:hi], int(lo), self.kind, self.params,
                                     resolve_jobs(self.n_jobs)))
                     for lo, hi in zip(bounds[:-1], bounds[1:])]
         self._do_place(builders)

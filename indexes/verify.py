@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError
 
 from .recall_check import check_candidate_stage
@@ -175,7 +176,7 @@ def _check_ann_postings(index, rng, sample: int):
     bound = np.empty(m)
     for lo in range(0, m, 1024):
         f, c = features[lo:lo + 1024], docs[lo:lo + 1024]
-        Xs, Ws = X[c], W[f]
+        Xs, Ws = take_rows(X, c), take_rows(W, f)
         want[lo:lo + f.size] = np.asarray(Xs.multiply(Ws).sum(axis=1)).ravel()
         bound[lo:lo + f.size] = np.asarray(abs(Xs).multiply(abs(Ws)).sum(axis=1)).ravel()
         if index.model.identity:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..csr_rows import take_rows
 from ..indexes import build_index
 from ..indexes.calibration import recall_counting_ties
 from .versions import ModelVersion
@@ -44,7 +45,7 @@ class CandidateStage:
         n = self.X.shape[0]
         k = min(10, n - 2)
         sample = np.sort(np.random.default_rng(0).choice(n, min(self.drift_sample, n - 1), replace=False))
-        Q = self.X[sample]
+        Q = take_rows(self.X, sample)
 
         def without_self(rows, vals):
             keep = rows != sample[:, None]

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ..csr_rows import take_rows
 from ..engine.bilinear import OASIS as OASIS_MODE
 from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError
 from ..indexes import load_index
@@ -266,7 +267,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
                 rows[i], vals[i] = top[0], s[0]
             else:
                 c = np.sort(np.asarray(cand[i], np.int64))  # ties: the lower document number first
-                top, s = top_k_rows((self.X[c] @ qm)[None, :], k)
+                top, s = top_k_rows((take_rows(self.X, c) @ qm)[None, :], k)
                 rows[i], vals[i] = c[top[0]], s[0]
         return rows, vals
 
@@ -274,7 +275,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         """S(q_i, x_j) under the newest model for query rows ``Q`` and documents ``doc_ids``."""
         rows = [self._row_of(d, "doc_ids") for d in doc_ids]
         Q = check_csr(Q, name="queries", n_features=self.index.n_features)
-        current, Xd = self._published, self.X[rows]
+        current, Xd = self._published, take_rows(self.X, rows)
         return np.array([Xd @ current.dense_query(Q[i]) for i in range(Q.shape[0])]).reshape(Q.shape[0], len(rows))
 
     # -- feedback -------------------------------------------------------------------------------
@@ -336,11 +337,11 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         m = len(work)
         queries = [w[0] for w in work]
         if all(isinstance(q, int) for q in queries):
-            Q = self.X[np.array(queries, np.int64)]
+            Q = take_rows(self.X, queries)
         else:
-            Q = sp.vstack([self.X[q] if isinstance(q, int) else q for q in queries], format="csr")
-        P = self.X[np.array([w[1] for w in work], np.int64)]
-        N = self.X[np.array([w[2] for w in work], np.int64)]
+            Q = sp.vstack([take_rows(self.X, [q]) if isinstance(q, int) else q for q in queries], format="csr")
+        P = take_rows(self.X, [w[1] for w in work])
+        N = take_rows(self.X, [w[2] for w in work])
         Xs = sp.vstack([Q, P, N], format="csr")
         triplets = np.arange(m, dtype=np.int64)[:, None] + np.array([0, m, 2 * m], np.int64)
         before = self.learner.n_updates_
@@ -476,7 +477,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         for item, qrow, rows in list(self._recent)[::-1]:
             if len(rows) < 2:
                 continue
-            s = self.X[np.asarray(rows, np.int64)] @ current.dense_query(qrow)
+            s = take_rows(self.X, rows) @ current.dense_query(qrow)
             key_q = repr(item)
             own = []
             for i in range(len(rows) - 1):

@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ..csr_rows import take_rows
 from ..exceptions import InvalidInputError
 from ..validation import bounded, check_csr, is_finite_number
 
@@ -80,7 +81,7 @@ class FeedbackRecords:
         if isinstance(q, bool):
             raise InvalidInputError(f"{name} must be a text, a vector or a corpus id, got a boolean")
         if self._is_corpus_id(q):
-            return self.X[self._row_of(q, name)]
+            return take_rows(self.X, [self._row_of(q, name)])
         if isinstance(q, str):
             if self.featurizer is None:
                 raise InvalidInputError(f"{name}: this model was not trained on text; give a vector or a corpus id")

@@ -1,0 +1,52 @@
+"""Rows of a CSR matrix without scipy's index-dtype unification.
+
+The project keeps CSR matrices with int64 ``indptr`` (more than 2^31 nonzeros stay addressable)
+and int32 ``indices`` (half the memory; what the compiled kernels take). scipy's row indexing
+(``X[lo:hi]``, ``X[rows]``) first casts both to one dtype, which copies the whole ``indices``
+array of the matrix: on a 10^6-document corpus (75M nonzeros) every slice then costs ~0.25 s
+and every fancy index ~1 s, whatever the number of rows taken. These helpers touch only the
+rows asked for and keep the dtypes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["row_range", "take_rows"]
+
+
+def _csr(data, indices, indptr, shape) -> sp.csr_matrix:
+    out = sp.csr_matrix((shape[0], shape[1]), dtype=data.dtype)
+    out.indptr, out.indices, out.data = indptr, indices, data
+    return out
+
+
+def row_range(X: sp.csr_matrix, lo: int, hi: int) -> sp.csr_matrix:
+    """Rows ``lo <= r < hi`` of CSR ``X`` as views of its arrays (no copy; dtypes kept)."""
+    n = X.shape[0]
+    lo, hi = max(0, min(int(lo), n)), max(0, min(int(hi), n))
+    hi = max(lo, hi)
+    a, b = X.indptr[lo], X.indptr[hi]
+    return _csr(X.data[a:b], X.indices[a:b], X.indptr[lo:hi + 1] - a, (hi - lo, X.shape[1]))
+
+
+def take_rows(X: sp.csr_matrix, rows) -> sp.csr_matrix:
+    """Rows ``rows`` (any order, repeats allowed) of CSR ``X``, copied; dtypes kept.
+
+    Raises
+    ------
+    IndexError
+        A row number outside ``[-n, n)``.
+    """
+    n = X.shape[0]
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if rows.size and (rows.min() < -n or rows.max() >= n):
+        raise IndexError(f"row numbers must be in [-{n}, {n})")
+    rows = np.where(rows < 0, rows + n, rows)
+    starts = np.asarray(X.indptr[rows], dtype=np.int64)
+    lengths = np.asarray(X.indptr[rows + 1], dtype=np.int64) - starts
+    indptr = np.zeros(rows.size + 1, dtype=X.indptr.dtype)
+    np.cumsum(lengths, out=indptr[1:])
+    pos = np.repeat(starts - indptr[:-1], lengths) + np.arange(int(indptr[-1]), dtype=np.int64)
+    return _csr(X.data[pos], X.indices[pos], indptr, (rows.size, X.shape[1]))
