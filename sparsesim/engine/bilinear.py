@@ -47,18 +47,20 @@ MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
 
 @numba.njit(cache=True, inline="always")
 def soft_threshold(v, th):
-    """sign(v) * max(|v| - th, 0): the L1 prox (SORS eq. 6/7, AdaSORS eq. 10/11)."""
+    """sign(v) * max(|v| - th, 0): the L1 prox (SORS eq. 6/7, AdaSORS eq. 10/11).
+
+    Written as two selects, not branches: the sign of an entry is a coin flip to the branch
+    predictor, and a mispredicted branch on a value just loaded from memory stalls the loop."""
     a = abs(v) - th
-    if a <= 0.0:
-        return 0.0
-    return a if v > 0.0 else -a
+    r = a if v > 0.0 else -a
+    return 0.0 if a <= 0.0 else r
 
 
 @numba.njit(cache=True, inline="always")
 def catch_up(v, last, aux, target, cum_eta, lam, mode, delta):
-    """Apply the shrinkage of steps last+1..target that an untouched entry skipped."""
-    if target <= last or v == 0.0 or lam == 0.0:
-        return v
+    """Apply the shrinkage of steps last+1..target that an untouched entry skipped (``last <=
+    target``). No early exit for a current entry (``last == target``: the threshold is 0, the
+    value unchanged): the test would be one more branch per entry, rarely taken."""
     th = lam * (cum_eta[target] - cum_eta[last])
     if mode == ADASORS:
         th /= delta + aux
@@ -216,16 +218,20 @@ def train_triplets(
                         diag_last[i] = target
                     slots[e] = -1
                 else:
-                    s = probe(cols, rows, i, zi[jj], homes[e])
-                    slots[e] = s  # >= 0: the entry's slot; <= -2: where to insert it
-                    if s >= 0:
-                        v = vals[s]
-                        if lazy:
-                            v = catch_up(v, lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
-                            vals[s] = v
-                            lasts[s] = target
-                    else:
-                        v = 0.0
+                    code = probe(cols, rows, i, zi[jj], homes[e])
+                    slots[e] = code  # >= 0: the entry's slot; <= -2: where to insert it
+                    # found or absent alike, without a branch (a coin flip to the predictor):
+                    # an absent entry reads and writes its free slot as a zero entry
+                    found = code >= 0
+                    s = code if found else -2 - code
+                    v = vals[s] if found else 0.0
+                    if lazy:
+                        aux = 0.0
+                        if mode == ADASORS and found:
+                            aux = auxs[s]
+                        v = catch_up(v, lasts[s] if found else target, aux, target, cum_eta, lam, mode, delta)
+                        vals[s] = v
+                        lasts[s] = target
                 acc += zv[jj] * v
                 e += 1
             margin += data[ii] * acc

@@ -72,10 +72,15 @@ def home(rows, i, j, hj):
 def probe(cols, rows, i, j, s):
     """Slot of (i, j) searched from its home slot ``s`` (>= 0), or ``-2 - f`` with ``f`` the first
     free slot on its probe path (where an insert may go while that slot stays free). A dense
-    row answers the entry's own slot."""
-    if rows[i, SHIFT] < 0:
-        return s
-    return probe_segment(cols, j, s, rows[i, OFF], rows[i, CAP] - 1)
+    row answers the entry's own slot (its record there holds column j).
+
+    The home slot is tested first, with one branch rarely taken (the slot holds another column
+    or a tombstone); found or absent is then a select, not a branch (a coin flip to the branch
+    predictor)."""
+    k = cols[s]
+    if k != j and k != EMPTY:
+        return probe_segment(cols, j, s, rows[i, OFF], rows[i, CAP] - 1)
+    return s if k == j else -2 - s
 
 
 @numba.njit(cache=True, inline="always")
