@@ -151,7 +151,7 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
         for kind in ("exact", "ann"):
             reset_peak_resident()
             start = time.perf_counter()
-            index = build_index(model, X, kind=kind)
+            index = build_index(model, X, kind=kind, n_jobs=args.build_jobs)
             build_seconds = time.perf_counter() - start
             build_peak = peak_gib()
             index.save(tmp / kind)
@@ -168,6 +168,8 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
             if kind == "ann":
                 row["setting"] = index.search_setting()
                 row["calibration"] = index.calibration_
+                row["build_jobs"] = args.build_jobs
+                row["build_phases_seconds"] = {k: round(v, 1) for k, v in index.build_phases_.items()}
                 ann = index
             else:
                 del index
@@ -317,6 +319,7 @@ def main(argv=None):
     parser.add_argument("--triplets", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--build-jobs", type=int, default=1, help="threads for building the indexes")
     parser.add_argument("--no-dense", action="store_true", help="skip the FAISS stage-breakdown build")
     parser.add_argument("--seismic", action="store_true", help="add the pyseismic-lsr row when installed")
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
@@ -344,7 +347,7 @@ def main(argv=None):
         path = out_dir / f"bench_indexes_{case.replace(':', '_')}.json"
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--one", case, "--json", str(path),
                "--queries", str(args.queries), "--triplets", str(args.triplets), "--seed", str(args.seed),
-               "--repeats", str(args.repeats), "--model-cache", args.model_cache]
+               "--repeats", str(args.repeats), "--model-cache", args.model_cache, "--build-jobs", str(args.build_jobs)]
         cmd += ["--no-dense"] if args.no_dense else []
         cmd += ["--seismic"] if args.seismic else []
         done = subprocess.run(cmd, env=dict(os.environ))

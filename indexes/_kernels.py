@@ -243,6 +243,8 @@ def heaviest_update(Yb, doc0, f_lo, f_hi, heap_vals, heap_docs):
     ``Yb`` holds dense rows (documents ``doc0``, ``doc0 + 1``, ...) of Y = X M^T; ``heap_vals[i]``
     / ``heap_docs[i]`` are min-heaps of capacity L initialised to (0, -1), so only positive values
     enter. Features are the outer loop: one heap stays in cache while the block's column is read.
+    Every entry read is set back to zero, so the next block starts from a zero ``Yb`` without a
+    separate pass over it (the block is larger than the cache: each pass is a trip to memory).
     """
     b = Yb.shape[0]
     L = heap_vals.shape[1]
@@ -251,6 +253,7 @@ def heaviest_update(Yb, doc0, f_lo, f_hi, heap_vals, heap_docs):
         hd = heap_docs[i]
         for r in range(b):
             y = Yb[r, i]
+            Yb[r, i] = 0.0
             if y > hv[0]:
                 hv[0] = y
                 hd[0] = doc0 + r

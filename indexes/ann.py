@@ -267,6 +267,7 @@ class AnnIndex(Index):
         self.heavy_rows_ = self._choose_heavy_rows(Xp)
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.Z_ = self._heavy_values(Xp, jobs)
+        phases = {"heavy_values": time.perf_counter() - start}
         if self.n_postings == 0 or self.sparse_pool == 0:  # the dense stage alone: no postings
             self.postings_length_ = 1
             self.postings_ = sp.csr_matrix((self.n_features, Xp.shape[0]), dtype=np.float32)
@@ -279,6 +280,7 @@ class AnnIndex(Index):
             del MT_light
             self.postings_ = postings_from_heaps(*heaps, Xp.shape[0])
             del heaps
+        phases["postings"] = time.perf_counter() - start - sum(phases.values())
         self.postings_model_ = self.model_checksum()
         if self._dense_on:
             faiss = _faiss()
@@ -291,9 +293,12 @@ class AnnIndex(Index):
             del D
         self.n_fit_documents_ = Xp.shape[0]
         self.calibration_ = None
+        phases["dense_stage"] = time.perf_counter() - start - sum(phases.values())
         if self.target_recall is not None and Xp.shape[0] > 11:
             self.calibrate(calibration_queries)
         self.build_seconds_ = time.perf_counter() - start
+        phases["calibration"] = self.build_seconds_ - sum(phases.values())
+        self.build_phases_ = phases  # seconds per build phase (this process only; not saved)
         return self
 
     def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10):

@@ -99,19 +99,25 @@ def expanded_postings(Xp, MT_light, heavy_rows, Z, L: int, n_jobs: int = 1, bloc
         vals, docs = heaps
     n_parts = max(1, n_jobs)
     bounds = [(d * t // n_parts, d * (t + 1) // n_parts) for t in range(n_parts)]
-    Yb = np.empty((min(block, max(n, 1)), d))
+    Yb = np.zeros((min(block, max(n, 1)), d))  # zero again after each block (heaviest_update clears it)
     for lo in range(0, n, block):
         hi = min(lo + block, n)
         Y = Yb[:hi - lo]
-        Y[:] = 0.0
         Xb = row_range(Xp, lo, hi)
-        kernels().rows_times_csr(Xb.indptr, Xb.indices, Xb.data, MT_light.indptr, MT_light.indices, MT_light.data, Y)
+        rows = [(r * (hi - lo) // n_parts, (r + 1) * (hi - lo) // n_parts) for r in range(n_parts)]
+
+        def scatter(r_lo, r_hi, Xb=Xb, Y=Y):  # documents are independent: threads split the block's rows
+            Xr = row_range(Xb, r_lo, r_hi)
+            kernels().rows_times_csr(Xr.indptr, Xr.indices, Xr.data, MT_light.indptr, MT_light.indices,
+                                     MT_light.data, Y[r_lo:r_hi])
+
+        threaded(scatter, rows, n_jobs)
         if identity:  # the I of M = I + W (entries of one CSR row are distinct)
             Y[np.repeat(np.arange(hi - lo), np.diff(Xb.indptr)), Xb.indices] += Xb.data
         if heavy_rows.size:
             Y[:, heavy_rows] = Z[lo:hi]
 
-        def part(f_lo, f_hi, Y=Y, lo=lo):
+        def part(f_lo, f_hi, Y=Y, lo=lo):  # features are independent: threads split the heaps
             kernels().heaviest_update(Y, doc0 + lo, f_lo, f_hi, vals, docs)
 
         threaded(part, bounds, n_jobs)

@@ -394,6 +394,20 @@ def test_ann_threads_and_hnsw_mmap(model, split, tmp_path):
     np.testing.assert_array_equal(loaded.query(Q, top_k=5)[1], r1[1])
 
 
+def test_ann_postings_do_not_depend_on_build_threads(model, split):
+    """The build splits each block's documents (products) and features (heaps) over threads;
+    the posting lists and the re-ranking table come out bit-identical."""
+    X, _, _ = split
+    one = build_index(model, X, kind="ann", target_recall=None, n_jobs=1)
+    two = build_index(model, X, kind="ann", target_recall=None, n_jobs=2)
+    for a, b in ((one.postings_, two.postings_),):
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.data, b.data)
+    np.testing.assert_array_equal(one.Z_, two.Z_)
+    assert set(one.build_phases_) == {"heavy_values", "postings", "dense_stage", "calibration"}
+
+
 def test_build_and_query_never_form_i_plus_w(model, split, monkeypatch):
     """Build memory: the ann build (with its calibration) and the exact query strategy scatter W
     and add the identity; a copy of I + W (as large as W) is never made."""
