@@ -302,3 +302,32 @@ def heaps_to_postings(vals, docs, indptr, out_idx, out_val):
                 out_idx[lo + t] = docs[i, j]
                 out_val[lo + t] = vals[i, j]
                 t += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def columns_of_y(features, m_ptr, m_idx, m_val, identity, xt_ptr, xt_idx, xt_val, Y, B):
+    """Row t of ``Y`` = column ``features[t]`` of Y = X M^T over all documents (M = I + W when
+    ``identity``), and of ``B`` the same product of absolute values (the rounding bound), from
+    the corpus's inverted lists X^T (``xt_*``) and the rows of W (``m_*``). Dense rows: no
+    sorting, memory is the caller's block of features."""
+    for t in range(features.size):
+        i = features[t]
+        y = Y[t]
+        b = B[t]
+        y[:] = 0.0
+        b[:] = 0.0
+        for p in range(m_ptr[i], m_ptr[i + 1]):
+            j = m_idx[p]
+            m = m_val[p]
+            am = abs(m)
+            for q in range(xt_ptr[j], xt_ptr[j + 1]):
+                doc = xt_idx[q]
+                v = xt_val[q]
+                y[doc] += m * v
+                b[doc] += am * abs(v)
+        if identity:
+            for q in range(xt_ptr[i], xt_ptr[i + 1]):
+                doc = xt_idx[q]
+                v = xt_val[q]
+                y[doc] += v
+                b[doc] += abs(v)

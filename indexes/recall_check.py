@@ -57,6 +57,7 @@ import scipy.sparse as sp
 from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError
 
+from .base import kernels as index_kernels
 from .calibration import held_out_sample, hits_of, measure_recall, summary
 
 __all__ = ["check_setting", "check_candidate_stage", "kl_lower_bound"]
@@ -66,7 +67,8 @@ RECALL_PROBES = 64  # fresh held-out corpus queries answered and compared with t
 LIST_PROBES = 32  # of them, queries whose every posting list is recomputed
 REPLAY = 32  # of the record's own held-out queries, answered again
 _RTOL32 = 1e-5  # posting values are float32 (rounding 2^-24 relative) of float64 sums
-_CHUNK = 256  # features whose columns of Y are formed at once (sparse)
+_CHECK_MEMORY = 256 << 20  # bytes for the dense columns of Y checked at once
+_BYTES_PER_CELL = 64  # per feature and document: Y, its bound, the kept mask and the comparison's temporaries
 
 
 def _fail(message: str):
@@ -227,7 +229,11 @@ def _replay(index, record, setting, rng, replay: int) -> None:
 
 
 def _check_lists(index, queries: np.ndarray) -> None:
-    """Every posting list read by the corpus rows ``queries`` against the column of Y it prunes."""
+    """Every posting list read by the corpus rows ``queries`` against the column of Y it prunes.
+
+    The columns are formed densely, a block of features at a time sized so that the block takes
+    at most ``_CHECK_MEMORY`` bytes whatever the corpus size (the work is one pass over the
+    inverted lists of the features' model rows; memory does not grow with it)."""
     X = index.X_
     features = np.unique(take_rows(X, queries).indices)
     if features.size == 0:
@@ -235,54 +241,42 @@ def _check_lists(index, queries: np.ndarray) -> None:
     # lists are exact top lists up to the length of the last full build: documents added later
     # are merged into them, and a longer list after growth holds the old top plus the new ones
     exact_length = index._postings_length(max(1, int(index.n_fit_documents_ or X.shape[0])))
+    n = X.shape[0]
     XT = X.T.tocsr()  # the corpus's own inverted lists: row i of M X^T is column i of Y
-    absXT = XT if XT.data.size == 0 or XT.data.min() >= 0 else abs(XT)
     W = index.model.W.tocsr()
-    for lo in range(0, features.size, _CHUNK):
-        chunk = features[lo:lo + _CHUNK]
-        M = W[chunk]
-        if index.model.identity:
-            M = M + sp.csr_matrix((np.ones(chunk.size), (np.arange(chunk.size), chunk)), shape=(chunk.size, W.shape[1]))
-        _check_chunk(_rows_of(index.postings_, chunk), chunk, (M @ XT).tocoo(), (abs(M) @ absXT).tocoo(),
-                     exact_length)
+    kernels = index_kernels()
+    block = int(max(1, min(features.size, _CHECK_MEMORY // (_BYTES_PER_CELL * max(n, 1)))))
+    Y = np.empty((block, n))
+    B = np.empty((block, n))
+    for lo in range(0, features.size, block):
+        chunk = features[lo:lo + block]
+        kernels.columns_of_y(chunk.astype(np.int64), W.indptr, W.indices, W.data, bool(index.model.identity),
+                             XT.indptr, XT.indices, XT.data, Y, B)
+        _check_chunk(_rows_of(index.postings_, chunk), chunk, Y[:chunk.size], B[:chunk.size], exact_length)
 
 
 def _rows_of(P: sp.csr_matrix, rows: np.ndarray):
-    """(indptr, indices, data) of the CSR rows ``rows`` of ``P`` (no dtype conversion of all of P)."""
-    starts, ends = P.indptr[rows], P.indptr[rows + 1]
-    lengths = ends - starts
-    indptr = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    take = np.repeat(starts - indptr[:-1], lengths) + np.arange(int(indptr[-1]))
-    return indptr, P.indices[take], P.data[take]
-
-
-def _keyed(coo, n: int):
-    """(sorted keys row * n + column, values in key order) of a COO matrix."""
-    keys = coo.row.astype(np.int64) * n + coo.col
-    order = np.argsort(keys, kind="stable")
-    return keys[order], coo.data[order]
+    """(indptr, indices, data) of the CSR rows ``rows`` of ``P``."""
+    part = take_rows(P, rows)
+    return part.indptr, part.indices, part.data
 
 
 def _check_chunk(lists, features, Y, B, exact_length: int) -> None:
-    """The posting ``lists`` (indptr, indices, data) of ``features`` against the columns of Y of
-    these features (the rows of ``Y``, COO) and their error bound ``B``."""
+    """The posting ``lists`` (indptr, indices, data) of ``features`` against the dense columns
+    ``Y`` of Y = X M^T of these features (one row each) and their rounding bound ``B``."""
     indptr, indices, data = lists
-    n = Y.shape[1]
-    ykeys, y = _keyed(Y, n)
-    bkeys, b = _keyed(B, n)
-    # B's pattern holds Y's (a product of absolute values cancels nothing)
-    tol = _RTOL32 * (b[np.minimum(np.searchsorted(bkeys, ykeys), max(bkeys.size - 1, 0))] + np.abs(y)) + 1e-30
+    f, n = Y.shape
     lengths = np.diff(indptr)
-    rows = np.repeat(np.arange(features.size), lengths)
-    pkeys = rows * n + indices
+    rows = np.repeat(np.arange(f), lengths)
+    docs = indices.astype(np.int64)
     vals = data.astype(np.float64)
+    if docs.size and (docs.min() < 0 or docs.max() >= n):
+        _fail("the ann index's posting lists name documents outside the corpus")
+    pkeys = rows * n + docs
     if np.any(np.diff(np.sort(pkeys)) == 0):
         _fail("the ann index's posting lists name a document twice in one list")
-    pos = np.minimum(np.searchsorted(ykeys, pkeys), max(ykeys.size - 1, 0))
-    present = (ykeys[pos] == pkeys) if ykeys.size else np.zeros(pkeys.size, bool)
-    want = np.where(present, y[pos] if ykeys.size else 0.0, 0.0)
-    slack = np.where(present, tol[pos] if ykeys.size else 0.0, 1e-30) + _RTOL32 * np.abs(vals)
+    want = Y[rows, docs]
+    slack = _RTOL32 * (B[rows, docs] + np.abs(want) + np.abs(vals)) + 1e-30
     bad = ~(np.abs(vals - want) <= slack) | ~(vals > 0)
     if bad.any():
         _fail(f"the ann index's posting lists of features {_some(features, rows, bad)} hold values that are not X M^T")
@@ -292,14 +286,13 @@ def _check_chunk(lists, features, Y, B, exact_length: int) -> None:
     prefix = rank < np.repeat(p, lengths)
     last = indptr[:-1] + p - 1
     floor = np.where((p == exact_length) & (p > 0), vals[np.maximum(last, 0)] if vals.size else 0.0, 0.0)
-    yrows = ykeys // n
-    kept_keys = np.sort(pkeys[prefix])
-    at = np.minimum(np.searchsorted(kept_keys, ykeys), max(kept_keys.size - 1, 0))
-    kept = (kept_keys[at] == ykeys) if kept_keys.size else np.zeros(ykeys.size, bool)
-    missing = (y > floor[yrows] * (1 + _RTOL32) + tol) & ~kept
+    kept = np.zeros((f, n), dtype=bool)
+    kept[rows[prefix], docs[prefix]] = True
+    missing = (Y > (floor * (1 + _RTOL32))[:, None] + _RTOL32 * (B + np.abs(Y)) + 1e-30) & ~kept
     if missing.any():
-        _fail(f"the ann index's posting lists of features {_some(features, yrows, missing)} leave out documents "
-              f"of larger value than they keep")
+        frows = np.flatnonzero(missing.any(axis=1))
+        _fail(f"the ann index's posting lists of features {_some(features, frows, np.ones(frows.size, bool))} "
+              f"leave out documents of larger value than they keep")
 
 
 def _some(features, rows, mask) -> str:

@@ -95,6 +95,27 @@ def test_crafted_candidate_postings_refused(built, tmp_path, attack):
         load_index(d, mmap=True)
 
 
+@pytest.mark.parametrize("budget", [1, 2 << 20])
+def test_list_check_memory_is_bounded_by_blocks_of_features(built, tmp_path, monkeypatch, budget):
+    """The dense columns of Y are formed a block of features at a time within the check's memory
+    budget (one feature per block at the smallest); the verdicts do not depend on the block."""
+    from sparsesim.indexes import recall_check
+
+    monkeypatch.setattr(recall_check, "_CHECK_MEMORY", budget)
+    blocks = []
+    real = recall_check._check_chunk
+    monkeypatch.setattr(recall_check, "_check_chunk", lambda lists, f, Y, B, e: (blocks.append(Y.nbytes),
+                                                                                   real(lists, f, Y, B, e)))
+    root, _, _ = built
+    load_index(root / "ann", verify=False)  # genuine: passes
+    assert blocks and max(blocks) <= max(budget, 8 * 1200)
+    d = _copy(root, "ann", tmp_path / "idx")
+    _, arrays = _postings(d)
+    _write_postings(d, *_keep(arrays, POSTINGS_ATTACKS["every list loses its best entry"]))
+    with pytest.raises(FileFormatError, match="posting lists .* leave out"):
+        load_index(d, verify=False)
+
+
 def test_crafted_postings_refused_by_the_cli(built, tmp_path, monkeypatch, capsys):
     root, _, corpus = built
     from sklearn.datasets import dump_svmlight_file
