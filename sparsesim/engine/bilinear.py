@@ -116,6 +116,11 @@ def merge_difference(indptr, indices, data, p, n, zi, zv):
     return m
 
 
+# The kernels below allocate nothing, so they are compiled without numba's reference counting
+# (``_nrt=False``): with it, every inlined helper that takes an array (``probe``, ``catch_up``'s
+# callers ...) left an atomic incref/decref pair, a call and a register spill in the per-entry loop
+# (two thirds of pass 1's time with its records in cache). A kernel that tried to allocate would
+# fail to compile, not misbehave.
 PREFETCH_DISTANCE = 12  # entries ahead: enough loads in flight to hide DRAM latency
 
 
@@ -150,7 +155,7 @@ def prefetch_record(cols, tails, s):
     prefetch(tails, s)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def train_triplets(
     cols, vals, lasts, auxs, tails, rows, state, d,
     diag, diag_last, diag_aux,
@@ -306,7 +311,7 @@ def train_triplets(
     return stop, step, 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
     """Apply the pending shrinkage of row i's entries up to step ``target``; with ``drop_zeros``
     zero entries leave the row."""
@@ -320,7 +325,7 @@ def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delt
                 remove_at(cols, rows, i, s)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def finalize_lazy(cols, vals, lasts, auxs, rows, d, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta,
                   prox_diag, drop_zeros):
     """Apply all pending shrinkage up to step ``target``; with ``drop_zeros`` zero entries leave
