@@ -282,6 +282,12 @@ def test_bad_input_raises_clear_errors():
         est.partial_fit_triplets(X, [[0, 1, 10**6]], [1], [0])
     with pytest.raises(UnknownNameError):
         make_estimator("omtrsl", gamma=3)
+    # every learner of the family checks its storage before an engine sees it (fuzz campaign seed 2033)
+    for name in algorithms_of_kind("multitask-similarity"):
+        est = make_estimator(name, n_triplets=10)
+        if "storage" in est.get_params():
+            with pytest.raises(InvalidInputError, match="storage must be"):
+                est.set_params(storage="abc").fit(X, y, t)
 
 
 def test_registry_lists_the_family():

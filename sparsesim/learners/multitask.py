@@ -63,6 +63,8 @@ class _MultiTaskBase(TripletLearner):
     # -- hooks ------------------------------------------------------------------------------
     def _check_params(self):
         check_auto_positive("C", self.C)
+        if not isinstance(self.storage, str) or self.storage not in ("auto", "dense", "hash"):
+            raise InvalidInputError(f"storage must be 'auto', 'dense' or 'hash', got {self.storage!r}")
 
     def _resolved(self, X):
         """``({"C": number[, "b": number]}, statistics)``: explicit values as given; an ``"auto"`` C by
@@ -358,8 +360,6 @@ class OMTRSL(_MultiTaskBase):
     def _check_params(self):
         super()._check_params()
         check_auto_positive("b", self.b, allow_zero=True)
-        if self.storage not in ("auto", "dense", "hash"):
-            raise InvalidInputError(f"storage must be 'auto', 'dense' or 'hash', got {self.storage!r}")
         self._rate()
 
     def _rate(self) -> float:
