@@ -641,6 +641,8 @@ class AnnIndex(Index):
             raise FileFormatError("this ann index was written by an earlier sparsesim (raw-corpus postings); "
                                   "rebuild it with `sparsesim index build`")
         self._postings = csr_from_arrays(arrays, "postings", (self.n_features, self._X.shape[0]))
+        if state.get("postings_length") is None:
+            raise FileFormatError("the index manifest's state lacks postings_length; rebuild the index")
         self.postings_length_ = int(state["postings_length"])
         self.rerank_memory_ = state.get("rerank_memory_")
         self.postings_model_ = state.get("postings_model")
@@ -659,8 +661,9 @@ class AnnIndex(Index):
             raise FileFormatError("expanded postings name documents outside the index")
         self._heavy_pos = self._positions(self.heavy_rows_)
         self.nlist_ = state.get("nlist_")
-        self.n_fit_documents_ = int(state.get("n_fit_documents", n))
-        self.build_seconds_ = float(state.get("build_seconds", 0.0))
+        # optional state keys may be absent or null (the schema allows both): null reads as absent
+        self.n_fit_documents_ = int(n if state.get("n_fit_documents") is None else state["n_fit_documents"])
+        self.build_seconds_ = float(state.get("build_seconds") or 0.0)
         if self._dense_on:
             self.V_ = arrays["projection.V"]
             self.B_ = arrays["projection.B"]

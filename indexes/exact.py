@@ -209,7 +209,7 @@ class ExactIndex(Index):
         self.strategy_ = meta["state"]["strategy_"]
         if self.strategy_ == "corpus":
             self._postings = csr_from_arrays(arrays, "postings", (self.n_features, self._X.shape[0]))
-        self.build_seconds_ = float(meta["state"].get("build_seconds", 0.0))
+        self.build_seconds_ = float(meta["state"].get("build_seconds") or 0.0)  # optional: absent or null
 
     def _state(self) -> dict:
         return {"strategy_": self.strategy_, "build_seconds": self.build_seconds_}

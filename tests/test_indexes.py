@@ -368,6 +368,32 @@ def test_newer_format_refused(model, split, tmp_path):
         load_index(tmp_path / "idx")
 
 
+@pytest.mark.parametrize("kind", ["exact", "ann"])
+def test_null_optional_state_keys_are_read_as_absent_or_refused(model, split, tmp_path, kind):
+    """A re-hashed manifest with an optional state key set to null: the index loads and answers
+    as before, or is refused with FileFormatError (fuzz campaign seed 2034, case 607034733)."""
+    import shutil
+
+    from indextools import rehash_index
+
+    X, Q, _ = split
+    params = {"target_recall": None, "n_postings": 64, "sparse_pool": 50} if kind == "ann" else {}
+    index = build_index(model, X[:300], kind=kind, **params)
+    index.save(tmp_path / "base")
+    want = index.query(Q[:3], top_k=5)
+    state = json.loads((tmp_path / "base" / "manifest.json").read_text())["state"]
+    for key in sorted(state):
+        d = tmp_path / key
+        shutil.copytree(tmp_path / "base", d)
+        rehash_index(d, lambda m, key=key: m["state"].__setitem__(key, None))
+        try:
+            got = load_index(d).query(Q[:3], top_k=5)
+        except FileFormatError:
+            continue
+        np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]))
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_query_records_are_json_lines(model, split):
     X, Q, _ = split
     index = build_index(model, X[:100], ids=[f"d{i}" for i in range(100)])
