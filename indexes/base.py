@@ -362,7 +362,11 @@ class Index:
         scores : ndarray, shape (n_queries, top_k)
             Their bilinear scores.
         """
-        rows = self.rows_of(doc_ids)
+        return self.query_similar_rows(self.rows_of(doc_ids), top_k, n_jobs, **options)
+
+    def query_similar_rows(self, rows, top_k: int = 10, n_jobs: int | None = None, **options):
+        """:meth:`query_similar` for stored documents given by row number (from :meth:`rows_of`)."""
+        rows = np.asarray(rows, dtype=np.int64)
         k = check_top_k(top_k, self.n_documents)
         if k > self.n_documents - 1:
             raise InvalidInputError(f"top_k={k}: a stored document has only {self.n_documents - 1} other documents "

@@ -654,8 +654,9 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
     if query_ids is not None:
         names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
-        ids, scores = index.query_similar(names, top_k, **options)
-        labels = index.ids_[index.rows_of(names)]
+        rows = index.rows_of(names)
+        ids, scores = index.query_similar_rows(rows, top_k, **options)
+        labels = index.ids_[rows]
         return [{"query": labels[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
                                                        for i, s in zip(ids[r], scores[r])], "search": search}
                 for r in range(len(names))]

@@ -30,6 +30,18 @@ def _heavy_modules_after(code: str) -> list:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _cli_query(args: list) -> tuple[list, list]:
+    """Run ``sparsesim query ARGS --top-k 5 --json`` in a fresh interpreter; returns its JSON answers
+    and the heavy libraries it had imported at exit."""
+    argv = ["sparsesim", "query", *args, "--top-k", "5", "--json"]
+    code = (f"import sys\nfrom sparsesim.cli.app import main\nsys.argv = {argv!r}\n"
+            f"try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
+    out = subprocess.run([sys.executable, "-c", code + REPORT.format(heavy=HEAVY)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    return [json.loads(line) for line in lines[:-1]], json.loads(lines[-1])
+
+
 def test_cli_module_imports_no_heavy_library():
     assert _heavy_modules_after("import sparsesim.cli.app") == []
 
@@ -45,17 +57,10 @@ def test_index_query_from_the_cli_imports_no_heavy_library(tmp_path, kind, param
     index.save(tmp_path / "idx")
     dump_svmlight_file(data.X[:2], data.y[:2], str(tmp_path / "q.svm"), zero_based=False)  # read as one-based
     want = index.query(data.X[:2], top_k=5)[0]
-    code = (f"import sys\nfrom sparsesim.cli.app import main\n"
-            f"sys.argv = ['sparsesim', 'query', '--index', {str(tmp_path / 'idx')!r}, '--queries', "
-            f"{str(tmp_path / 'q.svm')!r}, '--top-k', '5', '--json']\n"
-            f"try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
-    out = subprocess.run([sys.executable, "-c", code + REPORT.format(heavy=HEAVY)], capture_output=True, text=True,
-                         check=True, timeout=300)
-    lines = out.stdout.strip().splitlines()
-    answers = [json.loads(line) for line in lines[:-1]]
+    answers, heavy = _cli_query(["--index", str(tmp_path / "idx"), "--queries", str(tmp_path / "q.svm")])
     assert [[r["id"] for r in a["results"]] for a in answers] == [list(map(int, ids)) for ids in want]
     # scikit-learn (and the joblib it imports) only for its svmlight parser of the query file
-    assert set(json.loads(lines[-1])) <= {"sklearn", "joblib"}
+    assert set(heavy) <= {"sklearn", "joblib"}
     assert np.isfinite([r["score"] for a in answers for r in a["results"]]).all()
 
 
@@ -66,15 +71,8 @@ def test_query_by_document_id_from_the_cli_imports_no_heavy_library(tmp_path):
     index = build_index(model, data.X, kind="ann", target_recall=None, n_postings=64, sparse_pool=30)
     index.save(tmp_path / "idx")
     want = index.query_similar([4, 9], top_k=5)[0]
-    code = (f"import sys\nfrom sparsesim.cli.app import main\n"
-            f"sys.argv = ['sparsesim', 'query', '--index', {str(tmp_path / 'idx')!r}, '--query-ids', '4,9', "
-            f"'--top-k', '5', '--json']\n"
-            f"try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n")
-    out = subprocess.run([sys.executable, "-c", code + REPORT.format(heavy=HEAVY)], capture_output=True, text=True,
-                         check=True, timeout=300)
-    lines = out.stdout.strip().splitlines()
-    answers = [json.loads(line) for line in lines[:-1]]
+    answers, heavy = _cli_query(["--index", str(tmp_path / "idx"), "--query-ids", "4,9"])
     assert [a["query"] for a in answers] == [4, 9]
     assert [[r["id"] for r in a["results"]] for a in answers] == [list(map(int, ids)) for ids in want]
     assert all(a["query"] not in [r["id"] for r in a["results"]] for a in answers)
-    assert json.loads(lines[-1]) == []
+    assert heavy == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
 
 __all__ = ["ModelVersion"]
@@ -67,6 +68,8 @@ class ModelVersion:
     def dense_query(self, q: sp.csr_matrix) -> np.ndarray:
         """``q M`` of one query row as a dense vector of ``n_features`` (what scores a corpus
         with one sparse matrix-vector product, ``X @ (q M)``)."""
+        if q.shape[0] != 1:  # one row: the dense result is n_features values, never queries x d
+            raise InvalidInputError(f"dense_query takes one query row, got {q.shape[0]}")
         base = self.base
         out = (q @ base.W).toarray().ravel()
         if base.identity:
