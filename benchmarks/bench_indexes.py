@@ -127,7 +127,7 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
     from sparsesim.indexes import build_index
     from sparsesim.indexes import _kernels as K
     from sparsesim.indexes.ann import impact_postings
-    from sparsesim.indexes.base import prepare_rows
+    from sparsesim.indexes.base import prepare_rows, query_scratch
     from sparsesim.indexes.calibration import recall_counting_ties
 
     k = 10
@@ -205,8 +205,8 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
 
         def sparse_cands(P, n_postings):
             o = np.empty((Q.shape[0], pool), dtype=np.int64)
-            K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, X.shape[0],
-                                n_postings, pool, o)
+            K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, n_postings, pool, o,
+                                *query_scratch.sparse(X.shape[0]))
             return o
 
         stages = {"expanded postings (default stage)": share(sparse_cands(ann.postings_, setting["n_postings"])),

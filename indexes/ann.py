@@ -37,13 +37,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from sparsesim.csr_rows import row_range, take_rows
+from sparsesim.csr_rows import row_arrays, row_range, take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays
 
 from . import small_batch
-from .base import Index, kernels, prepare_rows, threaded
+from .base import Index, kernels, prepare_rows, query_scratch, threaded
 from .calibration import calibrate, check_record, check_target_recall, remeasure
 from .expansion import (embed, expanded_postings, fit_projection, heaps_from_postings, impact_postings,  # noqa: F401
                         light_transpose, postings_from_heaps)
@@ -523,7 +523,8 @@ class AnnIndex(Index):
         parts = []
         if dense_pool > 0:
             parts.append(self._dense_candidates(Qp, dense_pool, nprobe, ef_search, n_jobs))
-        b = self.block_size
+        # at most block_size queries per block, and at least one block per thread
+        b = max(1, min(self.block_size, -(-nq // max(1, n_jobs))))
         blocks = [(lo, min(lo + b, nq)) for lo in range(0, nq, b)]
         guarded = any(g.pending for g in self._guards.values())
         # the first few queries of a process: numpy, the same answers without loading numba
@@ -532,14 +533,14 @@ class AnnIndex(Index):
             P = self._postings
 
             def sparse_block(lo, hi):
-                Qb = row_range(Qp, lo, hi)
+                q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
                 if guarded:  # memory-mapped: check the blocks of the list prefixes read below
-                    self._ensure_rows("postings", P.indptr, Qb.indices, n_postings)
+                    self._ensure_rows("postings", P.indptr, q_idx, n_postings)
                 if few:
-                    return small_batch.sparse_candidates(Qb, P, n, n_postings, sparse_pool)
+                    return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool)
                 out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
-                kernels().sparse_candidates(Qb.indptr, Qb.indices, Qb.data, P.indptr, P.indices, P.data, n,
-                                            n_postings, sparse_pool, out)
+                kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data,
+                                            n_postings, sparse_pool, out, *query_scratch.sparse(n))
                 return out
 
             parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
@@ -548,16 +549,18 @@ class AnnIndex(Index):
         W, X, Z = model.W, self._X, self._Z  # W itself: I + W is never formed at query time
 
         def rerank_block(lo, hi):
-            Qb = row_range(Qp, lo, hi)
             cb = np.ascontiguousarray(cands[lo:hi])
             if guarded:
-                self._check_rerank_rows(Qb, cb, k)
+                self._check_rerank_rows(row_range(Qp, lo, hi), cb, k)
             if few:
-                return small_batch.rerank(Qb, W, bool(model.identity), self._heavy_pos, Z, X, cb, k)
+                return small_batch.rerank(row_range(Qp, lo, hi), W, bool(model.identity), self._heavy_pos, Z, X, cb, k)
+            q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
-            kernels().rerank(Qb.indptr, Qb.indices, Qb.data, W.indptr, W.indices, W.data, bool(model.identity),
-                             self._heavy_pos, Z, X.indptr, X.indices, X.data, cb, self.n_features, k, docs, scores)
+            qm, stamp = query_scratch.rerank(n, self.n_features)
+            kernels().rerank(q_ptr, q_idx, q_val, W.indptr, W.indices, W.data, bool(model.identity),
+                             self._heavy_pos, Z, X.indptr, X.indices, X.data, cb, k, docs, scores, qm, stamp,
+                             query_scratch.generations(hi - lo))
             return docs, scores
 
         results = threaded(rerank_block, blocks, n_jobs)

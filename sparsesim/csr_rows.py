@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["row_range", "take_rows"]
+__all__ = ["row_arrays", "row_range", "take_rows"]
 
 
 def _csr(data, indices, indptr, shape) -> sp.csr_matrix:
@@ -29,6 +29,15 @@ def row_range(X: sp.csr_matrix, lo: int, hi: int) -> sp.csr_matrix:
     hi = max(lo, hi)
     a, b = X.indptr[lo], X.indptr[hi]
     return _csr(X.data[a:b], X.indices[a:b], X.indptr[lo:hi + 1] - a, (hi - lo, X.shape[1]))
+
+
+def row_arrays(X: sp.csr_matrix, lo: int, hi: int):
+    """(indptr, indices, data) of rows ``lo <= r < hi`` of CSR ``X`` (``0 <= lo <= hi <= n``), as
+    views: what a compiled kernel takes, without building a matrix object (scipy's constructor
+    costs ~25 us, a fifth of a single query's search)."""
+    a, b = X.indptr[lo], X.indptr[hi]
+    indptr = X.indptr[lo:hi + 1]
+    return (indptr - a if a else indptr), X.indices[a:b], X.data[a:b]
 
 
 def take_rows(X: sp.csr_matrix, rows) -> sp.csr_matrix:

@@ -78,3 +78,41 @@ def test_exact_index_numpy_path_equals_kernels(corpus, monkeypatch, strategy, id
         rows, scores = _answers(index, Q, True, monkeypatch, batch)
         np.testing.assert_array_equal(rows, want_rows)
         np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_pool_selection_keeps_the_best_with_ties_to_the_smaller_document():
+    """The kernels' top selection (a bounded heap) against a full sort by (-value, document)."""
+    from sparsesim.indexes._kernels import _top_of
+
+    rng = np.random.default_rng(11)
+    for trial in range(400):
+        n, k = int(rng.integers(1, 300)), int(rng.integers(1, 80))
+        vals = rng.integers(0, 4, n).astype(np.float64) if trial % 2 else rng.standard_normal(n)
+        docs = rng.permutation(5 * n)[:n].astype(np.int64)
+        want = np.lexsort((docs, -vals))[:k]
+        np.testing.assert_array_equal(_top_of(docs, vals, n, k), want)
+
+
+def test_reused_query_scratch_leaves_no_trace(corpus, monkeypatch):
+    """The kernels' per-thread scratch is reused across calls, indexes of other sizes and threads:
+    answers equal those of a fresh process-state, and the scratch is left clean."""
+    from sparsesim.indexes.base import query_scratch
+
+    monkeypatch.setattr(small_batch, "take", lambda n: False)
+    X, Q = corpus[:N], corpus[N:]
+    big = build_index(_model(True), X, kind="ann", target_recall=None)
+    small = build_index(_model(True), X[:400], kind="ann", target_recall=None)
+    want_big = big.query_rows(Q, 10)
+    want_small = small.query_rows(Q, 10)
+    for _ in range(2):  # alternate sizes, one query at a time and in blocks, 1 and 2 threads
+        for index, want in ((big, want_big), (small, want_small)):
+            singles = [index.query_rows(Q[i:i + 1], 10) for i in range(0, Q.shape[0], 7)]
+            np.testing.assert_array_equal(np.vstack([s[0] for s in singles]), want[0][::7])
+            for jobs in (1, 2):
+                rows, scores = index.query_rows(Q, 10, n_jobs=jobs)
+                np.testing.assert_array_equal(rows, want[0])
+                np.testing.assert_array_equal(scores, want[1])
+    acc, seen, _, _ = query_scratch.sparse(small.n_documents)
+    qm, stamp = query_scratch.rerank(small.n_documents, small.n_features)
+    assert not acc.any() and not seen.any() and not qm.any()
+    assert stamp.max() < query_scratch.generations(0)
