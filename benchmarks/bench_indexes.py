@@ -203,13 +203,15 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
         def share(cands):
             return float(np.mean([np.isin(t, c).mean() for t, c in zip(truth_rows, cands)]))
 
-        def sparse_cands(P, n_postings):
+        def sparse_cands(P, n_postings, weighted=True):
             o = np.empty((Q.shape[0], pool), dtype=np.int64)
-            K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, n_postings, pool, o,
-                                *query_scratch.sparse(X.shape[0]))
+            K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, n_postings, weighted, pool,
+                                o, *query_scratch.sparse(X.shape[0]))
             return o
 
         stages = {"expanded postings (default stage)": share(sparse_cands(ann.postings_, setting["n_postings"])),
+                  "expanded postings, the same reads from every list": share(
+                      sparse_cands(ann.postings_, setting["n_postings"], weighted=False)),
                   "raw-corpus postings (identity part only)": share(sparse_cands(impact_postings(X),
                                                                                  max(setting["n_postings"], 256)))}
         del ann, index

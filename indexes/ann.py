@@ -52,6 +52,7 @@ from .recall_check import check_setting
 __all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
 
 _FAISS_KINDS = ("ivf", "hnsw")
+_READ_ALLOCATIONS = ("weighted", "uniform")
 _QUERY_OPTIONS = ("n_postings", "sparse_pool", "dense_pool", "nprobe", "ef_search")
 # used when an index is not calibrated and the parameter was not given
 _FALLBACK = {"n_postings": 256, "sparse_pool": 100, "dense_pool": 100, "nprobe": 32}
@@ -83,8 +84,8 @@ class AnnIndex(Index):
     postings_memory : int, default 512 MiB
         Cap on the stored expanded postings (8 bytes per entry).
     n_postings : int, optional
-        Entries read per query feature at search time (<= L); calibrated when not given
-        (fallback 256). 0 disables the stage.
+        Entries read per query feature at search time, on average over the query's features
+        (see ``read_allocation``); calibrated when not given (fallback 256). 0 disables the stage.
     sparse_pool : int, optional
         Candidates kept from the expanded-postings stage; calibrated when not given (fallback 100).
     dim : int, default 0
@@ -114,6 +115,12 @@ class AnnIndex(Index):
     n_jobs : int, default 1
     random_state : int, default 0
         Seeds the calibration sample, the SVD sample, the randomized SVD and the IVF training.
+    read_allocation : {"weighted", "uniform"}, default "weighted"
+        How a query's ``n_postings`` x (its features) reads are shared among its features'
+        lists: ``"weighted"`` in proportion to |q_i| times the head (largest value) of list i,
+        each list at most its length; ``"uniform"``: ``n_postings`` from every list. At equal reads
+        weighted holds more of the exact top 10 in the pool (docs/retrieval.md); index files
+        written before this option search uniformly.
     refit_growth : float or None, default 2.0
         :meth:`add` re-learns everything (:meth:`refit`) once the corpus holds ``refit_growth``
         times the documents the index was learned from; ``None`` never refits on its own.
@@ -140,7 +147,7 @@ class AnnIndex(Index):
                  postings_memory=512 << 20, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,
                  nprobe=None, hnsw_m=32, ef_search=128, ef_construction=200, dense_pool=None, svd_sample=4000,
                  svd_iter=4, rerank_memory=None, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
-                 refit_growth=2.0):
+                 refit_growth=2.0, read_allocation="weighted"):
         super().__init__(model, n_jobs=n_jobs)
         if faiss_index not in _FAISS_KINDS:
             raise InvalidInputError(f"faiss_index must be one of {_FAISS_KINDS}, got {faiss_index!r}")
@@ -158,6 +165,9 @@ class AnnIndex(Index):
             raise InvalidInputError(f"nlist must be >= 1, got {nlist}")
         if (int(dim) == 0 or dense_pool == 0) and (n_postings == 0 or sparse_pool == 0):
             raise InvalidInputError("both candidate stages are disabled; enable the dense or the sparse stage")
+        if read_allocation not in _READ_ALLOCATIONS:
+            raise InvalidInputError(f"read_allocation must be one of {_READ_ALLOCATIONS}, got {read_allocation!r}")
+        self.read_allocation = read_allocation
         self.target_recall = check_target_recall(target_recall)
         self.calibration_size = int(calibration_size)
         self.postings_per_feature = None if postings_per_feature is None else int(postings_per_feature)
@@ -200,7 +210,7 @@ class AnnIndex(Index):
     _PARAMS = ("target_recall", "calibration_size", "postings_per_feature", "postings_memory", "n_postings",
                "sparse_pool", "dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search", "ef_construction",
                "dense_pool", "svd_sample", "svd_iter", "rerank_memory", "heavy_min_nnz", "block_size",
-               "random_state", "refit_growth")
+               "random_state", "refit_growth", "read_allocation")
 
     def params(self) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
@@ -531,16 +541,18 @@ class AnnIndex(Index):
         few = small_batch.take(nq)
         if sparse_pool > 0:
             P = self._postings
+            weighted = self.read_allocation == "weighted"
 
             def sparse_block(lo, hi):
                 q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
                 if guarded:  # memory-mapped: check the blocks of the list prefixes read below
-                    self._ensure_rows("postings", P.indptr, q_idx, n_postings)
+                    self._ensure_postings_read(q_ptr, q_idx, q_val, n_postings, weighted)
                 if few:
-                    return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool)
+                    return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool,
+                                                         weighted)
                 out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
-                kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data,
-                                            n_postings, sparse_pool, out, *query_scratch.sparse(n))
+                kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data, n_postings, weighted,
+                                            sparse_pool, out, *query_scratch.sparse(n))
                 return out
 
             parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
@@ -565,6 +577,19 @@ class AnnIndex(Index):
 
         results = threaded(rerank_block, blocks, n_jobs)
         return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
+
+    def _ensure_postings_read(self, q_ptr, q_idx, q_val, n_postings, weighted):
+        """Check the blocks of the posting-list prefixes the queries (q_ptr, q_idx, q_val) read."""
+        P = self._postings
+        if not weighted:
+            self._ensure_rows("postings", P.indptr, q_idx, n_postings)
+            return
+        self._ensure_rows("postings", P.indptr, q_idx, 1)  # the heads that share the reads out
+        Pv = sp.csr_matrix((P.data, P.indices, P.indptr), shape=P.shape, copy=False)
+        reads = np.concatenate([small_batch.read_limits(q_idx[q_ptr[r]:q_ptr[r + 1]].astype(np.int64),
+                                                        q_val[q_ptr[r]:q_ptr[r + 1]], Pv, n_postings, True)
+                                for r in range(q_ptr.size - 1)] or [np.zeros(0, np.int64)])
+        self._ensure_rows("postings", P.indptr, q_idx, reads)
 
     def _check_rerank_rows(self, Qb, cands, k):
         """Check the blocks re-ranking reads: the light rows of W of the query terms, and the
@@ -606,7 +631,7 @@ class AnnIndex(Index):
         cal = self.calibration_ or {}
         setting = self.search_setting()
         setting.update({k: int(v) for k, v in options.items() if v is not None})
-        return {"kind": self.kind, "setting": setting, "overridden": sorted(k for k, v in options.items() if v is not None),
+        return {"kind": self.kind, "setting": setting, "read_allocation": self.read_allocation, "overridden": sorted(k for k, v in options.items() if v is not None),
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),
@@ -635,6 +660,7 @@ class AnnIndex(Index):
         return {"nlist_": self.nlist_, "build_seconds": self.build_seconds_, "n_heavy_rows": int(self.heavy_rows_.size),
                 "n_fit_documents": int(self.n_fit_documents_), "postings": "expanded",
                 "postings_length": int(self.postings_length_), "postings_model": self.postings_model_,
+                "read_allocation": self.read_allocation,
                 "rerank_memory_": int(self.rerank_memory_),
                 "calibration": self.calibration_}
 
@@ -647,6 +673,8 @@ class AnnIndex(Index):
         if state.get("postings_length") is None:
             raise FileFormatError("the index manifest's state lacks postings_length; rebuild the index")
         self.postings_length_ = int(state["postings_length"])
+        # files written before reads were shared out by weight searched every list uniformly
+        self.read_allocation = state.get("read_allocation") or "uniform"
         self.rerank_memory_ = state.get("rerank_memory_")
         self.postings_model_ = state.get("postings_model")
         cal = state.get("calibration")

@@ -160,13 +160,16 @@ class BlockGuard:
         self._run(blocks[~self.done[blocks]])
 
     def ensure_rows(self, indptr: np.ndarray, rows, limit: int | None = None):
-        """Check the elements of CSR rows ``rows`` (at most ``limit`` from each row's start)."""
+        """Check the elements of CSR rows ``rows`` (at most ``limit`` from each row's start; one
+        limit for all rows or one per row)."""
         if not self.pending:
             return
         rows = np.asarray(rows, dtype=np.int64).ravel()
-        rows = rows[(rows >= 0) & (rows < indptr.shape[0] - 1)]
+        inside = (rows >= 0) & (rows < indptr.shape[0] - 1)
+        rows = rows[inside]
         starts = np.asarray(indptr[rows], dtype=np.int64)
         stops = np.asarray(indptr[rows + 1], dtype=np.int64)
         if limit is not None:
-            stops = np.minimum(stops, starts + int(limit))
+            limit = np.asarray(limit, dtype=np.int64)
+            stops = np.minimum(stops, starts + (limit if limit.ndim == 0 else limit.ravel()[inside]))
         self.ensure(starts, stops)

@@ -58,7 +58,25 @@ def _best(docs: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((docs, -vals))[:k]
 
 
-def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int) -> np.ndarray:
+def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool) -> np.ndarray:
+    """:func:`._kernels.read_limits` for one query (``terms``, values ``q``): postings read per term."""
+    starts = np.asarray(P.indptr[terms], dtype=np.int64)
+    lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
+    if not weighted:
+        return np.minimum(lengths, limit)
+    nonempty = lengths > 0
+    heads = np.zeros(terms.size)
+    heads[nonempty] = P.data[starts[nonempty]].astype(np.float64)
+    contrib = np.abs(np.asarray(q, dtype=np.float64)) * heads
+    total = float(np.cumsum(contrib)[-1]) if contrib.size else 0.0  # sequential, as the kernel adds
+    if not total > 0.0:
+        return np.zeros(terms.size, dtype=np.int64)
+    budget = np.float64(limit) * terms.size
+    share = np.ceil(budget * contrib / total)
+    return np.where(nonempty, np.minimum(share, lengths.astype(np.float64)), 0).astype(np.int64)
+
+
+def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool = True) -> np.ndarray:
     """:func:`._kernels.sparse_candidates` for CSR queries ``Q`` over impact-ordered postings ``P``.
 
     Returns an (n_queries, pool) int64 array of document numbers, best first, padded with -1.
@@ -66,10 +84,11 @@ def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int) -> np.ndarray:
     out = np.full((Q.shape[0], pool), -1, dtype=np.int64)
     for r in range(Q.shape[0]):
         terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+        q = Q.data[Q.indptr[r]:Q.indptr[r + 1]]
         starts = np.asarray(P.indptr[terms], dtype=np.int64)
-        lengths = np.minimum(np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts, limit)
+        lengths = read_limits(terms, q, P, limit, weighted)
         pos = _ranges(starts, lengths)
-        weights = np.repeat(Q.data[Q.indptr[r]:Q.indptr[r + 1]], lengths) * P.data[pos].astype(np.float64)
+        weights = np.repeat(q, lengths) * P.data[pos].astype(np.float64)
         touched, slot = np.unique(P.indices[pos], return_inverse=True)
         acc = np.bincount(slot, weights=weights, minlength=touched.size)
         best = _best(touched, acc, pool)

@@ -451,3 +451,53 @@ def test_build_and_query_never_form_i_plus_w(model, split, monkeypatch):
     _, truth, _ = brute_top(model, Q[:5], X, 5)
     np.testing.assert_allclose(exact, truth, rtol=0, atol=1e-10)
     assert np.all(scores <= truth + 1e-10)
+
+
+# --------------------------------------------------------------------------- reads shared by weight
+@pytest.fixture(scope="module")
+def learned_case():
+    from sparsesim.data.synthetic import rcv1_like
+    from sparsesim.learners.bilinear import OASIS
+
+    data = rcv1_like(3000, seed=3)
+    model = OASIS(n_triplets=1500, random_state=0).fit(data.X[:1500], data.y[:1500]).model_
+    return model, data.X
+
+
+def test_reads_shared_by_weight_find_more_neighbours_than_uniform_reads(learned_case):
+    """At the same total reads per query, reading deeper into the lists whose head contribution
+    |q_i| P[i, 0] is largest holds more of the exact top 10 (the default's reason)."""
+    from sparsesim.indexes.calibration import measure_recall
+
+    model, X = learned_case
+    rows = np.arange(0, X.shape[0], 15)
+    settings = [{"n_postings": r, "sparse_pool": 20} for r in (8, 16, 32)]
+    got = {}
+    for alloc in ("uniform", "weighted"):
+        index = build_index(model, X, kind="ann", target_recall=None, read_allocation=alloc)
+        got[alloc] = np.array([float(r.mean()) for r, _ in measure_recall(index, rows, 10, settings)])
+    assert (got["weighted"] >= got["uniform"]).all() and got["weighted"].mean() > got["uniform"].mean() + 0.01
+
+
+def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, tmp_path):
+    """A file without the read_allocation state key (written before it existed) answers as it did."""
+    from indextools import rehash_index
+
+    model, X = learned_case
+    uniform = build_index(model, X, kind="ann", target_recall=None, read_allocation="uniform", n_postings=16,
+                          sparse_pool=20)
+    weighted = build_index(model, X, kind="ann", target_recall=None, n_postings=16, sparse_pool=20)
+    weighted.save(tmp_path / "idx")
+
+    def as_older(manifest):
+        del manifest["state"]["read_allocation"]
+        del manifest["params"]["read_allocation"]
+
+    rehash_index(tmp_path / "idx", as_older)
+    old = load_index(tmp_path / "idx")
+    assert old.read_allocation == "uniform" and old.search_metadata()["read_allocation"] == "uniform"
+    Q = X[::40]
+    np.testing.assert_array_equal(old.query_rows(Q, 10)[1], uniform.query_rows(Q, 10)[1])
+    assert not np.array_equal(weighted.query_rows(Q, 10)[0], uniform.query_rows(Q, 10)[0])
+    with pytest.raises(InvalidInputError, match="read_allocation"):
+        build_index(model, X[:50], kind="ann", read_allocation="by-magic")

@@ -175,7 +175,7 @@ def test_fresh_recall_probe_refuses_a_stage_below_its_record(built):
     for key in ("sample_seed", "random_state", "hits"):
         record.pop(key, None)
     check_candidate_stage(index, np.random.default_rng(0))  # the genuine setting passes
-    record["setting"] = {"n_postings": 1, "sparse_pool": 10}
+    record["setting"] = {"n_postings": 1, "sparse_pool": 2}
     rows = np.arange(1, 1200, 7)
     (low, _), = measure_recall(index, rows, 10, [index.search_setting()])
     assert low.mean() < recall_threshold(record["recall"], record["n_queries"], record["n_settings"], 64) - 0.1
