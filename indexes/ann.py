@@ -539,34 +539,32 @@ class AnnIndex(Index):
         guarded = any(g.pending for g in self._guards.values())
         # the first few queries of a process: numpy, the same answers without loading numba
         few = small_batch.take(nq)
-        if sparse_pool > 0:
-            P = self._postings
-            weighted = self.read_allocation == "weighted"
-
-            def sparse_block(lo, hi):
-                q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
-                if guarded:  # memory-mapped: check the blocks of the list prefixes read below
-                    self._ensure_postings_read(q_ptr, q_idx, q_val, n_postings, weighted)
-                if few:
-                    return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool,
-                                                         weighted)
-                out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
-                kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data, n_postings, weighted,
-                                            sparse_pool, out, *query_scratch.sparse(n))
-                return out
-
-            parts.append(np.vstack(threaded(sparse_block, blocks, n_jobs)))
-        cands = np.hstack(parts) if parts else np.full((nq, 0), -1, dtype=np.int64)
+        P = self._postings
+        weighted = self.read_allocation == "weighted"
+        dense_cands = parts[0] if parts else None  # FAISS answers the whole batch at once
         model = self._model
         W, X, Z = model.W, self._X, self._Z  # W itself: I + W is never formed at query time
 
-        def rerank_block(lo, hi):
-            cb = np.ascontiguousarray(cands[lo:hi])
+        def sparse_block(lo, hi, q_ptr, q_idx, q_val):
+            if guarded:  # memory-mapped: check the blocks of the list prefixes read below
+                self._ensure_postings_read(q_ptr, q_idx, q_val, n_postings, weighted)
+            if few:
+                return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool, weighted)
+            out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
+            kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data, n_postings, weighted,
+                                        sparse_pool, out, *query_scratch.sparse(n))
+            return out
+
+        def block(lo, hi):  # one task per block: its candidates, then their exact re-ranking
+            q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
+            pieces = [] if dense_cands is None else [dense_cands[lo:hi]]
+            if sparse_pool > 0:
+                pieces.append(sparse_block(lo, hi, q_ptr, q_idx, q_val))
+            cb = np.ascontiguousarray(np.hstack(pieces)) if pieces else np.full((hi - lo, 0), -1, dtype=np.int64)
             if guarded:
                 self._check_rerank_rows(row_range(Qp, lo, hi), cb, k)
             if few:
                 return small_batch.rerank(row_range(Qp, lo, hi), W, bool(model.identity), self._heavy_pos, Z, X, cb, k)
-            q_ptr, q_idx, q_val = row_arrays(Qp, lo, hi)
             docs = np.full((hi - lo, k), -1, dtype=np.int64)
             scores = np.full((hi - lo, k), -np.inf)
             qm, stamp = query_scratch.rerank(n, self.n_features)
@@ -575,7 +573,7 @@ class AnnIndex(Index):
                              query_scratch.generations(hi - lo))
             return docs, scores
 
-        results = threaded(rerank_block, blocks, n_jobs)
+        results = threaded(block, blocks, n_jobs)
         return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
 
     def _ensure_postings_read(self, q_ptr, q_idx, q_val, n_postings, weighted):
