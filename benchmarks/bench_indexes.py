@@ -50,7 +50,7 @@ import time
 
 import numpy as np
 
-from sparsesim.memory import peak_resident_bytes, reset_peak_resident
+from sparsesim.memory import peak_resident_bytes, reset_peak_resident, resident_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -150,13 +150,14 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
     try:
         for kind in ("exact", "ann"):
             reset_peak_resident()
+            before = resident_bytes() / 2**30  # the interpreter, libraries, corpus and model
             start = time.perf_counter()
             index = build_index(model, X, kind=kind, n_jobs=args.build_jobs)
             build_seconds = time.perf_counter() - start
             build_peak = peak_gib()
             index.save(tmp / kind)
             row = {"index": kind, "build_seconds": build_seconds, "build_peak_gib": build_peak,
-                   "disk_gib": disk_gib(tmp / kind)}
+                   "rss_before_build_gib": before, "disk_gib": disk_gib(tmp / kind)}
             for jobs in (1, 2):
                 (rows, scores), sec = timed(lambda: index.query_rows(Q, k + 1, n_jobs=jobs))
                 row[f"qps_{jobs}"] = Q.shape[0] / sec
