@@ -8,8 +8,9 @@ features on news20 for an OASIS model from 2*10^4 triplets), but the raw query q
 1. **Expanded-postings stage** (the candidate stage that finds the learned neighbours): for every
    feature i, the ``postings_per_feature`` documents with the largest positive Y[x, i], stored
    impact-ordered (largest first, float32) -- static pruning of the posting lists of the
-   expanded corpus. A query reads the first ``n_postings`` entries of the list of each of its own
-   features, accumulates q_i Y[x, i] (a partial, exact-valued score) and keeps the
+   expanded corpus. A query reads ``n_postings`` x (its features) list entries in all, shared
+   among the lists of its own features by |q_i| times the head of each list
+   (``read_allocation``), accumulates q_i Y[x, i] (a partial, exact-valued score) and keeps the
    ``sparse_pool`` best documents. It covers the identity part of M (shared terms) and the
    learned W part at once. Measured on full news20 (OASIS): this stage alone holds >= 0.99 of
    the exact top-10 in a pool of 50; the sparse stage over the raw corpus X found 0.62 and the
