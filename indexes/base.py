@@ -125,10 +125,10 @@ def kernels():
 class QueryScratch(threading.local):
     """Scratch arrays of the ann query kernels, one set per thread, reused from call to call.
 
-    The candidate stage needs four n_documents-long arrays and re-ranking two more (33 bytes per
+    The candidate stage needs three n_documents-long arrays and re-ranking two more (32 bytes per
     document in all); allocating and first-touching them on every call cost more than the
     search itself for a single query at 10^6 documents. The kernels leave the arrays as they
-    found them (accumulators zero, flags False); ``stamp`` is never cleared: each query marks
+    found them (accumulators NaN, re-ranking's buffer zero); ``stamp`` is never cleared: each query marks
     its candidates with a fresh generation number (:meth:`generations`). A thread keeps the
     arrays of the last index size it queried (the same memory a call allocated before).
     """
@@ -137,13 +137,12 @@ class QueryScratch(threading.local):
         self.n_documents = self.n_features = -1
 
     def sparse(self, n_documents: int):
-        """(acc, seen, touched, vals) for an index of ``n_documents``."""
+        """(acc, touched, vals) for an index of ``n_documents`` (``acc`` all NaN: untouched)."""
         if getattr(self, "acc", None) is None or self.acc.size != n_documents:
-            self.acc = np.zeros(n_documents, np.float64)
-            self.seen = np.zeros(n_documents, np.bool_)
+            self.acc = np.full(n_documents, np.nan)
             self.touched = np.empty(n_documents, np.int64)
             self.vals = np.empty(n_documents, np.float64)
-        return self.acc, self.seen, self.touched, self.vals
+        return self.acc, self.touched, self.vals
 
     def rerank(self, n_documents: int, n_features: int):
         """(qm, stamp) for an index of ``n_documents`` documents and ``n_features`` features."""

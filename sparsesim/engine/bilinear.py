@@ -34,7 +34,7 @@ import numpy as np
 from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
 from .store import WritableOnUnpickle
-from .prefetch import prefetch
+from sparsesim.prefetch import prefetch
 from .primitives import sq_norms
 from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
                        needs_room, planned_slots, probe, record_dtype, remove_at)

@@ -61,7 +61,7 @@ from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_
 from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .store import WritableOnUnpickle
-from .prefetch import prefetch
+from sparsesim.prefetch import prefetch
 from .primitives import (QUERY_ACTIVE, QUERY_ALL, QUERY_POLICIES, QUERY_RANDOM, decide_query, prefetch_cached_slot,
                          sq_norms)
 

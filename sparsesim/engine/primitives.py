@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numba
 
-from .prefetch import prefetch
+from sparsesim.prefetch import prefetch
 
 QUERY_ALL = 0
 QUERY_ACTIVE = 1

@@ -1,8 +1,8 @@
 """A software prefetch usable inside ``numba.njit`` code.
 
-The hash-table update is bound by the latency of random memory accesses (NOTES.md: ~35-40 ns
-each). Issuing the loads of the next few entries' home slots before they are needed overlaps
-those latencies; LLVM's ``llvm.prefetch`` intrinsic is a hint with no semantic effect, so the
+The learners' store updates and the ann index's candidate stage are bound by the latency of
+random memory accesses (NOTES.md: ~35-40 ns each). Issuing the loads of the next few entries
+before they are needed overlaps those latencies; LLVM's ``llvm.prefetch`` intrinsic is a hint with no semantic effect, so the
 results are bit-identical with or without it.
 """
 
