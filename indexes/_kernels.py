@@ -85,6 +85,14 @@ def _ranks_below(va, da, vb, db):
     return va < vb or (va == vb and da > db)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _heap_set(hv, hd, hi, pos, v, d, t):
+    """Heap slot ``pos`` holds value ``v`` of document ``d``, the ``t``-th input."""
+    hv[pos] = v
+    hd[pos] = d
+    hi[pos] = t
+
+
 @numba.njit(cache=True, nogil=True)
 def _top_of(cands, vals, n, k):
     """Indices into cands[:n] of the (up to) k largest vals, best first (ties: smaller doc first).
@@ -107,13 +115,9 @@ def _top_of(cands, vals, n, k):
             parent = (pos - 1) >> 1
             if not _ranks_below(v, d, hv[parent], hd[parent]):
                 break
-            hv[pos] = hv[parent]
-            hd[pos] = hd[parent]
-            hi[pos] = hi[parent]
+            _heap_set(hv, hd, hi, pos, hv[parent], hd[parent], hi[parent])
             pos = parent
-        hv[pos] = v
-        hd[pos] = d
-        hi[pos] = t
+        _heap_set(hv, hd, hi, pos, v, d, t)
     for t in range(size, n):
         v = vals[t]
         if v < hv[0]:
@@ -130,13 +134,9 @@ def _top_of(cands, vals, n, k):
                 c += 1
             if not _ranks_below(hv[c], hd[c], v, d):
                 break
-            hv[pos] = hv[c]
-            hd[pos] = hd[c]
-            hi[pos] = hi[c]
+            _heap_set(hv, hd, hi, pos, hv[c], hd[c], hi[c])
             pos = c
-        hv[pos] = v
-        hd[pos] = d
-        hi[pos] = t
+        _heap_set(hv, hd, hi, pos, v, d, t)
     # best first: sort by (-value, doc): stable sort by doc, then stable sort by -value
     order = np.argsort(hd, kind="mergesort")
     order = order[np.argsort(-hv[order], kind="mergesort")]

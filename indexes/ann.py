@@ -584,9 +584,8 @@ class AnnIndex(Index):
             self._ensure_rows("postings", P.indptr, q_idx, n_postings)
             return
         self._ensure_rows("postings", P.indptr, q_idx, 1)  # the heads that share the reads out
-        Pv = sp.csr_matrix((P.data, P.indices, P.indptr), shape=P.shape, copy=False)
         reads = np.concatenate([small_batch.read_limits(q_idx[q_ptr[r]:q_ptr[r + 1]].astype(np.int64),
-                                                        q_val[q_ptr[r]:q_ptr[r + 1]], Pv, n_postings, True)
+                                                        q_val[q_ptr[r]:q_ptr[r + 1]], P, n_postings, True)
                                 for r in range(q_ptr.size - 1)] or [np.zeros(0, np.int64)])
         self._ensure_rows("postings", P.indptr, q_idx, reads)
 
