@@ -267,20 +267,11 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_p
     h_val = np.empty(max_q, np.float64)
     for r in range(q_ptr.size - 1):
         nh = 0
-        light = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
-            i = q_idx[p]
-            a = q_val[p]
-            if heavy_pos[i] >= 0:
-                h_pos[nh] = heavy_pos[i]
-                h_val[nh] = a
+            if heavy_pos[q_idx[p]] >= 0:
+                h_pos[nh] = heavy_pos[q_idx[p]]
+                h_val[nh] = q_val[p]
                 nh += 1
-                continue
-            light += m_ptr[i + 1] - m_ptr[i]
-            for t in range(m_ptr[i], m_ptr[i + 1]):
-                qm[m_idx[t]] += a * m_val[t]
-            if identity:
-                qm[i] += a
         m = 0
         for t in range(width):
             c = cands[r, t]
@@ -296,6 +287,27 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_p
                 docs[m] = filler
                 m += 1
             filler += 1
+        # the candidates' rows of X and of Z are in memory, not in cache: ask for them now, so
+        # that their loads overlap the scatter below instead of stalling the scoring loop
+        for t in range(m):
+            c = docs[t]
+            for p in range(x_ptr[c], x_ptr[c + 1], 8):
+                prefetch(x_idx, p)
+                prefetch(x_val, p)
+            zc = Z[c]
+            for u in range(nh):
+                prefetch(zc, h_pos[u])
+        light = 0
+        for p in range(q_ptr[r], q_ptr[r + 1]):
+            i = q_idx[p]
+            if heavy_pos[i] >= 0:
+                continue
+            a = q_val[p]
+            light += m_ptr[i + 1] - m_ptr[i]
+            for t in range(m_ptr[i], m_ptr[i + 1]):
+                qm[m_idx[t]] += a * m_val[t]
+            if identity:
+                qm[i] += a
         for t in range(m):
             c = docs[t]
             s = 0.0

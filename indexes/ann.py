@@ -513,7 +513,7 @@ class AnnIndex(Index):
             self.faiss_.add(embed(Xp, self.B_, jobs))
 
     # -- query ------------------------------------------------------------------------------
-    def _query_rows(self, Qp, k, n_jobs, **options):
+    def _query_rows(self, Qp, k, n_jobs, /, **options):
         unknown = set(options) - set(_QUERY_OPTIONS)
         if unknown:
             raise InvalidInputError(f"unknown option(s) for an ANN index: {', '.join(sorted(unknown))}; "

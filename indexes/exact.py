@@ -136,7 +136,7 @@ class ExactIndex(Index):
             self.postings_ = sp.hstack([self.postings_, new], format="csr")
 
     # -- query ------------------------------------------------------------------------------
-    def _query_rows(self, Qp, k, n_jobs, **options):
+    def _query_rows(self, Qp, k, n_jobs, /, **options):
         if options:
             raise InvalidInputError(f"unknown option(s) for an exact index: {', '.join(sorted(options))}")
         if small_batch.take(Qp.shape[0]):  # the first few queries of a process: numpy, no numba

@@ -118,6 +118,9 @@ def test_ann_each_stage_alone_and_pool_growth(model, split):
     assert recall(full, top) >= 0.99
     with pytest.raises(InvalidInputError, match="unknown option"):
         dense.query(Q, 10, nprob=3)
+    for index in (dense, build_index(model, X, kind="exact")):  # the option named like an argument
+        with pytest.raises(InvalidInputError, match="unknown option.*: k"):
+            index.query(Q, k=10)
     with pytest.raises(InvalidInputError, match="both candidate stages"):
         AnnIndex(model, dim=0, n_postings=0)
 
