@@ -499,7 +499,8 @@ def index_build(
     shards: Optional[int] = typer.Option(None, "--shards", help="Split the corpus into N shards (row blocks); with "
                                          "--scheduler each shard is built and kept on a Dask worker."),
     scheduler: Optional[str] = scheduler_option(),
-    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Threads for building the index (one machine)."),
+    n_jobs: int = typer.Option(-1, "--n-jobs", "-j", help="Threads for building the index (one machine; "
+                                "default -1: every core; the index is the same whatever the count)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.

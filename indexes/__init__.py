@@ -104,7 +104,7 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     return index
 
 
-def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibration_queries=None,
+def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calibration_queries=None,
                 **params) -> Index:
     """Build an index of corpus ``X`` under the similarity ``model``.
 
@@ -118,8 +118,10 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = 1, calibr
         Exact bilinear top-k, or sparse + FAISS candidates re-ranked with the exact score.
     ids : sequence of int or str, optional
         One unique user id per document (default: row numbers).
-    n_jobs : int, default 1
-        Threads for building and (by default) for queries.
+    n_jobs : int, default -1
+        Threads for building and (by default) for queries; -1: every core this process may use.
+        The index is the same whatever the count (products are split by document, heaps by
+        feature); the ann build of 10^6 documents took 738 s on one thread and 380 s on two.
     calibration_queries : sparse matrix, optional
         ANN only: queries the search setting is calibrated on for ``target_recall`` (default:
         held-out corpus documents; see :mod:`sparsesim.indexes.calibration`).

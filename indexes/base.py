@@ -105,8 +105,9 @@ def resolve_jobs(n_jobs) -> int:
     if n_jobs is None:
         return 1
     n_jobs = int(n_jobs)
-    if n_jobs < 0:
-        n_jobs = max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    if n_jobs < 0:  # counted from the cores this process may run on, as check_n_jobs does
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n_jobs = max(1, cores + 1 + n_jobs)
     return max(1, n_jobs)
 
 

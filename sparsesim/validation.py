@@ -682,7 +682,8 @@ def check_n_jobs(value, name: str = "n_jobs") -> int:
     of this machine (``$SPARSESIM_MAX_JOBS`` raises the ceiling). Returns the resolved count."""
     import os
 
-    cores = os.cpu_count() or 1
+    # the cores this process may run on (a container or taskset can allow fewer than the machine has)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limit = _env_int("SPARSESIM_MAX_JOBS", cores)
     value = check_int(value, name)
     if value == 0:

@@ -459,7 +459,7 @@ def _load_part(path: str, model_path: str, data_options: dict | None = None):
 
 def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
                            data_options: dict | None = None, target_recall=None, calibration_queries=None,
-                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = 1) -> dict:
+                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1) -> dict:
     """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
 
     A text corpus is featurised with the model's text featuriser; the start of each document's
@@ -515,7 +515,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 
 
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
-                       calibration_queries, n_jobs: int = 1) -> dict:
+                       calibration_queries, n_jobs: int = -1) -> dict:
     check_index_target(out)  # refuse an unusable or existing target before the work
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)

@@ -379,6 +379,13 @@ def test_cikm15_factors_run_passive_learners_at_multiples_of_their_auto_values()
         want = run_one(r["algorithm"], given, X[tr], y[tr], X[te], y[te], sors_triplets(y[tr], 300, seed=r["fold"]),
                        r["fold"])
         assert r["ap@10"] == want["ap@10"]
+    # cws given eta: its runs keep that value (and its own gamma) while cws-d's eta is scaled
+    mixed = run_experiment("cikm15", ExperimentConfig(
+        dataset="segment", algorithms=["cws", "cws-d"], seeds=[0], triplets=300, params={"cws": {"eta": 0.7}},
+        options={"n_instances": 100, "folds": 2, "factors": {"eta": [2.0]}}))
+    assert list(mixed["table"]) == ["cws", "cws-d etax2"]
+    cws_params = {r["params"] for r in mixed["results"] if r["algorithm"] == "cws"}
+    assert len(cws_params) == 2 and all("eta=0.7" in p and "gamma=" in p for p in cws_params)
     with pytest.raises(InvalidInputError, match="passive learners"):
         run_experiment("cikm15", ExperimentConfig(dataset="segment", algorithms=["paas"],
                                                   options={"factors": {"C": [1.0]}}))
@@ -396,6 +403,10 @@ def test_cikm15_refuses_a_bad_factors_grid_before_loading_data():
         with pytest.raises(InvalidInputError, match=message):
             run_experiment("cikm15", ExperimentConfig(dataset="no-such-data", algorithms=algorithms,
                                                       options={"factors": factors}))
+    # an explicit parameter always wins: a grid over it alone is refused, not applied over it
+    with pytest.raises(InvalidInputError, match="'auto' value of C"):
+        run_experiment("cikm15", ExperimentConfig(dataset="no-such-data", algorithms=["oasis"],
+                                                  params={"oasis": {"C": 0.5}}, options={"factors": {"C": [2.0]}}))
 
 
 def test_cikm15_search_averages_over_tuning_folds():

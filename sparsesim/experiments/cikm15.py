@@ -289,12 +289,18 @@ def _options(opts, config, data):
     return opts
 
 
-def _check_factors(factors, algorithms):
+def _factor_names(config, name) -> set[str]:
+    """The parameters of learner ``name`` a ``factors`` grid may scale: its family's searched ones
+    that ``--param`` does not set (an explicit value always wins)."""
+    return set(SEARCH_PARAMS[FAMILY[name]]) - set(config.params_for(name))
+
+
+def _check_factors(factors, algorithms, config):
     """Refuse a ``factors`` grid that is malformed, names no learner's "auto" value or meets an active learner."""
     if factors and any(a not in PASSIVE for a in algorithms):
         raise InvalidInputError(f"option 'factors' runs the passive learners ({', '.join(PASSIVE)}); "
                                 f"leave out {', '.join(a for a in algorithms if a not in PASSIVE)}")
-    check_factors(factors, {a: set(SEARCH_PARAMS[FAMILY[a]]) for a in algorithms})
+    check_factors(factors, {a: _factor_names(config, a) for a in algorithms})
 
 
 def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
@@ -328,7 +334,7 @@ def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
     active = [a for a in algorithms if a in ACTIVE]
     if opts["factors"]:
         results = run([j for a in passive for j in _factor_jobs(a, params_of(a), opts["factors"], jobs, X, folds,
-                                                                 opts["n_triplets"])])
+                                                                 opts["n_triplets"], _factor_names(config, a))])
         for r in results:
             r["params"] = describe_params(r.pop("resolved"))
         return results
@@ -354,16 +360,18 @@ def _seed_runs(config, data, algorithms, opts, seed, searches) -> list[dict]:
     return results
 
 
-def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets):
-    """The runs of passive learner ``name`` at every point of ``factors`` (multiples of its "auto" values)."""
+def _factor_jobs(name, base, factors, jobs, X, folds, n_triplets, scalable):
+    """The runs of passive learner ``name`` at every point of ``factors`` (multiples of its "auto"
+    values; only the parameters in ``scalable``: one given explicitly keeps its value)."""
     out = []
     rule = AUTO_RULE_OF[FAMILY[name]]
     for f, (tr, _) in enumerate(folds):
-        auto = resolved_auto(rule, {}, X[tr], n_triplets)
+        auto = {k: v for k, v in resolved_auto(rule, {}, X[tr], n_triplets).items() if k in scalable}
         for point in factor_points(factors, auto):
             params = {**base, **scale_auto(auto, point)}
             job = jobs(name, {"role": "passive", "delta": None, "factors": point}, params, [f])[0]
-            job["extra"]["resolved"] = {k: v for k, v in params.items() if k in auto}
+            # the values the run used: its auto ones (scaled or not) and the ones given explicitly
+            job["extra"]["resolved"] = {**auto, **{k: v for k, v in params.items() if k in SEARCH_PARAMS[FAMILY[name]]}}
             out.append(job)
     return out
 
@@ -391,7 +399,7 @@ def run(config) -> dict:
     dataset = str(config.dataset)
     algorithms = _check_algorithms(config)
     opts = protocol_options(PROTOCOL, dict(config.options or {}), DEFAULT_OPTIONS)
-    _check_factors(opts["factors"], algorithms)
+    _check_factors(opts["factors"], algorithms, config)
     data = load_cikm15_data(dataset, opts["scale"])
     opts = _options(opts, config, data)
     searches: dict = {}
