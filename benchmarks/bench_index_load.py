@@ -20,8 +20,10 @@ cache is warm after the first run, the caches are not dropped):
   a load did before per-block checksums) and the same query;
 * ``cli``: ``sparsesim query --index DIR --queries q.svm --top-k 10 --json``, the whole command
   (interpreter start, imports, load, query, output);
+* ``cli-npz``: the same with the query in a ``scipy.sparse.save_npz`` file (read by scipy, which
+  the index needs anyway; scikit-learn, whose svmlight parser imports all of it, is not loaded);
 * ``cli-query-ids``: the same with the stored first document as the query (``--query-ids ID``:
-  no query file to parse, so no svmlight parser is imported).
+  no query file to parse).
 
 ``--index DIR`` measures an existing index instead (e.g. a news20 index from ``sparsesim index
 build``); the query is then its first stored document.
@@ -158,18 +160,20 @@ def build(root: pathlib.Path, corpus: str, algorithm: str, triplets: int) -> pat
     return out
 
 
-def query_file(root: pathlib.Path, index_dir: pathlib.Path) -> pathlib.Path:
-    """An svmlight file holding the index's first document (the CLI's query)."""
+def query_files(root: pathlib.Path, index_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """An svmlight and an npz file holding the index's first document (the CLI's query)."""
+    import scipy.sparse as sp
     from sklearn.datasets import dump_svmlight_file
 
     from sparsesim.indexes import load_index
 
-    path = root / "q.svm"
-    if not path.is_file():
+    svm, npz = root / "q.svm", root / "q.npz"
+    if not (svm.is_file() and npz.is_file()):
         index = load_index(index_dir, mmap=True)
-        dump_svmlight_file(index.X_[:1], [0], str(path),
+        dump_svmlight_file(index.X_[:1], [0], str(svm),
                            zero_based=index.reader_model().metadata.get("zero_based", True))
-    return path
+        sp.save_npz(npz, sp.csr_matrix(index.X_[:1]))
+    return svm, npz
 
 
 def load_index_ids(index_dir: pathlib.Path):
@@ -202,10 +206,11 @@ def main():
                         "phases_median": phases, "blocks_checked": runs[0]["blocks_checked"],
                         "blocks_deferred": runs[0]["blocks_deferred"], "numba_loaded": runs[0]["numba_loaded"]})
         print(json.dumps(results[-1]), flush=True)
-    queries = query_file(root, index)
+    svm, npz = query_files(root, index)
     cli = pathlib.Path(sys.executable).with_name("sparsesim")
     first_id = str(load_index_ids(index)[0])
-    for mode, source in (("cli", ["--queries", str(queries)]), ("cli-query-ids", ["--query-ids", first_id])):
+    for mode, source in (("cli", ["--queries", str(svm)]), ("cli-npz", ["--queries", str(npz)]),
+                         ("cli-query-ids", ["--query-ids", first_id])):
         walls, cpus, _ = measure([str(cli), "query", "--index", str(index), *source, "--top-k", "10", "--json"],
                                  args.repeats)
         results.append({"mode": mode, "index": str(index), "index_gib": round(size / 2**30, 3),

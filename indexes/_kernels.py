@@ -218,11 +218,12 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
                     prefetch(acc, p_idx[t + ahead])
                 doc = p_idx[t]
                 v = acc[doc]
-                if v != v:  # first posting of this document for this query
-                    touched[m] = doc
-                    m += 1
-                    v = 0.0
-                acc[doc] = v + a * p_val[t]
+                # first posting of this document for this query: listed in touched. Without a
+                # branch: new and seen documents alternate at random, a mispredicted branch each
+                new = v != v
+                touched[m] = doc
+                m += 1 if new else 0
+                acc[doc] = (0.0 if new else v) + a * p_val[t]
         for t in range(m):  # one pass: read each sum and restore the sentinel
             if t + ahead < m:
                 prefetch(acc, touched[t + ahead])
