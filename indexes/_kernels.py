@@ -192,7 +192,8 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
     ``pool`` best documents to ``out[r]`` (padded with -1).
 
     ``acc`` (float64, all NaN: "not touched yet", so one random access per posting instead of a
-    flag and a sum), ``touched`` (int64) and ``vals`` (float64) are n_documents-long scratch
+    flag and a sum), ``touched`` (int64, n_documents + 1: every posting's document is written at
+    the end of the list, kept only when new) and ``vals`` (float64, n_documents) are scratch
     owned by the caller (:class:`QueryScratch`); ``acc`` is left all NaN. At 10^6 documents,
     allocating and first-touching that scratch on every call cost more than a single query's
     search. A sum of finite products is never NaN (an overflow to inf and back to NaN would

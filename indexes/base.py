@@ -138,10 +138,13 @@ class QueryScratch(threading.local):
         self.n_documents = self.n_features = -1
 
     def sparse(self, n_documents: int):
-        """(acc, touched, vals) for an index of ``n_documents`` (``acc`` all NaN: untouched)."""
+        """(acc, touched, vals) for an index of ``n_documents`` (``acc`` all NaN: untouched).
+        ``touched`` has one slot more than there are documents: the kernel writes every posting's
+        document at the end of the list before deciding whether to keep it (no branch), so once
+        all documents are listed the next write lands one past them."""
         if getattr(self, "acc", None) is None or self.acc.size != n_documents:
             self.acc = np.full(n_documents, np.nan)
-            self.touched = np.empty(n_documents, np.int64)
+            self.touched = np.empty(n_documents + 1, np.int64)
             self.vals = np.empty(n_documents, np.float64)
         return self.acc, self.touched, self.vals
 

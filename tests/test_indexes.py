@@ -125,6 +125,34 @@ def test_ann_each_stage_alone_and_pool_growth(model, split):
         AnnIndex(model, dim=0, n_postings=0)
 
 
+BOUNDS_CHECKED_QUERY = r"""
+import numpy as np, scipy.sparse as sp
+from sparsesim.indexes import build_index
+from sparsesim.models import BilinearSimilarity
+rng = np.random.default_rng(0)
+X = sp.random(12, 6, density=0.9, format="csr", random_state=0, data_rvs=lambda k: rng.uniform(0.1, 1, k))
+model = BilinearSimilarity(sp.csr_matrix((6, 6)), identity=True)
+index = build_index(model, X, kind="ann", dim=0, target_recall=None, n_jobs=1)
+# every list holds every document: the query lists all 12 and keeps reading postings after that
+ids, scores = index.query(X[np.arange(40) % 12], top_k=3, n_postings=10**6, sparse_pool=12)
+print(len(ids))
+"""
+
+
+def test_candidate_scratch_holds_every_document_plus_one(tmp_path):
+    """The candidate kernel writes each posting's document one past the listed ones (no branch):
+    with numba's bounds checks on, a query that lists every document and reads on stays in bounds."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    done = subprocess.run([sys.executable, "-c", BOUNDS_CHECKED_QUERY], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "40"
+
+
 def test_impact_postings_sorted(split):
     X = split[0]
     P = impact_postings(X)
