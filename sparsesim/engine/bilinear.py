@@ -304,7 +304,8 @@ def train_triplets(
                     if mode == OASIS:
                         v = vals[s] + g
                     else:
-                        v, h = proximal_entry(vals[s], g, eta, th, mode, delta, auxs[s])
+                        v, h = proximal_entry(vals[s], g, eta, th, mode, delta,
+                                              auxs[s] if mode == ADASORS else 0.0)  # SORS: auxs is a 1-slot dummy
                         lasts[s] = step
                         if mode == ADASORS:
                             auxs[s] = h
@@ -322,7 +323,7 @@ def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delt
     lo = rows[i, OFF]
     for s in range(lo, lo + rows[i, CAP]):
         if cols[s] >= 0:
-            v = catch_up(vals[s], lasts[s], auxs[s], target, cum_eta, lam, mode, delta)
+            v = catch_up(vals[s], lasts[s], auxs[s] if mode == ADASORS else 0.0, target, cum_eta, lam, mode, delta)
             vals[s] = v
             lasts[s] = target
             if v == 0.0 and drop_zeros:
