@@ -242,3 +242,33 @@ def test_compact_storage_matches_float64_to_float32_precision(cls, params):
     small = cls(compact=True, **params).partial_fit_triplets(X, triplets)
     assert small.engine_.store.table.dtype.itemsize < full.engine_.store.table.dtype.itemsize
     np.testing.assert_allclose(small.model_.M.toarray(), full.model_.M.toarray(), rtol=0, atol=1e-4)
+
+
+BOUNDS_CHECKED_FITS = r"""
+from sparsesim.data.synthetic import rcv1_like
+from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
+data = rcv1_like(300, seed=0)
+X, y = data.X, data.y
+for est in (OASIS(n_triplets=400, random_state=0, initial_capacity=16),
+            SORS(n_triplets=400, random_state=0, initial_capacity=16, compact=False),
+            SORS(regularizer="offdiag", schedule="invsqrt", n_triplets=400, random_state=0, initial_capacity=16),
+            AdaSORS(n_triplets=400, random_state=0, initial_capacity=16),
+            AdaSORS(n_triplets=400, random_state=0, initial_capacity=16, keep_zero_state=True)):
+    est.fit(X, y)
+print("ok")
+"""
+
+
+def test_engine_kernels_stay_in_bounds(tmp_path):
+    """The update loop, row moves, sweeps and compactions of every bilinear learner, compiled with
+    numba's bounds checks (the kernels are built without them: a stray index would read or write
+    another array's memory silently)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    done = subprocess.run([sys.executable, "-c", BOUNDS_CHECKED_FITS], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "ok"
