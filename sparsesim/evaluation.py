@@ -20,6 +20,9 @@ from .validation import check_labels
 
 __all__ = ["evaluate_retrieval", "relevant_ranks", "dot_scorer", "cosine_scorer"]
 
+#: bytes of one block of dense scores (queries x documents) that ``evaluate_retrieval`` asks for
+SCORE_BLOCK_BYTES = 256 << 20
+
 
 def evaluate_retrieval(
     score_fn: Callable[[np.ndarray], np.ndarray],
@@ -48,7 +51,8 @@ def evaluate_retrieval(
     k : int, default 10
         Cut-off for AP@k and mAP@k.
     block_size : int, default 1024
-        Queries scored per call of ``score_fn``.
+        Queries scored per call of ``score_fn``; fewer when a block of dense scores
+        (queries x documents, float64) would pass :data:`SCORE_BLOCK_BYTES`.
     exclude_self : bool, default True
         Drop the query itself from its ranking (query ``i`` is document ``i``).
     ks : sequence of int, optional
@@ -105,7 +109,8 @@ def evaluate_retrieval(
     n_skipped = int(lonely.sum())
     if queries.size == 0:
         raise InvalidInputError("no query documents to evaluate (none has a relevant document)")
-    block_size = max(int(block_size), 1)
+    # each block is a dense (queries x n) score array: at 10^6 documents 1,024 rows would be 8 GiB
+    block_size = max(1, min(int(block_size), SCORE_BLOCK_BYTES // (8 * max(n, 1))))
     kmax = max([k] + curve_ks)
 
     sum_ap = 0.0

@@ -168,3 +168,28 @@ def test_tied_scores_match_literal_index_tie_break(levels):
     assert res["map@7"] == pytest.approx(np.mean(average_precision_at_k(rel, 7)), abs=1e-12)
     assert res["curves"]["ap"][0] == pytest.approx(np.mean(precision_at_k(rel, 1)), abs=1e-12)
     assert res["curves"]["map"][1] == pytest.approx(np.mean(average_precision_at_k(rel, 3)), abs=1e-12)
+
+
+def test_evaluate_retrieval_asks_for_score_blocks_within_the_byte_budget(monkeypatch):
+    """Each call of the score function returns a dense queries x documents block: its rows are
+    capped so the block stays within SCORE_BLOCK_BYTES, whatever block_size asks for."""
+    import sparsesim.evaluation as ev
+
+    rng = np.random.default_rng(4)
+    n = 60
+    y = rng.integers(0, 3, size=n)
+    y[:6] = [0, 0, 1, 1, 2, 2]
+    S = rng.normal(size=(n, n))
+    sizes = []
+
+    def fn(rows):
+        sizes.append(rows.size)
+        return S[rows]
+
+    full = evaluate_retrieval(fn, y, k=5, block_size=1000)
+    assert max(sizes) == n
+    sizes.clear()
+    monkeypatch.setattr(ev, "SCORE_BLOCK_BYTES", 8 * n * 7)  # room for 7 rows of n float64 scores
+    capped = evaluate_retrieval(fn, y, k=5, block_size=1000)
+    assert max(sizes) == 7 and sum(sizes) == n
+    assert capped["map"] == pytest.approx(full["map"], abs=1e-12)
