@@ -121,7 +121,7 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     n_jobs : int, default -1
         Threads for building and (by default) for queries; -1: every core this process may use.
         The index is the same whatever the count (products are split by document, heaps by
-        feature); the ann build of 10^6 documents took 738 s on one thread and 380 s on two.
+        feature); the ann build of 10^6 documents took 738 s on one thread and 395 s on two.
     calibration_queries : sparse matrix, optional
         ANN only: queries the search setting is calibrated on for ``target_recall`` (default:
         held-out corpus documents; see :mod:`sparsesim.indexes.calibration`).

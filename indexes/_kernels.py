@@ -270,8 +270,9 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_p
     for r in range(q_ptr.size - 1):
         nh = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
-            if heavy_pos[q_idx[p]] >= 0:
-                h_pos[nh] = heavy_pos[q_idx[p]]
+            t = heavy_pos[q_idx[p]]
+            if t >= 0:
+                h_pos[nh] = t
                 h_val[nh] = q_val[p]
                 nh += 1
         m = 0

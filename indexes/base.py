@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import os
 import threading
 
 import numpy as np
@@ -13,6 +12,7 @@ from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays
+from sparsesim.validation import available_cores
 from sparsesim.topk import top_k_rows  # noqa: F401 (the one top-k; indexes use it from here)
 from sparsesim.validation import bounded, check_csr
 
@@ -105,9 +105,8 @@ def resolve_jobs(n_jobs) -> int:
     if n_jobs is None:
         return 1
     n_jobs = int(n_jobs)
-    if n_jobs < 0:  # counted from the cores this process may run on, as check_n_jobs does
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        n_jobs = max(1, cores + 1 + n_jobs)
+    if n_jobs < 0:
+        n_jobs = max(1, available_cores() + 1 + n_jobs)
     return max(1, n_jobs)
 
 

@@ -677,13 +677,17 @@ def check_n_triplets(value, name: str = "n_triplets", allow_zero: bool = False) 
     return value
 
 
+def available_cores() -> int:
+    """The cores this process may run on (a container or taskset can allow fewer than the machine has)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def check_n_jobs(value, name: str = "n_jobs") -> int:
     """Parallel workers: a positive int (or -1 = all cores, -2 = all but one, ...) up to the cores
     of this machine (``$SPARSESIM_MAX_JOBS`` raises the ceiling). Returns the resolved count."""
-    import os
-
-    # the cores this process may run on (a container or taskset can allow fewer than the machine has)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = available_cores()
     limit = _env_int("SPARSESIM_MAX_JOBS", cores)
     value = check_int(value, name)
     if value == 0:
