@@ -82,7 +82,7 @@ N_COUNTERS = 20
 
 
 @numba.njit(inline="always")
-def census(rows, indices, lo, hi, nz, homes, slots, prof):
+def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
     """Count what the update of x z^T touched, from the slots pass 1 found (no access to the
     pool, so the timed passes see its cache as the product loop does): entries, diagonal ones,
     ones on dense rows, found ones, and the distance from its home slot of each entry's slot
@@ -99,19 +99,19 @@ def census(rows, indices, lo, hi, nz, homes, slots, prof):
             if h < 0:
                 prof[N_DIAG] += 1
                 continue
-            if code >= 0:
+            if code >= 0 and prev[e - 1] >= 0:  # (pass 1 inserted the absent ones: prev < 0)
                 prof[N_FOUND] += 1
             if dense:
                 prof[N_DENSE] += 1
             else:
-                s = code if code >= 0 else -2 - code
-                prof[N_PROBE_STEPS] += (s - h) & mask
+                if code >= 0:
+                    prof[N_PROBE_STEPS] += (code - h) & mask
 
 
 # Timing and counting lines spliced into the product loop's source, each after (or before) a line
 # that must occur exactly once in it: (anchor, lines, "before" | "after" | "replace").
 SPLICES = [
-    ("zi, zv, zh, homes, slots, losses,\n):", "zi, zv, zh, homes, slots, losses, prof,\n):", "replace"),
+    ("zi, zv, zh, homes, slots, prev, losses,\n):", "zi, zv, zh, homes, slots, prev, losses, prof,\n):", "replace"),
     ("        a = triplets[t, 0]\n", "        c0 = cycles()\n", "before"),
     ("        lo, hi = indptr[a], indptr[a + 1]\n", "        c1 = cycles()\n        prof[C_MERGE] += c1 - c0\n", "after"),
     ("                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
@@ -127,17 +127,18 @@ SPLICES = [
      "before"),
     ("        # pass 1: margin", "        c3 = cycles()\n        prof[C_HOME] += c3 - c2\n        prof[N_TRIPLETS] += 1\n"
      "        prof[N_ENTRIES] += m\n        prof[N_X] += hi - lo\n        prof[N_Z] += nz\n", "before"),
-    # pass 1 runs a second time ({pass1}: its own lines), on records now in cache; it changes nothing,
+    # pass 1 runs a second time ({pass1}: its own lines, less the record of what the slots of the
+    # entries it inserted held), on records now in cache; it changes nothing,
     # since every entry it touches is already current
     ("        loss = 1.0 - y * margin\n",
      "        c4 = cycles()\n        prof[C_PASS1] += c4 - c3\n{pass1}        c5 = cycles()\n"
      "        prof[C_PASS1_CACHED] += c5 - c4\n        c4 = c5\n", "after"),
     ("            continue\n        losses[t] = loss\n",
-     "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prof)\n",
+     "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n",
      "before"),
     ("        losses[t] = loss\n", "        prof[N_UPDATES] += 1\n", "after"),
     ("    return stop, step, 0\n",
-     "        prof[C_PASS2] += cycles() - c4\n        census(rows, indices, lo, hi, nz, homes, slots, prof)\n", "before"),
+     "        prof[C_PASS2] += cycles() - c4\n        census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n", "before"),
 ]
 
 
@@ -148,6 +149,8 @@ def profiled_kernel():
     src = textwrap.dedent(inspect.getsource(bilinear.train_triplets.py_func))
     src = src[src.index("def train_triplets("):]
     pass1 = src[src.index("        # pass 1: margin"):src.index("        loss = 1.0 - y * margin\n")]
+    # the rerun finds the entries pass 1 inserted: it must not overwrite what their slots held
+    pass1 = pass1.replace("prev[e] = c\n", "pass\n")
     for anchor, lines, where in SPLICES:
         lines = lines.replace("{pass1}", pass1)
         if src.count(anchor) != 1:
@@ -184,7 +187,7 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     triplets = np.ascontiguousarray(triplets, dtype=np.int64)
     signs = np.ones(n)
     losses = np.zeros(n)
-    zi, zv, homes, slots = triplet_scratch(X, 2)
+    zi, zv, homes, slots, prev = triplet_scratch(X, 3)
     zh = np.empty(zi.shape[0], np.uint64)
     st = engine.store
     has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
@@ -198,7 +201,7 @@ def profiled_fit(engine, X, triplets, prof) -> float:
             cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, engine.d, st.diag,
             st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
             engine.schedule.etas, engine.schedule.cum, engine.mode, engine.C, engine.lam, engine.delta,
-            engine.prox_diag, has_last, has_aux, engine.mode == SORS, zi, zv, zh, homes, slots, losses, prof)
+            engine.prox_diag, has_last, has_aux, engine.mode == SORS, zi, zv, zh, homes, slots, prev, losses, prof)
         return pos, need
 
     def make_room(extra):

@@ -36,7 +36,7 @@ from .hashstore import home_slot
 from .store import WritableOnUnpickle
 from sparsesim.prefetch import prefetch
 from .primitives import sq_norms
-from .rowstore import (CAP, GARBAGE, LIVE, MIN_CAP, OFF, RowStore, col_hash, fitted_cap, home, insert_at, move_row,
+from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, USED, RowStore, col_hash, fitted_cap, home, move_row,
                        needs_room, planned_slots, probe, record_dtype, remove_at)
 
 OASIS = 0
@@ -166,7 +166,7 @@ def train_triplets(
     indptr, indices, data,
     triplets, signs, start, stop, step,
     etas, cum_eta, mode, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
-    zi, zv, zh, homes, slots, losses,
+    zi, zv, zh, homes, slots, prev, losses,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
 
@@ -178,6 +178,12 @@ def train_triplets(
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
     kept dense beside the pool) so that both passes can prefetch a few entries ahead (``tails``:
     the pool's last field, see :func:`prefetch_record`).
+
+    Pass 1 inserts every absent entry the update would write (as a zero, at the free slot its
+    probe found; ``prev`` keeps what that slot held), so that pass 2 writes through ``slots``
+    without a found-or-absent branch; a triplet that ends with zero loss gives those slots back
+    exactly as they were. Under SORS an absent entry whose first step the prox would set to zero
+    (``|g| <= lam``) is not inserted (``slots`` -2), as it never enters the model.
     """
     lazy = mode != OASIS
     for t in range(start, stop):
@@ -197,6 +203,12 @@ def train_triplets(
                 return t, step, need
         step += 1
         target = step - 1
+        if mode == OASIS:
+            eta = 0.0
+            th = 0.0
+        else:
+            eta = etas[step]
+            th = lam * eta
         for jj in range(nz):
             zh[jj] = col_hash(zi[jj])
         m = (hi - lo) * nz
@@ -209,12 +221,16 @@ def train_triplets(
         for e in range(min(ROW_PREFETCH_DISTANCE, m)):
             if homes[e] >= 0:
                 prefetch_record(cols, tails, homes[e])
-        # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t
+        # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t and
+        # inserting the absent ones the update will write
         margin = 0.0
         e = 0
         for ii in range(lo, hi):
             i = indices[ii]
+            yx = y * data[ii]
             acc = 0.0
+            claimed_empty = 0
+            claimed = 0
             for jj in range(nz):
                 ahead = e + ROW_PREFETCH_DISTANCE
                 if ahead < m and homes[ahead] >= 0:
@@ -227,80 +243,85 @@ def train_triplets(
                         diag_last[i] = target
                     slots[e] = -1
                 else:
-                    code = probe(cols, rows, i, zi[jj], homes[e])
-                    slots[e] = code  # >= 0: the entry's slot; <= -2: where to insert it
+                    j = zi[jj]
+                    code = probe(cols, rows, i, j, homes[e])
                     # found or absent alike, without a branch (a coin flip to the predictor):
-                    # an absent entry reads and writes its free slot as a zero entry
+                    # an absent entry is read and written at its free slot as a zero entry
                     found = code >= 0
                     s = code if found else -2 - code
+                    c = cols[s]  # j, or the free slot's EMPTY / TOMBSTONE
+                    enter = True
+                    if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
+                        enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
+                    claim = enter and not found
                     v = vals[s] if found else 0.0
                     if lazy:
                         aux = 0.0
-                        if mode == ADASORS and found:
-                            aux = auxs[s]
+                        if mode == ADASORS:
+                            aux = auxs[s] if found else 0.0
+                            auxs[s] = aux
                         v = catch_up(v, lasts[s] if found else target, aux, target, cum_eta, lam, mode, delta)
-                        vals[s] = v
                         lasts[s] = target
+                    vals[s] = v
+                    cols[s] = j if claim else c
+                    claimed += 1 if claim else 0
+                    claimed_empty += 1 if claim and c == EMPTY else 0
+                    prev[e] = c
+                    slots[e] = s if found or enter else -2
                 acc += zv[jj] * v
                 e += 1
+            rows[i, USED] += claimed_empty
+            rows[i, LIVE] += claimed
             margin += data[ii] * acc
         loss = 1.0 - y * margin
         if loss <= 0.0:
             losses[t] = 0.0
-            if mode == SORS:  # entries that shrank to zero while catching up leave the table
-                e = 0
-                for ii in range(lo, hi):
-                    i = indices[ii]
-                    for jj in range(nz):
-                        s = slots[e]
-                        if s >= 0 and vals[s] == 0.0:
+            # no update: the inserted slots go back to what they held (all of them, so no probe
+            # path that passed one of them breaks); under SORS entries that shrank to zero while
+            # catching up leave the table
+            e = 0
+            for ii in range(lo, hi):
+                i = indices[ii]
+                for jj in range(nz):
+                    s = slots[e]
+                    if s >= 0:
+                        if prev[e] < 0:
+                            cols[s] = prev[e]
+                            rows[i, USED] -= 1 if prev[e] == EMPTY else 0
+                            rows[i, LIVE] -= 1
+                        elif mode == SORS and vals[s] == 0.0:
                             remove_at(cols, rows, i, s)
-                        e += 1
+                    e += 1
             continue
         losses[t] = loss
         if mode == OASIS:
             sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
             scale = oasis_tau(loss, sq_x, sq_z, C) * y
-            eta = 0.0
-            th = 0.0
         else:
-            eta = etas[step]
-            th = lam * eta
             scale = y
-        # pass 2: write the update on the same entries (cached slots stay valid: inserts and
-        # tombstones never move other entries)
+        # pass 2: write the update through the slots pass 1 found or filled (they stay valid:
+        # inserts and tombstones never move other entries)
         e = 0
         for ii in range(lo, hi):
             i = indices[ii]
             xi = data[ii]
             for jj in range(nz):
                 ahead = e + ROW_PREFETCH_DISTANCE
-                if ahead < m:
-                    sa = slots[ahead]
-                    if sa >= 0:
-                        prefetch_record(cols, tails, sa)
-                    elif sa <= -2:
-                        prefetch_record(cols, tails, -2 - sa)
+                if ahead < m and slots[ahead] >= 0:
+                    prefetch_record(cols, tails, slots[ahead])
                 g = scale * xi * zv[jj]
                 s = slots[e]
-                if s == -1:
-                    if mode == OASIS:
-                        diag[i] += g
-                    else:
-                        v, h = proximal_entry(diag[i], g, eta, th if prox_diag else 0.0, mode, delta, diag_aux[i])
-                        diag[i] = v
-                        diag_aux[i] = h
-                        diag_last[i] = step
+                if s < 0:
+                    if s == -1:  # the diagonal (-2: an entry SORS leaves out)
+                        if mode == OASIS:
+                            diag[i] += g
+                        else:
+                            v, h = proximal_entry(diag[i], g, eta, th if prox_diag else 0.0, mode, delta,
+                                                  diag_aux[i])
+                            diag[i] = v
+                            diag_aux[i] = h
+                            diag_last[i] = step
                 else:
-                    if s < 0:
-                        if mode == SORS and proximal_entry(0.0, g, eta, th, mode, delta, 0.0)[0] == 0.0:
-                            e += 1  # a new entry the prox sets to zero never enters the table
-                            continue
-                        s = insert_at(cols, vals, rows, i, zi[jj], zh[jj], -2 - s)
-                        if lazy:
-                            lasts[s] = target
-                            if mode == ADASORS:
-                                auxs[s] = 0.0
                     if mode == OASIS:
                         v = vals[s] + g
                     else:
@@ -437,7 +458,7 @@ class BilinearEngine(WritableOnUnpickle):
         losses = np.zeros(n) if losses_out is None else losses_out
         if n == 0:
             return losses
-        zi, zv, homes, slots = triplet_scratch(X, 2)
+        zi, zv, homes, slots, prev = triplet_scratch(X, 3)
         zh = np.empty(zi.shape[0], np.uint64)
         st = self.store
         if self.n_seen == 0:
@@ -451,7 +472,7 @@ class BilinearEngine(WritableOnUnpickle):
                 cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
                 X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, has_last, has_aux, self.mode == SORS, zi, zv, zh, homes, slots, losses,
+                self.prox_diag, has_last, has_aux, self.mode == SORS, zi, zv, zh, homes, slots, prev, losses,
             )
             return pos, need
 
