@@ -36,8 +36,8 @@ from .hashstore import home_slot
 from .store import WritableOnUnpickle
 from sparsesim.prefetch import prefetch
 from .primitives import sq_norms
-from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, USED, RowStore, col_hash, fitted_cap, home, move_row,
-                       needs_room, planned_slots, probe, record_dtype, remove_at)
+from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, SHIFT, TOMBSTONE, USED, RowStore, col_hash,
+                       fitted_cap, home, move_row, needs_room, planned_slots, probe, record_dtype, remove_at)
 
 OASIS = 0
 SORS = 1
@@ -340,15 +340,27 @@ def train_triplets(
 @numba.njit(cache=True, _nrt=False)
 def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
     """Apply the pending shrinkage of row i's entries up to step ``target``; with ``drop_zeros``
-    zero entries leave the row."""
+    zero entries leave a sparse row (a dense row keeps its zero records).
+
+    One pass over the segment without a data-dependent branch: a free slot goes through the
+    same arithmetic as an entry (its ``last`` read as ``target``, so nothing to apply) and keeps
+    its column mark. Whether a slot is free, and whether an entry reached zero, are coin flips to
+    the branch predictor on records just loaded from memory (the sweep runs before a row moves,
+    on a segment not in cache)."""
     lo = rows[i, OFF]
+    drop = drop_zeros and rows[i, SHIFT] >= 0
+    removed = 0
     for s in range(lo, lo + rows[i, CAP]):
-        if cols[s] >= 0:
-            v = catch_up(vals[s], lasts[s], auxs[s] if mode == ADASORS else 0.0, target, cum_eta, lam, mode, delta)
-            vals[s] = v
-            lasts[s] = target
-            if v == 0.0 and drop_zeros:
-                remove_at(cols, rows, i, s)
+        c = cols[s]
+        live = c >= 0
+        v = catch_up(vals[s], lasts[s] if live else target, auxs[s] if mode == ADASORS else 0.0, target, cum_eta,
+                     lam, mode, delta)
+        vals[s] = v
+        lasts[s] = target
+        dead = drop and live and v == 0.0
+        cols[s] = TOMBSTONE if dead else c
+        removed += 1 if dead else 0
+    rows[i, LIVE] -= removed
 
 
 @numba.njit(cache=True, _nrt=False)
