@@ -53,6 +53,9 @@ DEFAULT_PARAMS = {
     "adasors-l1": {"lam": 1e-6, "eta": 1.0, "delta": 0.1, "compact": True},
     "adasors-offdiag": {"lam": 1e-6, "eta": 1.0, "delta": 0.1, "compact": True},
     "oasis": {"C": 1.0, "compact": True},
+    # the same runs with two training threads (the model is the same bit for bit)
+    "sors-l1+2threads": {"lam": 1e-6, "eta": 1.0, "compact": True, "n_threads": 2},
+    "oasis+2threads": {"C": 1.0, "compact": True, "n_threads": 2},
 }
 
 

@@ -111,7 +111,7 @@ def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
 # Timing and counting lines spliced into the product loop's source, each after (or before) a line
 # that must occur exactly once in it: (anchor, lines, "before" | "after" | "replace").
 SPLICES = [
-    ("zi, zv, zh, homes, slots, prev, losses,\n):", "zi, zv, zh, homes, slots, prev, losses, prof,\n):", "replace"),
+    ("    tid, n_threads, accs, plan, sync,\n):", "    tid, n_threads, accs, plan, sync, prof,\n):", "replace"),
     ("        a = triplets[t, 0]\n", "        c0 = cycles()\n", "before"),
     ("        lo, hi = indptr[a], indptr[a + 1]\n", "        c1 = cycles()\n        prof[C_MERGE] += c1 - c0\n", "after"),
     ("                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
@@ -119,10 +119,10 @@ SPLICES = [
     ("                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
      "                prof[C_SWEEP] += cycles() - cs\n                prof[N_SWEEPS] += 1\n"
      "                prof[N_SWEPT_SLOTS] += rows[i, CAP]\n", "after"),
-    ("            if needs_room(rows, i, nz) and not move_row(",
-     "            if needs_room(rows, i, nz):\n                prof[N_MOVES] += 1\n"
-     "                prof[N_MOVED_RECORDS] += rows[i, LIVE]\n", "before"),
-    ("                return t, step, need\n", "                prof[C_ROOM] += cycles() - c1\n", "before"),
+    ("        for q in range(n_own):\n            ii = own[q]\n            move_planned(",
+     "        for k in range(hi - lo):\n            if plan[k, 0] >= 0:\n                prof[N_MOVES] += 1\n"
+     "                prof[N_MOVED_RECORDS] += rows[indices[lo + k], LIVE]\n", "before"),
+    ("            return t, step, need\n", "            prof[C_ROOM] += cycles() - c1\n", "before"),
     ("        step += 1\n        target = step - 1\n", "        c2 = cycles()\n        prof[C_ROOM] += c2 - c1\n",
      "before"),
     ("        # pass 1: margin", "        c3 = cycles()\n        prof[C_HOME] += c3 - c2\n        prof[N_TRIPLETS] += 1\n"
@@ -133,10 +133,10 @@ SPLICES = [
     ("        loss = 1.0 - y * margin\n",
      "        c4 = cycles()\n        prof[C_PASS1] += c4 - c3\n{pass1}        c5 = cycles()\n"
      "        prof[C_PASS1_CACHED] += c5 - c4\n        c4 = c5\n", "after"),
-    ("            continue\n        losses[t] = loss\n",
+    ("            continue\n        if tid == 0:\n            losses[t] = loss\n",
      "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n",
      "before"),
-    ("        losses[t] = loss\n", "        prof[N_UPDATES] += 1\n", "after"),
+    ("        if tid == 0:\n            losses[t] = loss\n", "        prof[N_UPDATES] += 1\n", "after"),
     ("    return stop, step, 0\n",
      "        prof[C_PASS2] += cycles() - c4\n        census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n", "before"),
 ]
@@ -189,6 +189,8 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     losses = np.zeros(n)
     zi, zv, homes, slots, prev = triplet_scratch(X, 3)
     zh = np.empty(zi.shape[0], np.uint64)
+    max_row = int(np.diff(X.indptr).max())
+    own, accs, plan = np.empty(max_row + 1, np.int64), np.empty(max_row + 1), np.empty((max_row + 1, 4), np.int64)
     st = engine.store
     has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
     engine.schedule.ensure(st.step + n)
@@ -201,7 +203,8 @@ def profiled_fit(engine, X, triplets, prof) -> float:
             cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, engine.d, st.diag,
             st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
             engine.schedule.etas, engine.schedule.cum, engine.mode, engine.C, engine.lam, engine.delta,
-            engine.prox_diag, has_last, has_aux, engine.mode == SORS, zi, zv, zh, homes, slots, prev, losses, prof)
+            engine.prox_diag, has_last, has_aux, engine.mode == SORS, zi, zv, zh, homes, slots, prev, own, losses,
+            0, 1, accs, plan, np.zeros(8, np.int64), prof)
         return pos, need
 
     def make_room(extra):

@@ -247,6 +247,7 @@ def test_compact_storage_matches_float64_to_float32_precision(cls, params):
 BOUNDS_CHECKED_FITS = r"""
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
+from sparsesim.validation import available_cores
 data = rcv1_like(300, seed=0)
 X, y = data.X, data.y
 for est in (OASIS(n_triplets=400, random_state=0, initial_capacity=16),
@@ -255,6 +256,8 @@ for est in (OASIS(n_triplets=400, random_state=0, initial_capacity=16),
             AdaSORS(n_triplets=400, random_state=0, initial_capacity=16),
             AdaSORS(n_triplets=400, random_state=0, initial_capacity=16, keep_zero_state=True)):
     est.fit(X, y)
+    if available_cores() >= 2:  # and with two threads moving and updating their rows at once
+        est.set_params(n_threads=2).fit(X, y)
 print("ok")
 """
 
@@ -272,3 +275,52 @@ def test_engine_kernels_stay_in_bounds(tmp_path):
                           timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "ok"
+
+
+TWO_CORES = pytest.mark.skipif(__import__("sparsesim.validation", fromlist=["available_cores"]).available_cores() < 2,
+                               reason="training threads run one per core; this machine has one")
+
+
+@TWO_CORES
+@pytest.mark.parametrize("cls,params", [(OASIS, {}), (SORS, {"eta": 200.0}),
+                                        (SORS, {"regularizer": "offdiag", "schedule": "invsqrt", "eta": 500.0}),
+                                        (AdaSORS, {"eta": 5.0}), (AdaSORS, {"eta": 5.0, "keep_zero_state": True})])
+def test_two_threads_learn_the_same_model_bit_for_bit(cls, params):
+    """Each thread updates its own rows; the pool hands out the same segments and the margin is
+    summed in one order, so the model, the pool's layout and when it fills (compactions, which
+    AdaSORS's dropped state depends on) are those of one thread. The pool starts at 16 slots
+    and is reserved for 50 triplets, so it grows and compacts under the threads."""
+    from sparsesim.data.synthetic import rcv1_like
+
+    data = rcv1_like(300, seed=0)
+    rng = np.random.default_rng(0)
+    triplets = np.tile(np.column_stack([rng.integers(0, 300, 300) for _ in range(3)]), (2, 1))  # seen twice
+    runs = []
+    for n_threads in (1, 2):
+        est = cls(n_triplets=50, initial_capacity=16, n_threads=n_threads, **params)
+        compactions = []
+        est.partial_fit_triplets(data.X, triplets[:20])  # (creates the engine)
+        original = est.engine_._compact
+        est.engine_._compact = lambda extra: (compactions.append(extra), original(extra))
+        est.partial_fit_triplets(data.X, triplets[20:])
+        runs.append((est, len(compactions)))
+    (one, grew_one), (two, grew_two) = runs
+    assert grew_one > 0 and grew_one == grew_two
+    assert two.engine_.n_threads == 2 and one.n_updates_ == two.n_updates_ > 0
+    assert one.n_updates_ < len(triplets)  # zero-loss triplets gave the entries they inserted back
+    np.testing.assert_array_equal(one.engine_.store.rows, two.engine_.store.rows)
+    np.testing.assert_array_equal(one.engine_.store.state, two.engine_.store.state)
+    W1, W2 = one.model_.W, two.model_.W
+    assert W1.nnz > 0
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(W1, name), getattr(W2, name))
+
+
+def test_thread_count_is_validated():
+    from sparsesim.exceptions import InvalidParameterError, ResourceLimitError
+
+    X, triplets, _ = random_problem()
+    with pytest.raises(InvalidParameterError, match="n_threads"):
+        SORS(n_threads=0).partial_fit_triplets(X, triplets)
+    with pytest.raises(ResourceLimitError, match="n_threads"):
+        SORS(n_threads=10_000).partial_fit_triplets(X, triplets)

@@ -28,16 +28,20 @@ ever touched, while the model (and its reported sparsity) keeps only the nonzero
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
+from .atomics import meet, sync_array
 from .driver import run_growing, triplet_scratch
 from .hashstore import home_slot
 from .store import WritableOnUnpickle
 from sparsesim.prefetch import prefetch
 from .primitives import sq_norms
 from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, SHIFT, TOMBSTONE, USED, RowStore, col_hash,
-                       fitted_cap, home, move_row, needs_room, planned_slots, probe, record_dtype, remove_at)
+                       fitted_cap, home, move_planned, needs_room, plan_moves, planned_slots, probe, record_dtype,
+                       release_planned, remove_at)
 
 OASIS = 0
 SORS = 1
@@ -159,14 +163,15 @@ def prefetch_record(cols, tails, s):
     prefetch(tails, s)
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, nogil=True)
 def train_triplets(
     cols, vals, lasts, auxs, tails, rows, state, d,
     diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
     etas, cum_eta, mode, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
-    zi, zv, zh, homes, slots, prev, losses,
+    zi, zv, zh, homes, slots, prev, own, losses,
+    tid, n_threads, accs, plan, sync,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
 
@@ -184,23 +189,56 @@ def train_triplets(
     without a found-or-absent branch; a triplet that ends with zero loss gives those slots back
     exactly as they were. Under SORS an absent entry whose first step the prox would set to zero
     (``|g| <= lam``) is not inserted (``slots`` -2), as it never enters the model.
+
+    Threads: with ``n_threads`` > 1, that many calls run at once (``tid`` 0, 1, ..., each with its
+    own scratch arrays ``zi`` .. ``own``), and thread ``tid`` updates the rows i with
+    ``i % n_threads == tid`` (every entry of M lives in one row, so no two threads write the same
+    entry). They meet (:func:`~sparsesim.engine.atomics.meet` on ``sync``) four times per triplet:
+    after sweeping their rows; after thread 0 has taken, in row order, the segments of the rows
+    that must move (``plan``; so that all start the triplet or none does); after copying their
+    rows into them; after pass 1, to read each other's row sums ``accs``. Every thread then adds
+    the margin up in row order, as one thread does. The pool hands out the same segments and
+    every entry sees the same arithmetic whatever the thread count, so the model (and when the
+    pool fills) is the same bit for bit. Thread 0 writes ``losses``.
     """
     lazy = mode != OASIS
+    shared = n_threads > 1
     for t in range(start, stop):
         a = triplets[t, 0]
         y = signs[t]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
+        n_own = 0
         for ii in range(lo, hi):
-            i = indices[ii]
+            if indices[ii] % n_threads == tid:
+                own[n_own] = ii
+                n_own += 1
+        # room: sweep own rows, then (thread 0, in row order) take the segments of the rows
+        # that must move, copy own rows into theirs, and hand the old segments back
+        for q in range(n_own):
+            i = indices[own[q]]
             if drop_zeros and needs_room(rows, i, nz):
                 sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
-            if needs_room(rows, i, nz) and not move_row(cols, vals, lasts, auxs, rows, state, i, nz, d, has_last,
-                                                        has_aux):
-                need = 0  # room for every row of x (a compaction may shrink rows moved just now)
-                for i2 in range(lo, hi):
-                    need += fitted_cap(rows[indices[i2], LIVE] + nz, d)
-                return t, step, need
+        seq = 4 * (t - start)
+        short = False
+        if shared:
+            meet(sync, tid, n_threads, seq + 1, False)
+        if tid == 0:
+            short = not plan_moves(cols, rows, state, indices, lo, hi, nz, d, plan)
+        if shared:
+            short = meet(sync, tid, n_threads, seq + 2, short)
+        if short:
+            need = 0  # room for every row of x (a compaction may shrink rows moved just now)
+            for i2 in range(lo, hi):
+                need += fitted_cap(rows[indices[i2], LIVE] + nz, d)
+            return t, step, need
+        for q in range(n_own):
+            ii = own[q]
+            move_planned(cols, vals, lasts, auxs, rows, indices[ii], d, plan, ii - lo, has_last, has_aux)
+        if shared:
+            meet(sync, tid, n_threads, seq + 3, False)
+        if tid == 0:  # (the other threads' pass 1 reads no old segment)
+            release_planned(cols, state, hi - lo, d, plan)
         step += 1
         target = step - 1
         if mode == OASIS:
@@ -211,10 +249,10 @@ def train_triplets(
             th = lam * eta
         for jj in range(nz):
             zh[jj] = col_hash(zi[jj])
-        m = (hi - lo) * nz
+        m = n_own * nz
         e = 0
-        for ii in range(lo, hi):
-            i = indices[ii]
+        for q in range(n_own):
+            i = indices[own[q]]
             for jj in range(nz):
                 homes[e] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
                 e += 1
@@ -223,9 +261,9 @@ def train_triplets(
                 prefetch_record(cols, tails, homes[e])
         # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t and
         # inserting the absent ones the update will write
-        margin = 0.0
         e = 0
-        for ii in range(lo, hi):
+        for q in range(n_own):
+            ii = own[q]
             i = indices[ii]
             yx = y * data[ii]
             acc = 0.0
@@ -272,16 +310,22 @@ def train_triplets(
                 e += 1
             rows[i, USED] += claimed_empty
             rows[i, LIVE] += claimed
-            margin += data[ii] * acc
+            accs[ii - lo] = acc
+        if shared:
+            meet(sync, tid, n_threads, seq + 4, False)
+        margin = 0.0
+        for ii in range(lo, hi):  # in row order, whichever thread summed the row
+            margin += data[ii] * accs[ii - lo]
         loss = 1.0 - y * margin
         if loss <= 0.0:
-            losses[t] = 0.0
+            if tid == 0:
+                losses[t] = 0.0
             # no update: the inserted slots go back to what they held (all of them, so no probe
             # path that passed one of them breaks); under SORS entries that shrank to zero while
             # catching up leave the table
             e = 0
-            for ii in range(lo, hi):
-                i = indices[ii]
+            for q in range(n_own):
+                i = indices[own[q]]
                 for jj in range(nz):
                     s = slots[e]
                     if s >= 0:
@@ -293,7 +337,8 @@ def train_triplets(
                             remove_at(cols, rows, i, s)
                     e += 1
             continue
-        losses[t] = loss
+        if tid == 0:
+            losses[t] = loss
         if mode == OASIS:
             sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
             scale = oasis_tau(loss, sq_x, sq_z, C) * y
@@ -302,7 +347,8 @@ def train_triplets(
         # pass 2: write the update through the slots pass 1 found or filled (they stay valid:
         # inserts and tombstones never move other entries)
         e = 0
-        for ii in range(lo, hi):
+        for q in range(n_own):
+            ii = own[q]
             i = indices[ii]
             xi = data[ii]
             for jj in range(nz):
@@ -438,12 +484,16 @@ class BilinearEngine(WritableOnUnpickle):
         its corpus (:func:`~sparsesim.engine.rowstore.planned_slots`), at most half the budget,
         so the pool rarely grows; untouched slots cost address space only. Not under
         ``drop_zero_state``, whose model depends on when the pool fills.
+    n_threads : int
+        Threads that update M together, each its own rows (see :func:`train_triplets`); the
+        model is the same as with one thread.
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
                  identity=True, initial_capacity=1 << 16, compact=False, budget=None, drop_zero_state=False,
-                 expected_triplets=None):
+                 expected_triplets=None, n_threads=1):
         self.d = int(d)
+        self.n_threads = int(n_threads)
         self.mode = int(mode)
         self.C = float(C)
         self.lam = float(lam)
@@ -470,22 +520,39 @@ class BilinearEngine(WritableOnUnpickle):
         losses = np.zeros(n) if losses_out is None else losses_out
         if n == 0:
             return losses
-        zi, zv, homes, slots, prev = triplet_scratch(X, 3)
-        zh = np.empty(zi.shape[0], np.uint64)
         st = self.store
         if self.n_seen == 0:
             self._reserve(X)
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         self.schedule.ensure(st.step + n)
+        n_threads = getattr(self, "n_threads", 1)  # (an engine pickled before threads existed)
+        max_row = int(np.diff(X.indptr).max()) if X.shape[0] else 0
+        scratch = []
+        for _ in range(n_threads):
+            zi, zv, homes, slots, prev = triplet_scratch(X, 3)
+            scratch.append((zi, zv, np.empty(zi.shape[0], np.uint64), homes, slots, prev, np.empty(max_row + 1, np.int64)))
+        accs, plan, sync = np.empty(max_row + 1), np.empty((max_row + 1, 4), np.int64), sync_array(n_threads)
+
+        def run(tid, pos, out):
+            cols, vals, lasts, auxs = st.views()
+            out[tid] = train_triplets(
+                cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag,
+                st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
+                self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
+                self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], losses,
+                tid, n_threads, accs, plan, sync,
+            )
 
         def kernel(pos):
-            cols, vals, lasts, auxs = st.views()
-            pos, st.step, need = train_triplets(
-                cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag, st.diag_last, st.diag_aux,
-                X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
-                self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, has_last, has_aux, self.mode == SORS, zi, zv, zh, homes, slots, prev, losses,
-            )
+            out = [None] * n_threads
+            sync[:] = 0
+            helpers = [threading.Thread(target=run, args=(tid, pos, out)) for tid in range(1, n_threads)]
+            for helper in helpers:
+                helper.start()
+            run(0, pos, out)
+            for helper in helpers:
+                helper.join()
+            pos, st.step, need = out[0]
             return pos, need
 
         run_growing(kernel, 0, n, self._compact)

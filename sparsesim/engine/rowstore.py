@@ -233,6 +233,49 @@ def move_row(cols, vals, lasts, auxs, rows, state, i, extra, d, has_last, has_au
 
 
 @numba.njit(cache=True)
+def plan_moves(cols, rows, state, indices, lo, hi, extra, d, plan):
+    """Segments for every row ``indices[lo:hi]`` that cannot take ``extra`` more inserts, taken
+    from the pool in row order: ``plan[k] = (new offset, new size, old offset, old size)`` for
+    row ``indices[lo + k]`` (new offset -1: the row stays). False, with nothing taken, when the
+    pool lacks the room.
+
+    Moving a batch of rows in three steps (plan, then :func:`move_planned` for each row, then
+    :func:`release_planned`) lets several threads copy their rows at once while the pool hands
+    out the same segments whatever the thread count: a segment freed by this batch is reused
+    from the next batch on."""
+    for k in range(hi - lo):
+        i = indices[lo + k]
+        plan[k, 0] = -1
+        if needs_room(rows, i, extra):
+            cap = fitted_cap(rows[i, LIVE] + extra, d)
+            off = alloc(cols, state, cap, d)
+            if off < 0:
+                for k2 in range(k):  # give back what this batch took
+                    if plan[k2, 0] >= 0:
+                        release(cols, state, plan[k2, 0], plan[k2, 1], d)
+                        plan[k2, 0] = -1
+                return False
+            plan[k, 0], plan[k, 1], plan[k, 2], plan[k, 3] = off, cap, rows[i, OFF], rows[i, CAP]
+    return True
+
+
+@numba.njit(cache=True)
+def move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux):
+    """Copy row i into the segment ``plan[k]`` holds for it (nothing if none)."""
+    if plan[k, 0] >= 0:
+        place_row(cols, vals, lasts, auxs, rows, i, d, plan[k, 0], plan[k, 1], cols, vals, lasts, auxs, plan[k, 2],
+                  plan[k, 2] + plan[k, 3], has_last, has_aux)
+
+
+@numba.njit(cache=True)
+def release_planned(cols, state, n, d, plan):
+    """Hand the old segments of the moved rows of ``plan[:n]`` to the free lists, in row order."""
+    for k in range(n):
+        if plan[k, 0] >= 0 and plan[k, 3] > 0:
+            release(cols, state, plan[k, 2], plan[k, 3], d)
+
+
+@numba.njit(cache=True)
 def fitted_sizes(vals, rows, d, keep_dense):
     """Segment size of every row rebuilt at a load of at most REBUILD_LOAD (0: an empty row).
 

@@ -1,0 +1,131 @@
+"""The few atomic operations two training threads need, usable inside ``numba.njit`` code.
+
+Threads that each update their own rows of one store meet twice per triplet (see
+:func:`sparsesim.engine.bilinear.train_triplets`): each publishes a sequence number after the
+data it shares, and waits for the other's. A plain load in a spin loop may be hoisted out of
+the loop by the compiler, and plain stores may be reordered past the data they announce, so
+the flag is read with an acquire load and written with a release store (LLVM atomics; on x86
+these are ordinary moves that the compiler may not reorder or drop). The pool's free lists are
+guarded by a spin lock taken with compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+
+def _int64_array(arr, index):
+    return (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1
+            and isinstance(index, types.Integer))
+
+
+@intrinsic
+def load_acquire(typingctx, arr, index):
+    """``arr[index]`` (int64) read with acquire ordering."""
+    if not _int64_array(arr, index):
+        return None
+    sig = types.int64(arr, index)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return sig, codegen
+
+
+@intrinsic
+def store_release(typingctx, arr, index, value):
+    """``arr[index] = value`` (int64) written with release ordering."""
+    if not _int64_array(arr, index) or not isinstance(value, types.Integer):
+        return None
+    sig = types.void(arr, index, value)
+
+    def codegen(context, builder, signature, args):
+        aryty, _, valty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        val = context.cast(builder, args[2], valty, types.int64)
+        builder.store_atomic(val, ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def compare_and_swap(typingctx, arr, index, expected, new):
+    """Set ``arr[index]`` (int64) to ``new`` if it holds ``expected``, atomically; True if it did."""
+    if not _int64_array(arr, index) or not isinstance(expected, types.Integer) or not isinstance(new, types.Integer):
+        return None
+    sig = types.boolean(arr, index, expected, new)
+
+    def codegen(context, builder, signature, args):
+        aryty, _, expty, newty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        exp = context.cast(builder, args[2], expty, types.int64)
+        new_val = context.cast(builder, args[3], newty, types.int64)
+        pair = builder.cmpxchg(ptr, exp, new_val, "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return sig, codegen
+
+
+@intrinsic
+def spin_pause(typingctx):
+    """A hint that this is a spin-wait loop (x86 ``pause``; nothing elsewhere)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        if "x86" in builder.module.triple:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# Layout of the ``sync`` array the threads share: thread k's sequence number at FLAG * k (one
+# cache line each), its "short of room" answer beside it.
+FLAG = 8
+SHORT = 1
+
+
+def sync_array(n_threads: int):
+    """A zeroed ``sync`` array for ``n_threads`` threads."""
+    import numpy as np
+
+    return np.zeros(FLAG * n_threads, np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def meet(sync, tid, n_threads, seq, short):
+    """Publish this thread's ``seq`` (and ``short``), wait until every other thread has published
+    ``seq`` too; returns whether any thread was ``short``. Everything a thread wrote before its
+    call is visible to the others after theirs returns."""
+    sync[FLAG * tid + SHORT] = 1 if short else 0
+    store_release(sync, FLAG * tid, seq)
+    anyone = short
+    for k in range(n_threads):
+        if k != tid:
+            while load_acquire(sync, FLAG * k) < seq:
+                spin_pause()
+            anyone = anyone or sync[FLAG * k + SHORT] != 0
+    return anyone
+
+
+@numba.njit(cache=True, inline="always")
+def lock(cell):
+    """Take the spin lock ``cell[0]`` (0: free)."""
+    while not compare_and_swap(cell, 0, 0, 1):
+        spin_pause()
+
+
+@numba.njit(cache=True, inline="always")
+def unlock(cell):
+    store_release(cell, 0, 0)
