@@ -90,6 +90,24 @@ def spin_pause(typingctx):
     return sig, codegen
 
 
+@intrinsic
+def yield_cpu(typingctx):
+    """Give the core to another thread (``sched_yield``)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# A waiting thread spins (cheap when the other thread is running on another core and arrives
+# within microseconds) and, past this many spins (~100 us), yields its core at each check: on a
+# machine with fewer free cores than threads the thread it waits for may need that core.
+SPINS_BEFORE_YIELD = 1 << 12
+
 # Layout of the ``sync`` array the threads share: thread k's sequence number at FLAG * k (one
 # cache line each), its "short of room" answer beside it.
 FLAG = 8
@@ -113,8 +131,13 @@ def meet(sync, tid, n_threads, seq, short):
     anyone = short
     for k in range(n_threads):
         if k != tid:
+            spins = 0
             while load_acquire(sync, FLAG * k) < seq:
-                spin_pause()
+                if spins < SPINS_BEFORE_YIELD:
+                    spin_pause()
+                    spins += 1
+                else:
+                    yield_cpu()
             anyone = anyone or sync[FLAG * k + SHORT] != 0
     return anyone
 

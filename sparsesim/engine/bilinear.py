@@ -191,15 +191,17 @@ def train_triplets(
     (``|g| <= lam``) is not inserted (``slots`` -2), as it never enters the model.
 
     Threads: with ``n_threads`` > 1, that many calls run at once (``tid`` 0, 1, ..., each with its
-    own scratch arrays ``zi`` .. ``own``), and thread ``tid`` updates the rows i with
-    ``i % n_threads == tid`` (every entry of M lives in one row, so no two threads write the same
-    entry). They meet (:func:`~sparsesim.engine.atomics.meet` on ``sync``) four times per triplet:
-    after sweeping their rows; after thread 0 has taken, in row order, the segments of the rows
-    that must move (``plan``; so that all start the triplet or none does); after copying their
-    rows into them; after pass 1, to read each other's row sums ``accs``. Every thread then adds
-    the margin up in row order, as one thread does. The pool hands out the same segments and
-    every entry sees the same arithmetic whatever the thread count, so the model (and when the
-    pool fills) is the same bit for bit. Thread 0 writes ``losses``.
+    own scratch arrays ``zi`` .. ``own``), and thread ``tid`` updates every ``n_threads``-th row
+    of x from its ``tid``-th (every entry of M lives in one row, so no two threads write the same
+    entry, and each does the same number of entries give or take one row). They meet
+    (:func:`~sparsesim.engine.atomics.meet` on ``sync``) five times per triplet: before touching
+    its rows (all are done with the previous triplet's); after sweeping their rows; after thread
+    0 has taken, in row order, the segments of the rows that must move (``plan``; so that all
+    start the triplet or none does); after copying their rows into them; after pass 1, to read
+    each other's row sums ``accs``. Every thread then adds the margin up in row order, as one
+    thread does. The pool hands out the same segments and every entry sees the same arithmetic
+    whatever the thread count, so the model (and when the pool fills) is the same bit for bit.
+    Thread 0 writes ``losses``.
     """
     lazy = mode != OASIS
     shared = n_threads > 1
@@ -209,17 +211,18 @@ def train_triplets(
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
         n_own = 0
-        for ii in range(lo, hi):
-            if indices[ii] % n_threads == tid:
-                own[n_own] = ii
-                n_own += 1
+        for ii in range(lo + tid, hi, n_threads):
+            own[n_own] = ii
+            n_own += 1
+        seq = 5 * (t - start)
+        if shared and t > start:  # every thread is done with the rows of the previous triplet
+            meet(sync, tid, n_threads, seq, False)
         # room: sweep own rows, then (thread 0, in row order) take the segments of the rows
         # that must move, copy own rows into theirs, and hand the old segments back
         for q in range(n_own):
             i = indices[own[q]]
             if drop_zeros and needs_room(rows, i, nz):
                 sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
-        seq = 4 * (t - start)
         short = False
         if shared:
             meet(sync, tid, n_threads, seq + 1, False)
