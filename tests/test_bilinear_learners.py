@@ -147,11 +147,22 @@ def test_row_moves_and_compaction_keep_every_entry_reachable():
     st = R.RowStore(d, "lazy_aux", initial_capacity=64)
     model = {}
 
-    def room(i, k):
-        if R.needs_room(st.rows, i, k) and not R.move_row(*st.views(), st.rows, st.state, i, k, d, True, True):
+    def room(i, k):  # as the update loop makes room for one row of x
+        rows_of_x, plan = np.array([i], np.int32), np.empty((1, 4), np.int64)
+        if not R.plan_moves(st.table["col"], st.rows, st.state, rows_of_x, 0, 1, k, d, plan):
             caps, _, size = st.compacted_size(R.fitted_cap(st.rows[i, R.LIVE] + k, d))
             st.compact_pool(caps, size)
-            assert not R.needs_room(st.rows, i, k) or R.move_row(*st.views(), st.rows, st.state, i, k, d, True, True)
+            assert R.plan_moves(st.table["col"], st.rows, st.state, rows_of_x, 0, 1, k, d, plan)
+        R.move_planned(*st.views(), st.rows, i, d, plan, 0, True, True)
+        R.release_planned(st.table["col"], st.state, 1, d, plan)
+        assert not R.needs_room(st.rows, i, k)
+
+    def insert(i, j, free):  # as pass 1 inserts an absent entry at the free slot its probe found
+        if st.table["col"][free] == R.EMPTY:
+            st.rows[i, R.USED] += 1
+        st.rows[i, R.LIVE] += 1
+        st.table["col"][free] = j
+        return free
 
     def slot(i, j):
         return R.probe(st.table["col"], st.rows, i, j, R.home(st.rows, i, j, np.uint64(R.col_hash(j))))
@@ -163,7 +174,7 @@ def test_row_moves_and_compaction_keep_every_entry_reachable():
         for j in js:
             s = slot(i, j)
             if s < 0:
-                s = R.insert_at(st.table["col"], st.table["val"], st.rows, i, j, np.uint64(R.col_hash(j)), -2 - s)
+                s = insert(i, j, -2 - s)
             st.table["val"][s], st.table["last"][s], st.table["aux"][s] = rng.normal(), rnd, rnd + 0.5
             model[(i, int(j))] = (st.table["val"][s], rnd)
         for (i2, j2) in [k for k in model if k[0] == i != 5 and rng.random() < 0.3]:  # some entries die

@@ -84,23 +84,6 @@ def probe(cols, rows, i, j, s):
 
 
 @numba.njit(cache=True, inline="always")
-def insert_at(cols, vals, rows, i, j, hj, free):
-    """Put absent (i, j) (value 0) at ``free`` (from :func:`probe`) if that slot is still free,
-    else probe again. Valid because the entry is absent and the slots before ``free`` on its
-    probe path were occupied when ``free`` was found (occupied slots only turn into tombstones)."""
-    c = cols[free]
-    if c != EMPTY and c != TOMBSTONE:
-        free = -2 - probe(cols, rows, i, j, home(rows, i, j, hj))
-        c = cols[free]
-    if c == EMPTY:
-        rows[i, USED] += 1
-    cols[free] = j
-    vals[free] = 0.0
-    rows[i, LIVE] += 1
-    return free
-
-
-@numba.njit(cache=True, inline="always")
 def remove_at(cols, rows, i, s):
     """Entry (i, j) at slot ``s`` is zero: a sparse row turns the slot into a tombstone (cached
     slots stay valid); a dense row keeps the zero record."""
@@ -213,23 +196,6 @@ def release(cols, state, off, cap, d):
     cols[off + 1] = np.int32(link >> 31)
     state[k] = off
     state[GARBAGE] += cap
-
-
-@numba.njit(cache=True)
-def move_row(cols, vals, lasts, auxs, rows, state, i, extra, d, has_last, has_aux):
-    """Move sparse row i to a free segment with room for ``extra`` more entries; False (nothing
-    changed) when the pool has none. Records move as stored (lazy state too); the old segment
-    goes to the free list of its size, for the next row that needs one."""
-    old_off, old_cap = rows[i, OFF], rows[i, CAP]
-    cap = fitted_cap(rows[i, LIVE] + extra, d)
-    off = alloc(cols, state, cap, d)
-    if off < 0:
-        return False
-    place_row(cols, vals, lasts, auxs, rows, i, d, off, cap, cols, vals, lasts, auxs, old_off, old_off + old_cap,
-              has_last, has_aux)
-    if old_cap > 0:
-        release(cols, state, old_off, old_cap, d)
-    return True
 
 
 @numba.njit(cache=True)
