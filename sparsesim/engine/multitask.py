@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from numba.extending import overload
 
 from ..memory import budgeted_reserve, check_allocation
-from .bilinear import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
+from .rules import PREFETCH_DISTANCE, merge_difference, outer_keys, prefetch_ahead
 from .driver import run_growing, triplet_scratch
 from .hashstore import EMPTY, MAX_LOAD, HashStore, find_or_free, home_slot, insert_at_or_probe
 from .store import WritableOnUnpickle

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..exceptions import InvalidInputError
 from ..memory import budgeted_reserve, check_allocation
-from .bilinear import merge_difference, oasis_tau
+from .rules import merge_difference, oasis_tau
 from .driver import YIELD, run_growing, triplet_scratch
 from .hashstore import HashStore, find, find_or_insert
 from .store import WritableOnUnpickle

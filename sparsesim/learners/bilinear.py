@@ -9,7 +9,7 @@ All learn S(x, x') = x^T M x' from triplets (x, x+, x-) meaning "x is more simil
 to x-"; M_1 = I. ``partial_fit_triplets(X, triplets)`` takes a CSR corpus and an (n, 3) array of row
 indices (a stream of triplets never materialises dense vectors); ``fit(X, y)`` draws the
 triplets from class labels with the SORS protocol. The update rules live in
-:mod:`sparsesim.engine.bilinear` as small functions next to their equations.
+:mod:`sparsesim.engine.rules` as small functions next to their equations.
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ class SORS(_BaseBilinear):
     ``M_{t+1} = prox_{eta_t lam r}(M_t - eta_t G_t)`` with the hinge subgradient
     ``G_t = -x (x+ - x-)^T`` when the loss is positive; ``r`` is the L1 norm of M (SORS-I,
     ``regularizer="l1"``) or of its off-diagonal part (SORS-II, ``"offdiag"``). The prox is
-    applied lazily and exactly (see :mod:`sparsesim.engine.bilinear`).
+    applied lazily and exactly (see :mod:`sparsesim.engine.rules`).
 
     Parameters
     ----------
