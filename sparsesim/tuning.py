@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from dataclasses import dataclass, field, fields
 
@@ -45,12 +46,12 @@ import numpy as np
 from .defaults import AUTO, is_auto
 from .distributed import dask_jobs
 from .evaluation import evaluate_retrieval
-from .exceptions import DivergenceError, InvalidInputError, MemoryBudgetError
+from .exceptions import DivergenceError, InvalidInputError, InvalidParameterError, MemoryBudgetError
 from .memory import parse_memory
 from .parallel import run_parallel
 from .registry import get_algorithm
 from .triplets import omtrsl_triplets, sors_triplets, stratified_split, usable_rows
-from .validation import check_csr, check_labels, check_task_streams
+from .validation import available_cores, check_csr, check_labels, check_n_jobs, check_task_streams
 
 __all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "evaluate_candidates", "grid_points",
            "parse_grid", "rank_candidates", "resolved_auto", "tune_similarity", "tune_multitask", "tune_online",
@@ -432,6 +433,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         est = spec.make(**base).fit(X, y) if final else None
         return TuneResult(algorithm, {}, float("nan"), [], [], est, 0.0, time.perf_counter() - start_all)
     base = _trial_base(spec, base, seed, n_triplets, n_jobs)
+    _check_threads_fit(base.get("n_threads", 1), n_jobs, scheduler)
 
     # validation part of the training part; classes too small to keep a validation pair stay in fit
     fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
@@ -541,6 +543,19 @@ def _check_search(n_total, validation_fraction, factor) -> None:
         raise InvalidInputError(f"validation_fraction must be in (0, 0.5), got {validation_fraction}")
     if not (isinstance(factor, (int, np.integer)) and factor >= 2):
         raise InvalidInputError(f"the halving factor must be an integer >= 2, got {factor!r}")
+
+
+def _check_threads_fit(n_threads, n_jobs, scheduler) -> None:
+    """Refuse trials that would run more training threads at once than this machine has cores
+    (in-process trials only; a Dask cluster's workers are sized by their own nthreads). The
+    threads of one learner wait for each other, so a thread without a core stalls its partners."""
+    if n_threads in (None, 1) or scheduler or os.environ.get("SPARSESIM_SCHEDULER") or not n_jobs:
+        return
+    threads, jobs = check_n_jobs(n_threads, "n_threads"), check_n_jobs(n_jobs)
+    if threads > 1 and jobs > 1 and threads * jobs > available_cores():
+        raise InvalidParameterError(
+            f"n_threads={threads} with n_jobs={jobs} trials at once needs {threads * jobs} cores; this machine has "
+            f"{available_cores()}: use n_threads=1 (trials side by side) or n_jobs=1 (one trial, {threads} threads)")
 
 
 def _trial_base(spec, base: dict, seed: int, n_triplets: int | None, n_jobs) -> dict:

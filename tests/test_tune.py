@@ -196,3 +196,24 @@ def test_experiment_tune_uses_the_same_search(monkeypatch, capsys):
     code, stdout, err = run_cli(["experiment", "--dataset", "landmine", "--algorithms", "romco-nucl", "--protocol",
                                  "romco", "--tune"], monkeypatch, capsys)
     assert code == 2 and "--tune is available for the sors protocol" in err and "ijcai17" in err
+
+
+def test_parallel_trials_with_training_threads_beyond_the_cores_are_refused(monkeypatch):
+    """Two trials of two threads each on a machine of two cores: the threads of one learner
+    wait for each other, so one without a core would stall its partner; the search is refused
+    before it starts, with the two ways out."""
+    from sparsesim import tuning
+    from sparsesim.exceptions import InvalidParameterError
+
+    monkeypatch.delenv("SPARSESIM_SCHEDULER", raising=False)
+    monkeypatch.setattr(tuning, "available_cores", lambda: 2)
+    monkeypatch.setattr(tuning, "check_n_jobs", lambda value, name="n_jobs": int(value))
+    X, y = labelled_problem()
+    with pytest.raises(InvalidParameterError, match=r"n_threads=2 with n_jobs=2 .* use n_threads=1"):
+        tune_similarity("sors-l1", X, y, 300, params={"n_threads": 2}, n_jobs=2, min_budget=100, final=False)
+    from sparsesim.validation import available_cores
+
+    if available_cores() >= 2:  # one trial at a time: its two threads fit
+        res = tune_similarity("sors-l1", X, y, 300, grid={"eta": [0.5, 5.0], "lam": [1e-4]}, params={"n_threads": 2},
+                              n_jobs=1, min_budget=100, final=False)
+        assert res.best_params
