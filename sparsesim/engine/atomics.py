@@ -1,17 +1,17 @@
-"""The few atomic operations two training threads need, usable inside ``numba.njit`` code.
+"""The few atomic operations training threads need to meet, usable inside ``numba.njit`` code.
 
-Threads that each update their own rows of one store meet twice per triplet (see
+Threads that each update their own rows of one store meet five times per triplet (see
 :func:`sparsesim.engine.bilinear.train_triplets`): each publishes a sequence number after the
-data it shares, and waits for the other's. A plain load in a spin loop may be hoisted out of
+data it shares, and waits for the others'. A plain load in a spin loop may be hoisted out of
 the loop by the compiler, and plain stores may be reordered past the data they announce, so
 the flag is read with an acquire load and written with a release store (LLVM atomics; on x86
-these are ordinary moves that the compiler may not reorder or drop). The pool's free lists are
-guarded by a spin lock taken with compare-and-swap.
+these are ordinary moves that the compiler may not reorder or drop).
 """
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -57,25 +57,6 @@ def store_release(typingctx, arr, index, value):
 
 
 @intrinsic
-def compare_and_swap(typingctx, arr, index, expected, new):
-    """Set ``arr[index]`` (int64) to ``new`` if it holds ``expected``, atomically; True if it did."""
-    if not _int64_array(arr, index) or not isinstance(expected, types.Integer) or not isinstance(new, types.Integer):
-        return None
-    sig = types.boolean(arr, index, expected, new)
-
-    def codegen(context, builder, signature, args):
-        aryty, _, expty, newty = signature.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        exp = context.cast(builder, args[2], expty, types.int64)
-        new_val = context.cast(builder, args[3], newty, types.int64)
-        pair = builder.cmpxchg(ptr, exp, new_val, "acq_rel", "acquire")
-        return builder.extract_value(pair, 1)
-
-    return sig, codegen
-
-
-@intrinsic
 def spin_pause(typingctx):
     """A hint that this is a spin-wait loop (x86 ``pause``; nothing elsewhere)."""
     sig = types.void()
@@ -114,10 +95,8 @@ FLAG = 8
 SHORT = 1
 
 
-def sync_array(n_threads: int):
+def sync_array(n_threads: int) -> np.ndarray:
     """A zeroed ``sync`` array for ``n_threads`` threads."""
-    import numpy as np
-
     return np.zeros(FLAG * n_threads, np.int64)
 
 
@@ -140,15 +119,3 @@ def meet(sync, tid, n_threads, seq, short):
                     yield_cpu()
             anyone = anyone or sync[FLAG * k + SHORT] != 0
     return anyone
-
-
-@numba.njit(cache=True, inline="always")
-def lock(cell):
-    """Take the spin lock ``cell[0]`` (0: free)."""
-    while not compare_and_swap(cell, 0, 0, 1):
-        spin_pause()
-
-
-@numba.njit(cache=True, inline="always")
-def unlock(cell):
-    store_release(cell, 0, 0)
