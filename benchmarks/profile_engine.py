@@ -52,7 +52,7 @@ from bench_sors import DEFAULT_PARAMS, corpus  # noqa: E402
 
 from sparsesim.engine import bilinear  # noqa: E402
 from sparsesim.engine.bilinear import OASIS, SORS  # noqa: E402
-from sparsesim.engine.driver import run_growing, triplet_scratch  # noqa: E402
+from sparsesim.engine.driver import run_growing  # noqa: E402
 from sparsesim.engine.rowstore import CAP, LIVE, OFF, SHIFT  # noqa: E402
 
 
@@ -187,25 +187,9 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     triplets = np.ascontiguousarray(triplets, dtype=np.int64)
     signs = np.ones(n)
     losses = np.zeros(n)
-    zi, zv, homes, slots, prev = triplet_scratch(X, 3)
-    zh = np.empty(zi.shape[0], np.uint64)
-    max_row = int(np.diff(X.indptr).max())
-    own, accs, plan = np.empty(max_row + 1, np.int64), np.empty(max_row + 1), np.empty((max_row + 1, 4), np.int64)
-    st = engine.store
-    has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
-    engine.schedule.ensure(st.step + n)
+    engine.schedule.ensure(engine.store.step + n)
     room = [0.0]
-    train_triplets_profiled = profiled_kernel()
-
-    def kernel(pos):
-        cols, vals, lasts, auxs = st.views()
-        pos, st.step, need = train_triplets_profiled(
-            cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, engine.d, st.diag,
-            st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
-            engine.schedule.etas, engine.schedule.cum, engine.mode, engine.C, engine.lam, engine.delta,
-            engine.prox_diag, has_last, has_aux, engine.mode == SORS, zi, zv, zh, homes, slots, prev, own, losses,
-            0, 1, accs, plan, np.zeros(8, np.int64), prof)
-        return pos, need
+    kernel = engine.kernel(X, triplets, signs, losses, profiled_kernel(), (prof,))
 
     def make_room(extra):
         w0 = time.perf_counter()

@@ -22,6 +22,18 @@ def _int64_array(arr, index):
             and isinstance(index, types.Integer))
 
 
+def _item_pointer(context, builder, signature, args):
+    """Pointer to ``arr[index]``, the first two arguments of an intrinsic."""
+    aryty = signature.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+
+
+def _call(builder, symbol, return_type=ir.VoidType()):
+    """Call the function ``symbol`` (no arguments), declaring it in the module if needed."""
+    builder.call(cgutils.get_or_insert_function(builder.module, ir.FunctionType(return_type, []), symbol), [])
+
+
 @intrinsic
 def load_acquire(typingctx, arr, index):
     """``arr[index]`` (int64) read with acquire ordering."""
@@ -30,10 +42,7 @@ def load_acquire(typingctx, arr, index):
     sig = types.int64(arr, index)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        return builder.load_atomic(ptr, "acquire", 8)
+        return builder.load_atomic(_item_pointer(context, builder, signature, args), "acquire", 8)
 
     return sig, codegen
 
@@ -46,11 +55,8 @@ def store_release(typingctx, arr, index, value):
     sig = types.void(arr, index, value)
 
     def codegen(context, builder, signature, args):
-        aryty, _, valty = signature.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        val = context.cast(builder, args[2], valty, types.int64)
-        builder.store_atomic(val, ptr, "release", 8)
+        val = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(val, _item_pointer(context, builder, signature, args), "release", 8)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -63,9 +69,7 @@ def spin_pause(typingctx):
 
     def codegen(context, builder, signature, args):
         if "x86" in builder.module.triple:
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
-                                                "llvm.x86.sse2.pause")
-            builder.call(fn, [])
+            _call(builder, "llvm.x86.sse2.pause")
         return context.get_dummy_value()
 
     return sig, codegen
@@ -77,8 +81,7 @@ def yield_cpu(typingctx):
     sig = types.void()
 
     def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
-        builder.call(fn, [])
+        _call(builder, "sched_yield", ir.IntType(32))
         return context.get_dummy_value()
 
     return sig, codegen

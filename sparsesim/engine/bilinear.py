@@ -408,27 +408,37 @@ class BilinearEngine(WritableOnUnpickle):
         losses = np.zeros(n) if losses_out is None else losses_out
         if n == 0:
             return losses
-        st = self.store
         if self.n_seen == 0:
             self._reserve(X)
+        self.schedule.ensure(self.store.step + n)
+        run_growing(self.kernel(X, triplets, signs, losses), 0, n, self._compact)
+        self.n_seen += n
+        self.n_updates += int(np.count_nonzero(losses))
+        return losses
+
+    def kernel(self, X, triplets, signs, losses, train=train_triplets, extra=()):
+        """``kernel(pos) -> (next, need)`` for :func:`~sparsesim.engine.driver.run_growing`: runs
+        ``train`` (the update loop, or an instrumented copy taking ``extra`` last) from triplet
+        ``pos`` with ``n_threads`` threads, each with its own work arrays."""
+        st = self.store
+        n = triplets.shape[0]
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
-        self.schedule.ensure(st.step + n)
         n_threads = getattr(self, "n_threads", 1)  # (an engine pickled before threads existed)
-        max_row = int(np.diff(X.indptr).max()) if X.shape[0] else 0
         scratch = []
         for _ in range(n_threads):
             zi, zv, homes, slots, prev = triplet_scratch(X, 3)
-            scratch.append((zi, zv, np.empty(zi.shape[0], np.uint64), homes, slots, prev, np.empty(max_row + 1, np.int64)))
-        accs, plan, sync = np.empty(max_row + 1), np.empty((max_row + 1, 4), np.int64), sync_array(n_threads)
+            # zi holds a z of up to 2 r + 1 entries, so it is long enough for the rows of any x
+            scratch.append((zi, zv, np.empty(len(zi), np.uint64), homes, slots, prev, np.empty(len(zi), np.int64)))
+        accs, plan, sync = np.empty(len(zi)), np.empty((len(zi), 4), np.int64), sync_array(n_threads)
 
         def run(tid, pos, out):
             cols, vals, lasts, auxs = st.views()
-            out[tid] = train_triplets(
+            out[tid] = train(
                 cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], losses,
-                tid, n_threads, accs, plan, sync,
+                tid, n_threads, accs, plan, sync, *extra,
             )
 
         def kernel(pos):
@@ -443,10 +453,8 @@ class BilinearEngine(WritableOnUnpickle):
             pos, st.step, need = out[0]
             return pos, need
 
-        run_growing(kernel, 0, n, self._compact)
-        self.n_seen += n
-        self.n_updates += int(np.count_nonzero(losses))
-        return losses
+        return kernel
+
 
     def _reserve(self, X) -> None:
         """Reserve the pool for ``expected_triplets`` updates on the rows of ``X``, within half the budget."""
