@@ -234,7 +234,8 @@ def main(argv=None):
     parser.add_argument("--json", help="write every row here (default: OUT/bench_sors.json)")
     parser.add_argument("--baseline-python", help="also run each engine row with this interpreter (A/B)")
     parser.add_argument("--repeat", type=int, default=1,
-                        help="run each engine row (and its baseline row) this many times, interleaved: A, B, A, B ...")
+                        help="run the rows this many times, interleaved: every algorithm in turn (with --baseline-python, "
+                             "each engine row and its baseline row in turn)")
     parser.add_argument("--checkpoints", default="", help="triplet counts to report within each engine row")
     parser.add_argument("--map", action="store_true", help="held-out retrieval MAP (real data sets)")
     args = parser.parse_args(argv)
@@ -258,14 +259,17 @@ def main(argv=None):
                            "eta": sors.get("eta", 0.1), "lam": sors.get("lam", 0.0)})
             print(f"{name:<11}{'naive-scipy':<17}{50 if args.quick else args.naive_T:>8}{fmt(naive)}", flush=True)
             rows.append({"corpus": name, "algorithm": "naive-scipy", "T": args.naive_T, **naive})
-        for T in sizes:
+        # --repeat: the whole list of rows again (A, B, A, B ...), so that rows compared with each
+        # other share time windows; with --baseline-python each row is followed by its baseline
+        rounds = 1 if args.baseline_python else max(1, args.repeat)
+        for T, _ in ((T, r) for T in sizes for r in range(rounds)):
             for algorithm in args.algorithms.split(","):
                 cfg = {"corpus": name, "algorithm": algorithm, "T": T, "params": params.get(algorithm, {}),
                        "checkpoints": [int(c) for c in args.checkpoints.split(",") if c], "map": args.map}
                 if algorithm.split("+")[0] == "sors-l1" and args.naive_warm_T:
                     cfg.update(naive_warm_T=args.naive_warm_T, naive_params=sors)
                 engines = [("rows", None)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
-                for engine, python in engines * max(1, args.repeat):  # A, B, A, B ...: one time window each
+                for engine, python in engines * (max(1, args.repeat) if args.baseline_python else 1):
                     row = spawn(cfg, python)
                     rows.append({"corpus": name, "algorithm": algorithm, "T": T, "engine": engine, **row})
                     speedup = ""
