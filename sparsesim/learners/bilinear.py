@@ -223,7 +223,7 @@ class OASIS(_BaseBilinear):
     n_threads : int, default 1
         Threads that train together, each updating its own rows of M (-1: every core). The
         model is the same whatever the count (they add the margin up in one order); 2 threads
-        ran 1.65-2.02x as fast as one on the 2-core test machine (README, "Engine speed").
+        ran 1.58-2.02x as fast as one on the 2-core test machine (README, "Engine speed").
 
     Attributes
     ----------
