@@ -111,28 +111,38 @@ def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
 # Timing and counting lines spliced into the product loop's source, each after (or before) a line
 # that must occur exactly once in it: (anchor, lines, "before" | "after" | "replace").
 SPLICES = [
-    ("    tid, n_threads, accs, plan, sync,\n):", "    tid, n_threads, accs, plan, sync, prof,\n):", "replace"),
+    ("    tid, n_threads, sync,\n):", "    tid, n_threads, sync, prof,\n):", "replace"),
     ("        a = triplets[t, 0]\n", "        c0 = cycles()\n", "before"),
     ("        lo, hi = indptr[a], indptr[a + 1]\n", "        c1 = cycles()\n        prof[C_MERGE] += c1 - c0\n", "after"),
-    ("                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
-     "                cs = cycles()\n", "before"),
-    ("                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
-     "                prof[C_SWEEP] += cycles() - cs\n                prof[N_SWEEPS] += 1\n"
-     "                prof[N_SWEPT_SLOTS] += rows[i, CAP]\n", "after"),
-    ("        for q in range(n_own):\n            ii = own[q]\n            move_planned(",
-     "        for k in range(hi - lo):\n            if plan[k, 0] >= 0:\n                prof[N_MOVES] += 1\n"
-     "                prof[N_MOVED_RECORDS] += rows[indices[lo + k], LIVE]\n", "before"),
+    ("                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
+     "                    cs = cycles()\n", "before"),
+    ("                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
+     "                    prof[C_SWEEP] += cycles() - cs\n                    prof[N_SWEEPS] += 1\n"
+     "                    prof[N_SWEPT_SLOTS] += rows[i, CAP]\n", "after"),
     ("            return t, step, need\n", "            prof[C_ROOM] += cycles() - c1\n", "before"),
     ("        step += 1\n        target = step - 1\n", "        c2 = cycles()\n        prof[C_ROOM] += c2 - c1\n",
      "before"),
+    ("        step += 1\n        target = step - 1\n",
+     "        for k in range(hi - lo):\n            if plan[k, 0] >= 0:\n                prof[N_MOVES] += 1\n"
+     "                prof[N_MOVED_RECORDS] += rows[indices[lo + k], LIVE]\n", "after"),
     ("        # pass 1: margin", "        c3 = cycles()\n        prof[C_HOME] += c3 - c2\n        prof[N_TRIPLETS] += 1\n"
-     "        prof[N_ENTRIES] += m\n        prof[N_X] += hi - lo\n        prof[N_Z] += nz\n", "before"),
+     "        prof[N_ENTRIES] += n_rows * nz\n        prof[N_X] += hi - lo\n        prof[N_Z] += nz\n", "before"),
+    # a chunk of rows: their moves (room), home slots, pass 1
+    ("            h = 0\n            for p in range(k0, k1):\n                k = order[p] if shared else p\n",
+     "            ch = cycles()\n            cmv = 0\n", "before"),
+    ("                move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux)\n",
+     "                cm = cycles()\n", "before"),
+    ("                move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux)\n",
+     "                cmv += cycles() - cm\n", "after"),
+    ("            m = h\n", "            ch2 = cycles()\n            prof[C_ROOM] += cmv\n            prof[C_HOME] += ch2 - ch - cmv\n",
+     "after"),
     # pass 1 runs a second time ({pass1}: its own lines, less the record of what the slots of the
     # entries it inserted held), on records now in cache; it changes nothing,
     # since every entry it touches is already current
-    ("        loss = 1.0 - y * margin\n",
-     "        c4 = cycles()\n        prof[C_PASS1] += c4 - c3\n{pass1}        c5 = cycles()\n"
-     "        prof[C_PASS1_CACHED] += c5 - c4\n        c4 = c5\n", "after"),
+    ("            n_own += k1 - k0\n",
+     "            ch3 = cycles()\n            prof[C_PASS1] += ch3 - ch2\n{pass1}"
+     "            prof[C_PASS1_CACHED] += cycles() - ch3\n", "before"),
+    ("        loss = 1.0 - y * margin\n", "        c4 = cycles()\n", "after"),
     ("            continue\n        if tid == 0:\n            losses[t] = loss\n",
      "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n",
      "before"),
@@ -148,7 +158,7 @@ def profiled_kernel():
     applied, compiled with the product's options; it takes ``prof`` last."""
     src = textwrap.dedent(inspect.getsource(bilinear.train_triplets.py_func))
     src = src[src.index("def train_triplets("):]
-    pass1 = src[src.index("        # pass 1: margin"):src.index("        loss = 1.0 - y * margin\n")]
+    pass1 = src[src.index("            for h in range(min(ROW_PREFETCH_DISTANCE, m)):"):src.index("            n_own += k1 - k0\n")]
     # the rerun finds the entries pass 1 inserted: it must not overwrite what their slots held
     pass1 = pass1.replace("prev[e] = c\n", "pass\n")
     for anchor, lines, where in SPLICES:

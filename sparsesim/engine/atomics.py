@@ -63,6 +63,20 @@ def store_release(typingctx, arr, index, value):
 
 
 @intrinsic
+def fetch_add(typingctx, arr, index, value):
+    """``arr[index] += value`` (int64) in one atomic step; returns what ``arr[index]`` held."""
+    if not _int64_array(arr, index) or not isinstance(value, types.Integer):
+        return None
+    sig = types.int64(arr, index, value)
+
+    def codegen(context, builder, signature, args):
+        val = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", _item_pointer(context, builder, signature, args), val, "acq_rel")
+
+    return sig, codegen
+
+
+@intrinsic
 def spin_pause(typingctx):
     """A hint that this is a spin-wait loop (x86 ``pause``; nothing elsewhere)."""
     sig = types.void()
@@ -93,14 +107,28 @@ def yield_cpu(typingctx):
 SPINS_BEFORE_YIELD = 1 << 12
 
 # Layout of the ``sync`` array the threads share: thread k's sequence number at FLAG * k (one
-# cache line each), its "short of room" answer beside it.
+# cache line each), its "short of room" answer beside it; after the threads' lines, one line
+# for a counter of work the threads take in turn (:func:`claim`).
 FLAG = 8
 SHORT = 1
 
 
 def sync_array(n_threads: int) -> np.ndarray:
     """A zeroed ``sync`` array for ``n_threads`` threads."""
-    return np.zeros(FLAG * n_threads, np.int64)
+    return np.zeros(FLAG * (n_threads + 1), np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def reset_claims(sync, n_threads):
+    """Start the shared work counter at 0 (by one thread, before a :func:`meet` that publishes it)."""
+    sync[FLAG * n_threads] = 0
+
+
+@numba.njit(cache=True, inline="always")
+def claim(sync, n_threads, size):
+    """Take the next ``size`` work items: the first one's number (counted from the last
+    :func:`reset_claims`); the threads get disjoint ranges, in whatever order they ask."""
+    return fetch_add(sync, FLAG * n_threads, size)
 
 
 @numba.njit(cache=True, inline="always")

@@ -17,7 +17,7 @@ import threading
 import numba
 import numpy as np
 
-from .atomics import meet, sync_array
+from .atomics import claim, meet, reset_claims, sync_array
 from .driver import run_growing, triplet_scratch
 from .store import WritableOnUnpickle
 from sparsesim.prefetch import prefetch
@@ -38,6 +38,10 @@ MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
 # (rules.PREFETCH_DISTANCE) gave 1.11x (SORS-I) and 1.15x (OASIS) updates/s, synthetic, 2*10^4
 # triplets, three interleaved A/B pairs, same W; 32-96 measured no better (README, "What was tried").
 ROW_PREFETCH_DISTANCE = 20
+# Rows of x a training thread takes at a time for pass 1 (with more threads than one): small
+# enough that the threads end pass 1 together, large enough to amortise the shared counter and
+# the prefetch's warm-up at the start of every chunk.
+ROWS_PER_CLAIM = 4
 
 
 @numba.njit(cache=True, inline="always")
@@ -55,8 +59,8 @@ def train_triplets(
     indptr, indices, data,
     triplets, signs, start, stop, step,
     etas, cum_eta, mode, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
-    zi, zv, zh, homes, slots, prev, own, losses,
-    tid, n_threads, accs, plan, sync,
+    zi, zv, zh, own, homes, slots, prev, accs, plan, order, losses,
+    tid, n_threads, sync,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
 
@@ -67,7 +71,8 @@ def train_triplets(
     ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
     kept dense beside the pool) so that both passes can prefetch a few entries ahead (``tails``:
-    the pool's last field, see :func:`prefetch_record`).
+    the pool's last field, see :func:`prefetch_record`). Entry (k, jj) of the outer product (the
+    k-th row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``homes``, ``slots`` and ``prev``.
 
     Pass 1 inserts every absent entry the update would write (as a zero, at the free slot its
     probe found; ``prev`` keeps what that slot held), so that pass 2 writes through ``slots``
@@ -76,17 +81,21 @@ def train_triplets(
     (``|g| <= lam``) is not inserted (``slots`` -2), as it never enters the model.
 
     Threads: with ``n_threads`` > 1, that many calls run at once (``tid`` 0, 1, ..., each with its
-    own scratch arrays ``zi`` .. ``own``), and thread ``tid`` updates every ``n_threads``-th row
-    of x from its ``tid``-th (every entry of M lives in one row, so no two threads write the same
-    entry, and each does the same number of entries give or take one row). They meet
-    (:func:`~sparsesim.engine.atomics.meet` on ``sync``) five times per triplet: before touching
-    its rows (all are done with the previous triplet's); after sweeping their rows; after thread
-    0 has taken, in row order, the segments of the rows that must move (``plan``; so that all
-    start the triplet or none does); after copying their rows into them; after pass 1, to read
-    each other's row sums ``accs``. Every thread then adds the margin up in row order, as one
-    thread does. The pool hands out the same segments and every entry sees the same arithmetic
-    whatever the thread count, so the model (and when the pool fills) is the same bit for bit.
-    Thread 0 writes ``losses``.
+    own ``zi``, ``zv``, ``zh`` and ``own``; the other work arrays are shared). Every entry of M lives in
+    one row, so threads that update different rows of x never write the same entry. A thread
+    sweeps every ``n_threads``-th row of x from its ``tid``-th; then thread 0 takes, in row order,
+    the segments of the rows that must move (``plan``; so that all start the triplet or none
+    does); then the threads take the rows of x in chunks of ``ROWS_PER_CLAIM`` from a shared
+    counter (:func:`~sparsesim.engine.atomics.claim`), each moving and running pass 1 on the rows
+    it took and later pass 2 on the same rows (``own``: their positions, in cache on its core).
+    Taking rows as they go, not a fixed share, keeps the threads busy to the end of pass 1
+    when a few rows' moves take longer than the rest of an update. They meet
+    (:func:`~sparsesim.engine.atomics.meet` on ``sync``) four times per triplet: before touching its
+    rows (all are done with the previous triplet's); after sweeping; after thread 0's plan; after
+    pass 1, to read each other's row sums ``accs``. Every thread then adds the margin up in row
+    order, as one thread does. The pool hands out the same segments and every entry sees the same
+    arithmetic whatever the thread count, so the model (and when the pool fills) is the same bit
+    for bit. Thread 0 writes ``losses``.
     """
     lazy = mode != OASIS
     shared = n_threads > 1
@@ -95,24 +104,24 @@ def train_triplets(
         y = signs[t]
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
-        n_own = 0
-        for ii in range(lo + tid, hi, n_threads):
-            own[n_own] = ii
-            n_own += 1
-        seq = 5 * (t - start)
+        n_rows = hi - lo
+        seq = 4 * (t - start)
         if shared and t > start:  # every thread is done with the rows of the previous triplet
             meet(sync, tid, n_threads, seq, False)
-        # room: sweep own rows, then (thread 0, in row order) take the segments of the rows
-        # that must move, copy own rows into theirs, and hand the old segments back
-        for q in range(n_own):
-            i = indices[own[q]]
-            if drop_zeros and needs_room(rows, i, nz):
-                sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
+        # room: sweep a share of the rows, then (thread 0, in row order) take the segments of
+        # the rows that must move; each row moves when a thread takes it for pass 1
+        if drop_zeros:
+            for k in range(tid, n_rows, n_threads):
+                i = indices[lo + k]
+                if needs_room(rows, i, nz):
+                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
         short = False
         if shared:
             meet(sync, tid, n_threads, seq + 1, False)
         if tid == 0:
             short = not plan_moves(cols, rows, state, indices, lo, hi, nz, d, plan)
+            if shared:
+                reset_claims(sync, n_threads)
         if shared:
             short = meet(sync, tid, n_threads, seq + 2, short)
         if short:
@@ -120,13 +129,6 @@ def train_triplets(
             for i2 in range(lo, hi):
                 need += fitted_cap(rows[indices[i2], LIVE] + nz, d)
             return t, step, need
-        for q in range(n_own):
-            ii = own[q]
-            move_planned(cols, vals, lasts, auxs, rows, indices[ii], d, plan, ii - lo, has_last, has_aux)
-        if shared:
-            meet(sync, tid, n_threads, seq + 3, False)
-        if tid == 0:  # (the other threads' pass 1 reads no old segment)
-            release_planned(cols, state, hi - lo, d, plan)
         step += 1
         target = step - 1
         if mode == OASIS:
@@ -137,73 +139,106 @@ def train_triplets(
             th = lam * eta
         for jj in range(nz):
             zh[jj] = col_hash(zi[jj])
-        m = n_own * nz
-        e = 0
-        for q in range(n_own):
-            i = indices[own[q]]
-            for jj in range(nz):
-                homes[e] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
-                e += 1
-        for e in range(min(ROW_PREFETCH_DISTANCE, m)):
-            if homes[e] >= 0:
-                prefetch_record(cols, tails, homes[e])
+        # the order in which the threads take rows: the ones that move first, one at a time
+        # (each thread computes the same order from the plan)
+        n_moved = 0
+        if shared:
+            for k in range(n_rows):
+                if plan[k, 0] >= 0:
+                    order[n_moved] = k
+                    n_moved += 1
+            p = n_moved
+            for k in range(n_rows):
+                if plan[k, 0] < 0:
+                    order[p] = k
+                    p += 1
         # pass 1: margin x^T M_t z, bringing every touched entry up to date with M_t and
         # inserting the absent ones the update will write
-        e = 0
-        for q in range(n_own):
-            ii = own[q]
-            i = indices[ii]
-            yx = y * data[ii]
-            acc = 0.0
-            claimed_empty = 0
-            claimed = 0
-            for jj in range(nz):
-                ahead = e + ROW_PREFETCH_DISTANCE
-                if ahead < m and homes[ahead] >= 0:
-                    prefetch_record(cols, tails, homes[ahead])
-                if homes[e] < 0:
-                    v = diag[i]
-                    if lazy and prox_diag:
-                        v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
-                        diag[i] = v
-                        diag_last[i] = target
-                    slots[e] = -1
-                else:
-                    j = zi[jj]
-                    code = probe(cols, rows, i, j, homes[e])
-                    # found or absent alike, without a branch (a coin flip to the predictor):
-                    # an absent entry is read and written at its free slot as a zero entry
-                    found = code >= 0
-                    s = code if found else -2 - code
-                    c = cols[s]  # j, or the free slot's EMPTY / TOMBSTONE
-                    enter = True
-                    if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
-                        enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
-                    claim = enter and not found
-                    v = vals[s] if found else 0.0
-                    if lazy:
-                        aux = 0.0
-                        if mode == ADASORS:
-                            aux = auxs[s] if found else 0.0
-                            auxs[s] = aux
-                        v = catch_up(v, lasts[s] if found else target, aux, target, cum_eta, lam, mode, delta)
-                        lasts[s] = target
-                    vals[s] = v
-                    cols[s] = j if claim else c
-                    claimed += 1 if claim else 0
-                    claimed_empty += 1 if claim and c == EMPTY else 0
-                    prev[e] = c
-                    slots[e] = s if found or enter else -2
-                acc += zv[jj] * v
-                e += 1
-            rows[i, USED] += claimed_empty
-            rows[i, LIVE] += claimed
-            accs[ii - lo] = acc
+        n_own = 0
+        while True:
+            if shared:
+                u = claim(sync, n_threads, 1)
+                k0 = u if u < n_moved else n_moved + (u - n_moved) * ROWS_PER_CLAIM
+                k1 = min(k0 + (1 if u < n_moved else ROWS_PER_CLAIM), n_rows)
+            else:
+                k0 = n_rows if n_own else 0
+                k1 = n_rows
+            if k0 >= n_rows:
+                break
+            h = 0
+            for p in range(k0, k1):
+                k = order[p] if shared else p
+                i = indices[lo + k]
+                move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux)
+                own[n_own + p - k0] = k
+                for jj in range(nz):
+                    homes[h] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
+                    h += 1
+            m = h
+            for h in range(min(ROW_PREFETCH_DISTANCE, m)):
+                if homes[h] >= 0:
+                    prefetch_record(cols, tails, homes[h])
+            h = 0
+            for p in range(k0, k1):
+                k = own[n_own + p - k0]
+                ii = lo + k
+                i = indices[ii]
+                yx = y * data[ii]
+                acc = 0.0
+                claimed_empty = 0
+                claimed = 0
+                e = k * nz
+                for jj in range(nz):
+                    ahead = h + ROW_PREFETCH_DISTANCE
+                    if ahead < m and homes[ahead] >= 0:
+                        prefetch_record(cols, tails, homes[ahead])
+                    if homes[h] < 0:
+                        v = diag[i]
+                        if lazy and prox_diag:
+                            v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
+                            diag[i] = v
+                            diag_last[i] = target
+                        slots[e] = -1
+                    else:
+                        j = zi[jj]
+                        code = probe(cols, rows, i, j, homes[h])
+                        # found or absent alike, without a branch (a coin flip to the predictor):
+                        # an absent entry is read and written at its free slot as a zero entry
+                        found = code >= 0
+                        s = code if found else -2 - code
+                        c = cols[s]  # j, or the free slot's EMPTY / TOMBSTONE
+                        enter = True
+                        if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
+                            enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
+                        claim_slot = enter and not found
+                        v = vals[s] if found else 0.0
+                        if lazy:
+                            aux = 0.0
+                            if mode == ADASORS:
+                                aux = auxs[s] if found else 0.0
+                                auxs[s] = aux
+                            v = catch_up(v, lasts[s] if found else target, aux, target, cum_eta, lam, mode, delta)
+                            lasts[s] = target
+                        vals[s] = v
+                        cols[s] = j if claim_slot else c
+                        claimed += 1 if claim_slot else 0
+                        claimed_empty += 1 if claim_slot and c == EMPTY else 0
+                        prev[e] = c
+                        slots[e] = s if found or enter else -2
+                    acc += zv[jj] * v
+                    e += 1
+                    h += 1
+                rows[i, USED] += claimed_empty
+                rows[i, LIVE] += claimed
+                accs[k] = acc
+            n_own += k1 - k0
         if shared:
-            meet(sync, tid, n_threads, seq + 4, False)
+            meet(sync, tid, n_threads, seq + 3, False)
+        if tid == 0:  # (every move of this triplet is done: no thread reads an old segment)
+            release_planned(cols, state, n_rows, d, plan)
         margin = 0.0
-        for ii in range(lo, hi):  # in row order, whichever thread summed the row
-            margin += data[ii] * accs[ii - lo]
+        for k in range(n_rows):  # in row order, whichever thread summed the row
+            margin += data[lo + k] * accs[k]
         loss = 1.0 - y * margin
         if loss <= 0.0:
             if tid == 0:
@@ -211,9 +246,10 @@ def train_triplets(
             # no update: the inserted slots go back to what they held (all of them, so no probe
             # path that passed one of them breaks); under SORS entries that shrank to zero while
             # catching up leave the table
-            e = 0
             for q in range(n_own):
-                i = indices[own[q]]
+                k = own[q]
+                i = indices[lo + k]
+                e = k * nz
                 for jj in range(nz):
                     s = slots[e]
                     if s >= 0:
@@ -233,16 +269,19 @@ def train_triplets(
         else:
             scale = y
         # pass 2: write the update through the slots pass 1 found or filled (they stay valid:
-        # inserts and tombstones never move other entries)
-        e = 0
+        # inserts and tombstones never move other entries), on the rows this thread took
+        n_entries = n_rows * nz
         for q in range(n_own):
-            ii = own[q]
-            i = indices[ii]
-            xi = data[ii]
+            k = own[q]
+            i = indices[lo + k]
+            xi = data[lo + k]
+            e = k * nz
+            # the entry ROW_PREFETCH_DISTANCE ahead in this thread's order: in this row or the next
+            ahead_next = own[q + 1] * nz + ROW_PREFETCH_DISTANCE - nz if q + 1 < n_own else -(1 << 40)
             for jj in range(nz):
-                ahead = e + ROW_PREFETCH_DISTANCE
-                if ahead < m and slots[ahead] >= 0:
-                    prefetch_record(cols, tails, slots[ahead])
+                f = e + ROW_PREFETCH_DISTANCE if jj + ROW_PREFETCH_DISTANCE < nz else ahead_next + jj
+                if 0 <= f < n_entries and slots[f] >= 0:
+                    prefetch_record(cols, tails, slots[f])
                 g = scale * xi * zv[jj]
                 s = slots[e]
                 if s < 0:
@@ -424,12 +463,16 @@ class BilinearEngine(WritableOnUnpickle):
         n = triplets.shape[0]
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         n_threads = getattr(self, "n_threads", 1)  # (an engine pickled before threads existed)
-        scratch = []
-        for _ in range(n_threads):
-            zi, zv, homes, slots, prev = triplet_scratch(X, 3)
-            # zi holds a z of up to 2 r + 1 entries, so it is long enough for the rows of any x
-            scratch.append((zi, zv, np.empty(len(zi), np.uint64), homes, slots, prev, np.empty(len(zi), np.int64)))
-        accs, plan, sync = np.empty(len(zi)), np.empty((len(zi), 4), np.int64), sync_array(n_threads)
+        # per thread: z, its column hashes, the rows of x the thread took (zi holds a z of up to
+        # 2 r + 1 entries, so it is long enough for the rows of any x); shared: one slot per entry
+        # of x z^T (homes, slots, prev), per row of x (accs, plan), the threads' meeting points
+        scratch = [triplet_scratch(X, 0) for _ in range(n_threads)]
+        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64), triplet_scratch(X)[2])
+                   for zi, zv in scratch]
+        slots, prev = triplet_scratch(X, 2)[2:]
+        longest = len(scratch[0][0])
+        entries = (slots, prev, np.empty(longest), np.empty((longest, 4), np.int64), np.empty(longest, np.int64))
+        sync = sync_array(n_threads)
 
         def run(tid, pos, out):
             cols, vals, lasts, auxs = st.views()
@@ -437,8 +480,8 @@ class BilinearEngine(WritableOnUnpickle):
                 cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
-                self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], losses,
-                tid, n_threads, accs, plan, sync, *extra,
+                self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], *entries, losses,
+                tid, n_threads, sync, *extra,
             )
 
         def kernel(pos):
