@@ -1,11 +1,13 @@
-"""The few atomic operations training threads need to meet, usable inside ``numba.njit`` code.
+"""The few atomic operations training threads need to meet and share out rows, usable inside
+``numba.njit`` code.
 
-Threads that each update their own rows of one store meet five times per triplet (see
+Threads that each update their own rows of one store meet four times per triplet (see
 :func:`sparsesim.engine.bilinear.train_triplets`): each publishes a sequence number after the
 data it shares, and waits for the others'. A plain load in a spin loop may be hoisted out of
 the loop by the compiler, and plain stores may be reordered past the data they announce, so
 the flag is read with an acquire load and written with a release store (LLVM atomics; on x86
-these are ordinary moves that the compiler may not reorder or drop).
+these are ordinary moves that the compiler may not reorder or drop). Between meetings the
+threads take rows from a shared counter with an atomic fetch-and-add (:func:`claim`).
 """
 
 from __future__ import annotations
@@ -108,9 +110,10 @@ SPINS_BEFORE_YIELD = 1 << 12
 
 # Layout of the ``sync`` array the threads share: thread k's sequence number at FLAG * k (one
 # cache line each), its "short of room" answer beside it; after the threads' lines, one line
-# for a counter of work the threads take in turn (:func:`claim`).
+# for the counters of work the threads take in turn (:func:`claim`; counter c at FLAG * n + c).
 FLAG = 8
 SHORT = 1
+COUNTERS = 2
 
 
 def sync_array(n_threads: int) -> np.ndarray:
@@ -119,16 +122,18 @@ def sync_array(n_threads: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, inline="always")
-def reset_claims(sync, n_threads):
-    """Start the shared work counter at 0 (by one thread, before a :func:`meet` that publishes it)."""
-    sync[FLAG * n_threads] = 0
+def reset_claims(sync, n_threads, counter):
+    """Start work counter ``counter`` (0 .. COUNTERS - 1) at 0: by one thread, before a
+    :func:`meet` that publishes it to the others."""
+    sync[FLAG * n_threads + counter] = 0
 
 
 @numba.njit(cache=True, inline="always")
-def claim(sync, n_threads, size):
-    """Take the next ``size`` work items: the first one's number (counted from the last
-    :func:`reset_claims`); the threads get disjoint ranges, in whatever order they ask."""
-    return fetch_add(sync, FLAG * n_threads, size)
+def claim(sync, n_threads, size, counter):
+    """Take the next ``size`` work items of counter ``counter``: the first one's number (counted
+    from its last :func:`reset_claims`); the threads get disjoint ranges, in whatever order they
+    ask."""
+    return fetch_add(sync, FLAG * n_threads + counter, size)
 
 
 @numba.njit(cache=True, inline="always")

@@ -42,6 +42,8 @@ ROW_PREFETCH_DISTANCE = 20
 # enough that the threads end pass 1 together, large enough to amortise the shared counter and
 # the prefetch's warm-up at the start of every chunk.
 ROWS_PER_CLAIM = 4
+# the threads' work counters (atomics.claim): rows short of room to sweep, rows of x for pass 1
+SWEEPS, ROWS = 0, 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -82,11 +84,12 @@ def train_triplets(
 
     Threads: with ``n_threads`` > 1, that many calls run at once (``tid`` 0, 1, ..., each with its
     own ``zi``, ``zv``, ``zh`` and ``own``; the other work arrays are shared). Every entry of M lives in
-    one row, so threads that update different rows of x never write the same entry. A thread
-    sweeps every ``n_threads``-th row of x from its ``tid``-th; then thread 0 takes, in row order,
-    the segments of the rows that must move (``plan``; so that all start the triplet or none
-    does); then the threads take the rows of x in chunks of ``ROWS_PER_CLAIM`` from a shared
-    counter (:func:`~sparsesim.engine.atomics.claim`), each moving and running pass 1 on the rows
+    one row, so threads that update different rows of x never write the same entry. The
+    threads sweep the rows short of room, taking them one at a time from a shared counter
+    (:func:`~sparsesim.engine.atomics.claim`); then thread 0 takes, in row order, the segments of
+    the rows that must move (``plan``; so that all start the triplet or none does); then the
+    threads take the rows of x from another counter (the ones that move first, one at a time,
+    then chunks of ``ROWS_PER_CLAIM``), each moving and running pass 1 on the rows
     it took and later pass 2 on the same rows (``own``: their positions, in cache on its core).
     Taking rows as they go, not a fixed share, keeps the threads busy to the end of pass 1
     when a few rows' moves take longer than the rest of an update. They meet
@@ -110,18 +113,31 @@ def train_triplets(
             meet(sync, tid, n_threads, seq, False)
         # room: sweep a share of the rows, then (thread 0, in row order) take the segments of
         # the rows that must move; each row moves when a thread takes it for pass 1
-        if drop_zeros:
-            for k in range(tid, n_rows, n_threads):
+        if drop_zeros and not shared:
+            for k in range(n_rows):
                 i = indices[lo + k]
                 if needs_room(rows, i, nz):
                     sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
+        elif drop_zeros:
+            # every thread lists the same rows short of room (a sweep changes no row's load),
+            # then they take them one at a time
+            n_short = 0
+            for k in range(n_rows):
+                if needs_room(rows, indices[lo + k], nz):
+                    own[n_short] = k
+                    n_short += 1
+            while True:
+                u = claim(sync, n_threads, 1, SWEEPS)
+                if u >= n_short:
+                    break
+                sweep_row(cols, vals, lasts, auxs, rows, indices[lo + own[u]], step, cum_eta, lam, mode, delta)
         short = False
         if shared:
             meet(sync, tid, n_threads, seq + 1, False)
         if tid == 0:
             short = not plan_moves(cols, rows, state, indices, lo, hi, nz, d, plan)
             if shared:
-                reset_claims(sync, n_threads)
+                reset_claims(sync, n_threads, ROWS)
         if shared:
             short = meet(sync, tid, n_threads, seq + 2, short)
         if short:
@@ -157,7 +173,7 @@ def train_triplets(
         n_own = 0
         while True:
             if shared:
-                u = claim(sync, n_threads, 1)
+                u = claim(sync, n_threads, 1, ROWS)
                 k0 = u if u < n_moved else n_moved + (u - n_moved) * ROWS_PER_CLAIM
                 k1 = min(k0 + (1 if u < n_moved else ROWS_PER_CLAIM), n_rows)
             else:
@@ -236,6 +252,8 @@ def train_triplets(
             meet(sync, tid, n_threads, seq + 3, False)
         if tid == 0:  # (every move of this triplet is done: no thread reads an old segment)
             release_planned(cols, state, n_rows, d, plan)
+            if shared:  # (every sweep of this triplet is done too)
+                reset_claims(sync, n_threads, SWEEPS)
         margin = 0.0
         for k in range(n_rows):  # in row order, whichever thread summed the row
             margin += data[lo + k] * accs[k]
