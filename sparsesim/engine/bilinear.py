@@ -73,8 +73,9 @@ def train_triplets(
     ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
     kept dense beside the pool) so that both passes can prefetch a few entries ahead (``tails``:
-    the pool's last field, see :func:`prefetch_record`). Entry (k, jj) of the outer product (the
-    k-th row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``homes``, ``slots`` and ``prev``.
+    the pool's last field, see :func:`prefetch_record`; ``homes`` holds those of the rows a
+    thread took last, in the order it took them). Entry (k, jj) of the outer product (the k-th
+    row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``slots`` and ``prev``.
 
     Pass 1 inserts every absent entry the update would write (as a zero, at the free slot its
     probe found; ``prev`` keeps what that slot held), so that pass 2 writes through ``slots``
@@ -111,7 +112,7 @@ def train_triplets(
         seq = 4 * (t - start)
         if shared and t > start:  # every thread is done with the rows of the previous triplet
             meet(sync, tid, n_threads, seq, False)
-        # room: sweep a share of the rows, then (thread 0, in row order) take the segments of
+        # room: sweep the rows short of it, then (thread 0, in row order) take the segments of
         # the rows that must move; each row moves when a thread takes it for pass 1
         if drop_zeros and not shared:
             for k in range(n_rows):

@@ -223,7 +223,7 @@ class OASIS(_BaseBilinear):
     n_threads : int, default 1
         Threads that train together, each updating the rows of M it takes from x (-1: every
         core). The model is the same whatever the count (they add the margin up in one order);
-        2 threads ran 1.45-2.15x as fast as one on the 2-core test machine, at least 1.7x in 8
+        2 threads ran 1.65-1.98x as fast as one on the 2-core test machine, at least 1.7x in 8
         of 10 runs (README, "Engine speed").
 
     Attributes
