@@ -274,7 +274,7 @@ def main(argv=None):
         # --repeat: the whole list of rows again (A, B, A, B ...), so that rows compared with each
         # other share time windows; with --baseline-python each row is followed by its baseline
         rounds = 1 if args.baseline_python else max(1, args.repeat)
-        for T, _ in ((T, r) for T in sizes for r in range(rounds)):
+        for T in (T for T in sizes for _ in range(rounds)):
             for algorithm in args.algorithms.split(","):
                 cfg = {"corpus": name, "algorithm": algorithm, "T": T, "params": params.get(algorithm, {}),
                        "checkpoints": [int(c) for c in args.checkpoints.split(",") if c], "map": args.map}

@@ -24,6 +24,16 @@ def _int64_array(arr, index):
             and isinstance(index, types.Integer))
 
 
+def _int64_write(arr, index, value):
+    """The arguments of an intrinsic that writes an integer ``value`` into an int64 array."""
+    return _int64_array(arr, index) and isinstance(value, types.Integer)
+
+
+def _value(context, builder, signature, args):
+    """The third argument of an intrinsic, as the int64 it writes."""
+    return context.cast(builder, args[2], signature.args[2], types.int64)
+
+
 def _item_pointer(context, builder, signature, args):
     """Pointer to ``arr[index]``, the first two arguments of an intrinsic."""
     aryty = signature.args[0]
@@ -52,13 +62,13 @@ def load_acquire(typingctx, arr, index):
 @intrinsic
 def store_release(typingctx, arr, index, value):
     """``arr[index] = value`` (int64) written with release ordering."""
-    if not _int64_array(arr, index) or not isinstance(value, types.Integer):
+    if not _int64_write(arr, index, value):
         return None
     sig = types.void(arr, index, value)
 
     def codegen(context, builder, signature, args):
-        val = context.cast(builder, args[2], signature.args[2], types.int64)
-        builder.store_atomic(val, _item_pointer(context, builder, signature, args), "release", 8)
+        ptr = _item_pointer(context, builder, signature, args)
+        builder.store_atomic(_value(context, builder, signature, args), ptr, "release", 8)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -67,13 +77,13 @@ def store_release(typingctx, arr, index, value):
 @intrinsic
 def fetch_add(typingctx, arr, index, value):
     """``arr[index] += value`` (int64) in one atomic step; returns what ``arr[index]`` held."""
-    if not _int64_array(arr, index) or not isinstance(value, types.Integer):
+    if not _int64_write(arr, index, value):
         return None
     sig = types.int64(arr, index, value)
 
     def codegen(context, builder, signature, args):
-        val = context.cast(builder, args[2], signature.args[2], types.int64)
-        return builder.atomic_rmw("add", _item_pointer(context, builder, signature, args), val, "acq_rel")
+        ptr = _item_pointer(context, builder, signature, args)
+        return builder.atomic_rmw("add", ptr, _value(context, builder, signature, args), "acq_rel")
 
     return sig, codegen
 
