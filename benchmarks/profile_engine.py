@@ -111,12 +111,12 @@ def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
 # Timing and counting lines spliced into the product loop's source, each after (or before) a line
 # that must occur exactly once in it: (anchor, lines, "before" | "after" | "replace").
 SPLICES = [
-    ("    tid, n_threads, sync,\n):", "    tid, n_threads, sync, prof,\n):", "replace"),
+    ("    tid, n_threads, sync,\n):", "    tid, n_threads, sync, prof, spare,\n):", "replace"),
     ("        a = triplets[t, 0]\n", "        c0 = cycles()\n", "before"),
     ("        lo, hi = indptr[a], indptr[a + 1]\n", "        c1 = cycles()\n        prof[C_MERGE] += c1 - c0\n", "after"),
-    ("                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
+    ("                    sweep_row(table, rows, i, step, cum_eta, lam, mode, delta)\n",
      "                    cs = cycles()\n", "before"),
-    ("                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)\n",
+    ("                    sweep_row(table, rows, i, step, cum_eta, lam, mode, delta)\n",
      "                    prof[C_SWEEP] += cycles() - cs\n                    prof[N_SWEEPS] += 1\n"
      "                    prof[N_SWEPT_SLOTS] += rows[i, CAP]\n", "after"),
     ("            return t, step, need\n", "            prof[C_ROOM] += cycles() - c1\n", "before"),
@@ -136,12 +136,19 @@ SPLICES = [
      "                cmv += cycles() - cm\n", "after"),
     ("            m = h\n", "            ch2 = cycles()\n            prof[C_ROOM] += cmv\n            prof[C_HOME] += ch2 - ch - cmv\n",
      "after"),
-    # pass 1 runs a second time ({pass1}: its own lines, less the record of what the slots of the
-    # entries it inserted held), on records now in cache; it changes nothing,
-    # since every entry it touches is already current
+    # pass 1 runs a second time ({pass1}: the same call), on records now in cache; it changes
+    # nothing, since every entry it touches is already current, but what the slots of the entries
+    # it inserted held (``prev``), which is kept in ``spare`` meanwhile
     ("            n_own += k1 - k0\n",
-     "            ch3 = cycles()\n            prof[C_PASS1] += ch3 - ch2\n{pass1}"
-     "            prof[C_PASS1_CACHED] += cycles() - ch3\n", "before"),
+     "            ch3 = cycles()\n            prof[C_PASS1] += ch3 - ch2\n"
+     "            for q in range(n_own, n_own + k1 - k0):\n"
+     "                for e in range(own[q] * nz, own[q] * nz + nz):\n"
+     "                    spare[e] = prev[e]\n"
+     "            ch3 = cycles()\n{pass1}"
+     "            prof[C_PASS1_CACHED] += cycles() - ch3\n"
+     "            for q in range(n_own, n_own + k1 - k0):\n"
+     "                for e in range(own[q] * nz, own[q] * nz + nz):\n"
+     "                    prev[e] = spare[e]\n", "before"),
     ("        loss = 1.0 - y * margin\n", "        c4 = cycles()\n", "after"),
     ("            continue\n        if tid == 0:\n            losses[t] = loss\n",
      "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n",
@@ -155,12 +162,11 @@ SPLICES = [
 @functools.lru_cache(maxsize=None)
 def profiled_kernel():
     """The product loop :func:`sparsesim.engine.bilinear.train_triplets` with :data:`SPLICES`
-    applied, compiled with the product's options; it takes ``prof`` last."""
+    applied, compiled with the product's options; it takes ``prof`` and ``spare`` (a buffer as
+    long as ``prev``) last."""
     src = textwrap.dedent(inspect.getsource(bilinear.train_triplets.py_func))
     src = src[src.index("def train_triplets("):]
-    pass1 = src[src.index("            for h in range(min(ROW_PREFETCH_DISTANCE, m)):"):src.index("            n_own += k1 - k0\n")]
-    # the rerun finds the entries pass 1 inserted: it must not overwrite what their slots held
-    pass1 = pass1.replace("prev[e] = c\n", "pass\n")
+    pass1 = src[src.index("            pass1_rows("):src.index("            n_own += k1 - k0\n")]
     for anchor, lines, where in SPLICES:
         lines = lines.replace("{pass1}", pass1)
         if src.count(anchor) != 1:
@@ -199,7 +205,10 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     losses = np.zeros(n)
     engine.schedule.ensure(engine.store.step + n)
     room = [0.0]
-    kernel = engine.kernel(X, triplets, signs, losses, profiled_kernel(), (prof,))
+    from sparsesim.engine.driver import triplet_scratch
+
+    spare = triplet_scratch(X, 2)[3]  # (as long as the engine's ``prev``)
+    kernel = engine.kernel(X, triplets, signs, losses, profiled_kernel(), (prof, spare))
 
     def make_room(extra):
         w0 = time.perf_counter()

@@ -13,13 +13,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 
-@intrinsic
-def prefetch(typingctx, arr, index):
-    """Hint the CPU to load ``arr[index]`` into cache (read, high temporal locality)."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-    sig = types.void(arr, index)
-
+def _prefetch_codegen(last_byte_too):
     def codegen(context, builder, signature, args):
         aryty, _ = signature.args
         ary = context.make_array(aryty)(context, builder, args[0])
@@ -28,7 +22,28 @@ def prefetch(typingctx, arr, index):
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        first = builder.bitcast(ptr, i8p)
+        builder.call(fn, [first, i32(0), i32(3), i32(1)])
+        size = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
+        if last_byte_too and size > 1:
+            builder.call(fn, [builder.gep(first, [ir.IntType(64)(size - 1)]), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, index):
+    """Hint the CPU to load ``arr[index]`` into cache (read, high temporal locality)."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+    return types.void(arr, index), _prefetch_codegen(False)
+
+
+@intrinsic
+def prefetch_item(typingctx, arr, index):
+    """Like :func:`prefetch`, for the first and the last byte of ``arr[index]``: an item of 12 or
+    20 bytes (a packed record) can straddle two cache lines."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+    return types.void(arr, index), _prefetch_codegen(True)

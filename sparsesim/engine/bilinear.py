@@ -20,12 +20,12 @@ import numpy as np
 from .atomics import claim, meet, reset_claims, sync_array
 from .driver import run_growing, triplet_scratch
 from .store import WritableOnUnpickle
-from sparsesim.prefetch import prefetch
+from sparsesim.prefetch import prefetch_item
 from .primitives import sq_norms
 from .rules import ADASORS, OASIS, SORS, catch_up, merge_difference, oasis_tau, proximal_entry
-from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, SHIFT, TOMBSTONE, USED, RowStore, col_hash,
+from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, SHIFT, TOMBSTONE, USED, RowStore, col_hash, field,
                        fitted_cap, home, move_planned, needs_room, plan_moves, planned_slots, probe, record_dtype,
-                       release_planned, remove_at)
+                       release_planned, remove_at, set_field)
 
 MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
 
@@ -46,17 +46,80 @@ ROWS_PER_CLAIM = 4
 SWEEPS, ROWS = 0, 1
 
 
-@numba.njit(cache=True, inline="always")
-def prefetch_record(cols, tails, s):
-    """Start loading record ``s``: its first field and its last one (``tails``), because a record
-    of 12 or 20 bytes (SORS float32 / float64) can straddle two cache lines."""
-    prefetch(cols, s)
-    prefetch(tails, s)
+@numba.njit(cache=True, _nrt=False, nogil=True)
+def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, slots, prev, accs, diag,
+               diag_last, diag_aux, target, cum_eta, eta, th, lam, mode, delta, prox_diag):
+    """Pass 1 of :func:`train_triplets` on the rows ``own[q0:q1]`` of x (positions in
+    ``indices[lo:]``; ``homes[:m]``: the home slots of their entries, in that order): each row's
+    sum of ``z_j * M_ij`` into ``accs``, every entry caught up to step ``target``, the absent ones
+    the update will write inserted (``slots``, ``prev``: see there).
+
+    A function of its own, not inlined, so that the compiler keeps this loop's pointers in
+    registers instead of spilling the whole update loop's state around it."""
+    lazy = mode != OASIS
+    cum_target = cum_eta[target]
+    for h in range(min(ROW_PREFETCH_DISTANCE, m)):
+        if homes[h] >= 0:
+            prefetch_item(table, homes[h])
+    h = 0
+    for q in range(q0, q1):
+        k = own[q]
+        ii = lo + k
+        i = indices[ii]
+        yx = y * data[ii]
+        acc = 0.0
+        claimed_empty = 0
+        claimed = 0
+        e = k * nz
+        for jj in range(nz):
+            ahead = h + ROW_PREFETCH_DISTANCE
+            if ahead < m and homes[ahead] >= 0:
+                prefetch_item(table, homes[ahead])
+            if homes[h] < 0:
+                v = diag[i]
+                if lazy and prox_diag:
+                    v = catch_up(v, diag_last[i], diag_aux[i], cum_target, cum_eta, lam, mode, delta)
+                    diag[i] = v
+                    diag_last[i] = target
+                slots[e] = -1
+            else:
+                j = zi[jj]
+                code = probe(table, rows, i, j, homes[h])
+                # found or absent alike, without a branch (a coin flip to the predictor):
+                # an absent entry is read and written at its free slot as a zero entry
+                found = code >= 0
+                s = code if found else -2 - code
+                c = table[s]["col"]  # j, or the free slot's EMPTY / TOMBSTONE
+                enter = True
+                if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
+                    enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
+                claim_slot = enter and not found
+                v = table[s]["val"] if found else 0.0
+                if lazy:
+                    aux = 0.0
+                    if mode == ADASORS:
+                        aux = field(table, s, "aux", 0.0) if found else 0.0
+                        set_field(table, s, "aux", aux)
+                    v = catch_up(v, field(table, s, "last", target) if found else target, aux, cum_target,
+                                 cum_eta, lam, mode, delta)
+                    set_field(table, s, "last", target)
+                table[s]["val"] = v
+                table[s]["col"] = j if claim_slot else c
+                claimed += 1 if claim_slot else 0
+                claimed_empty += 1 if claim_slot and c == EMPTY else 0
+                prev[e] = c
+                slots[e] = s if found or enter else -2
+            acc += zv[jj] * v
+            e += 1
+            h += 1
+        rows[i, USED] += claimed_empty
+        rows[i, LIVE] += claimed
+        accs[k] = acc
 
 
 @numba.njit(cache=True, _nrt=False, nogil=True)
 def train_triplets(
-    cols, vals, lasts, auxs, tails, rows, state, d,
+    table, cols, vals, lasts, auxs, rows, state, d,
     diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
@@ -72,9 +135,11 @@ def train_triplets(
     and the slots it needs) so the caller can compact or grow the pool and call again.
     ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
-    kept dense beside the pool) so that both passes can prefetch a few entries ahead (``tails``:
-    the pool's last field, see :func:`prefetch_record`; ``homes`` holds those of the rows a
-    thread took last, in the order it took them). Entry (k, jj) of the outer product (the k-th
+    kept dense beside the pool) so that both passes can prefetch a few entries ahead (both ends of
+    a record: one of 12 or 20 bytes can straddle two cache lines; ``homes`` holds those of the rows a
+    thread took last, in the order it took them). The passes and sweeps read and write the pool's
+    records through ``table`` (its fields at offsets fixed when the loop compiles); the copies of
+    moving rows and the pool's free lists use the field views ``cols``, ``vals``, ``lasts``, ``auxs``. Entry (k, jj) of the outer product (the k-th
     row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``slots`` and ``prev``.
 
     Pass 1 inserts every absent entry the update would write (as a zero, at the free slot its
@@ -118,7 +183,7 @@ def train_triplets(
             for k in range(n_rows):
                 i = indices[lo + k]
                 if needs_room(rows, i, nz):
-                    sweep_row(cols, vals, lasts, auxs, rows, i, step, cum_eta, lam, mode, delta)
+                    sweep_row(table, rows, i, step, cum_eta, lam, mode, delta)
         elif drop_zeros:
             # every thread lists the same rows short of room (a sweep changes no row's load),
             # then they take them one at a time
@@ -131,7 +196,7 @@ def train_triplets(
                 u = claim(sync, n_threads, 1, SWEEPS)
                 if u >= n_short:
                     break
-                sweep_row(cols, vals, lasts, auxs, rows, indices[lo + own[u]], step, cum_eta, lam, mode, delta)
+                sweep_row(table, rows, indices[lo + own[u]], step, cum_eta, lam, mode, delta)
         short = False
         if shared:
             meet(sync, tid, n_threads, seq + 1, False)
@@ -192,62 +257,8 @@ def train_triplets(
                     homes[h] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
                     h += 1
             m = h
-            for h in range(min(ROW_PREFETCH_DISTANCE, m)):
-                if homes[h] >= 0:
-                    prefetch_record(cols, tails, homes[h])
-            h = 0
-            for p in range(k0, k1):
-                k = own[n_own + p - k0]
-                ii = lo + k
-                i = indices[ii]
-                yx = y * data[ii]
-                acc = 0.0
-                claimed_empty = 0
-                claimed = 0
-                e = k * nz
-                for jj in range(nz):
-                    ahead = h + ROW_PREFETCH_DISTANCE
-                    if ahead < m and homes[ahead] >= 0:
-                        prefetch_record(cols, tails, homes[ahead])
-                    if homes[h] < 0:
-                        v = diag[i]
-                        if lazy and prox_diag:
-                            v = catch_up(v, diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
-                            diag[i] = v
-                            diag_last[i] = target
-                        slots[e] = -1
-                    else:
-                        j = zi[jj]
-                        code = probe(cols, rows, i, j, homes[h])
-                        # found or absent alike, without a branch (a coin flip to the predictor):
-                        # an absent entry is read and written at its free slot as a zero entry
-                        found = code >= 0
-                        s = code if found else -2 - code
-                        c = cols[s]  # j, or the free slot's EMPTY / TOMBSTONE
-                        enter = True
-                        if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
-                            enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
-                        claim_slot = enter and not found
-                        v = vals[s] if found else 0.0
-                        if lazy:
-                            aux = 0.0
-                            if mode == ADASORS:
-                                aux = auxs[s] if found else 0.0
-                                auxs[s] = aux
-                            v = catch_up(v, lasts[s] if found else target, aux, target, cum_eta, lam, mode, delta)
-                            lasts[s] = target
-                        vals[s] = v
-                        cols[s] = j if claim_slot else c
-                        claimed += 1 if claim_slot else 0
-                        claimed_empty += 1 if claim_slot and c == EMPTY else 0
-                        prev[e] = c
-                        slots[e] = s if found or enter else -2
-                    acc += zv[jj] * v
-                    e += 1
-                    h += 1
-                rows[i, USED] += claimed_empty
-                rows[i, LIVE] += claimed
-                accs[k] = acc
+            pass1_rows(table, rows, indices, data, lo, own, n_own, n_own + k1 - k0, y, zi, zv, nz, homes, m, slots,
+                       prev, accs, diag, diag_last, diag_aux, target, cum_eta, eta, th, lam, mode, delta, prox_diag)
             n_own += k1 - k0
         if shared:
             meet(sync, tid, n_threads, seq + 3, False)
@@ -273,11 +284,11 @@ def train_triplets(
                     s = slots[e]
                     if s >= 0:
                         if prev[e] < 0:
-                            cols[s] = prev[e]
+                            table[s]["col"] = prev[e]
                             rows[i, USED] -= 1 if prev[e] == EMPTY else 0
                             rows[i, LIVE] -= 1
-                        elif mode == SORS and vals[s] == 0.0:
-                            remove_at(cols, rows, i, s)
+                        elif mode == SORS and table[s]["val"] == 0.0:
+                            remove_at(table, rows, i, s)
                     e += 1
             continue
         if tid == 0:
@@ -300,7 +311,7 @@ def train_triplets(
             for jj in range(nz):
                 f = e + ROW_PREFETCH_DISTANCE if jj + ROW_PREFETCH_DISTANCE < nz else ahead_next + jj
                 if 0 <= f < n_entries and slots[f] >= 0:
-                    prefetch_record(cols, tails, slots[f])
+                    prefetch_item(table, slots[f])
                 g = scale * xi * zv[jj]
                 s = slots[e]
                 if s < 0:
@@ -315,22 +326,20 @@ def train_triplets(
                             diag_last[i] = step
                 else:
                     if mode == OASIS:
-                        v = vals[s] + g
+                        v = table[s]["val"] + g
                     else:
-                        v, h = proximal_entry(vals[s], g, eta, th, mode, delta,
-                                              auxs[s] if mode == ADASORS else 0.0)  # SORS: auxs is a 1-slot dummy
-                        lasts[s] = step
-                        if mode == ADASORS:
-                            auxs[s] = h
-                    vals[s] = v
+                        v, h = proximal_entry(table[s]["val"], g, eta, th, mode, delta, field(table, s, "aux", 0.0))
+                        set_field(table, s, "last", step)
+                        set_field(table, s, "aux", h)
+                    table[s]["val"] = v
                     if v == 0.0 and mode != ADASORS:
-                        remove_at(cols, rows, i, s)
+                        remove_at(table, rows, i, s)
                 e += 1
     return stop, step, 0
 
 
 @numba.njit(cache=True, _nrt=False)
-def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
+def sweep_row(table, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
     """Apply the pending shrinkage of row i's entries up to step ``target``; with ``drop_zeros``
     zero entries leave a sparse row (a dense row keeps its zero records).
 
@@ -341,30 +350,31 @@ def sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delt
     on a segment not in cache)."""
     lo = rows[i, OFF]
     drop = drop_zeros and rows[i, SHIFT] >= 0
+    cum_target = cum_eta[target]
     removed = 0
     for s in range(lo, lo + rows[i, CAP]):
-        c = cols[s]
+        c = table[s]["col"]
         live = c >= 0
-        v = catch_up(vals[s], lasts[s] if live else target, auxs[s] if mode == ADASORS else 0.0, target, cum_eta,
-                     lam, mode, delta)
-        vals[s] = v
-        lasts[s] = target
+        v = catch_up(table[s]["val"], field(table, s, "last", target) if live else target, field(table, s, "aux", 0.0),
+                     cum_target, cum_eta, lam, mode, delta)
+        table[s]["val"] = v
+        set_field(table, s, "last", target)
         dead = drop and live and v == 0.0
-        cols[s] = TOMBSTONE if dead else c
+        table[s]["col"] = TOMBSTONE if dead else c
         removed += 1 if dead else 0
     rows[i, LIVE] -= removed
 
 
 @numba.njit(cache=True, _nrt=False)
-def finalize_lazy(cols, vals, lasts, auxs, rows, d, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta,
-                  prox_diag, drop_zeros):
+def finalize_lazy(table, rows, d, diag, diag_last, diag_aux, target, cum_eta, lam, mode, delta, prox_diag,
+                  drop_zeros):
     """Apply all pending shrinkage up to step ``target``; with ``drop_zeros`` zero entries leave
     the store (tombstones in sparse rows; a dense row keeps its zero records)."""
     for i in range(d):
-        sweep_row(cols, vals, lasts, auxs, rows, i, target, cum_eta, lam, mode, delta, drop_zeros)
+        sweep_row(table, rows, i, target, cum_eta, lam, mode, delta, drop_zeros)
     if prox_diag:
         for i in range(diag.shape[0]):
-            diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], target, cum_eta, lam, mode, delta)
+            diag[i] = catch_up(diag[i], diag_last[i], diag_aux[i], cum_eta[target], cum_eta, lam, mode, delta)
             diag_last[i] = target
 
 
@@ -496,7 +506,7 @@ class BilinearEngine(WritableOnUnpickle):
         def run(tid, pos, out):
             cols, vals, lasts, auxs = st.views()
             out[tid] = train(
-                cols, vals, lasts, auxs, st.table[st.dtype.names[-1]], st.rows, st.state, self.d, st.diag,
+                st.table, cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], *entries, losses,
@@ -561,9 +571,8 @@ class BilinearEngine(WritableOnUnpickle):
 
     def _finalize(self, drop_zeros: bool) -> None:
         st = self.store
-        cols, vals, lasts, auxs = st.views()
-        finalize_lazy(cols, vals, lasts, auxs, st.rows, self.d, st.diag, st.diag_last, st.diag_aux, st.step,
-                      self.schedule.cum, self.lam, self.mode, self.delta, self.prox_diag, drop_zeros)
+        finalize_lazy(st.table, st.rows, self.d, st.diag, st.diag_last, st.diag_aux, st.step, self.schedule.cum,
+                      self.lam, self.mode, self.delta, self.prox_diag, drop_zeros)
 
     def finalize(self):
         """Apply pending lazy shrinkage so the stored values are M_{t+1} exactly."""

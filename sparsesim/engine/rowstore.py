@@ -30,9 +30,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 import scipy.sparse as sp
+from numba.core import types
+from numba.extending import overload
 
 from . import store
-from .store import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT, GOLDEN, DiagonalStore, probe_segment
+from .store import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT, GOLDEN, DiagonalStore, key_at, probe_segment, set_key_at
 
 # the stores' free-slot markers, as int32 columns
 EMPTY = np.int32(store.EMPTY)
@@ -51,6 +53,43 @@ def record_dtype(layout: str, compact: bool) -> np.dtype:
     """Record of one entry: the hash store's fields with an int32 column in place of the key."""
     fields = (COMPACT_FIELDS_BY_LAYOUT if compact else FIELDS_BY_LAYOUT)[layout]
     return np.dtype([("col", np.int32)] + [f for f in fields if f[0] != "key"])
+
+
+def field(table, s, name, default):
+    """``table[s][name]`` of the pool's records as float64 or int64 (arithmetic is float64 whatever
+    is stored), or ``default`` where the layout has no field ``name`` (``"last"`` of OASIS's
+    records, ``"aux"`` of SORS's): one update loop compiles for every layout, each with its
+    record size and field offsets as constants (compiled code only)."""
+    raise NotImplementedError("field is for compiled code")
+
+
+def set_field(table, s, name, value):
+    """``table[s][name] = value``; nothing where the layout has no field ``name`` (see :func:`field`)."""
+    raise NotImplementedError("set_field is for compiled code")
+
+
+@overload(field, inline="always")
+def _field(table, s, name, default):
+    if not isinstance(name, types.StringLiteral):
+        return None  # (numba retries with the field name as a literal)
+    f = name.literal_value
+    if f not in table.dtype.fields:
+        return lambda table, s, name, default: default
+    if isinstance(table.dtype.typeof(f), types.Float):
+        return lambda table, s, name, default: np.float64(table[s][f])
+    return lambda table, s, name, default: np.int64(table[s][f])
+
+
+@overload(set_field, inline="always")
+def _set_field(table, s, name, value):
+    if not isinstance(name, types.StringLiteral):
+        return None
+    f = name.literal_value
+    if f in table.dtype.fields:
+        def store_value(table, s, name, value):
+            table[s][f] = value
+        return store_value
+    return lambda table, s, name, value: None
 
 
 @numba.njit(cache=True, inline="always")
@@ -72,12 +111,13 @@ def home(rows, i, j, hj):
 def probe(cols, rows, i, j, s):
     """Slot of (i, j) searched from its home slot ``s`` (>= 0), or ``-2 - f`` with ``f`` the first
     free slot on its probe path (where an insert may go while that slot stays free). A dense
-    row answers the entry's own slot (its record there holds column j).
+    row answers the entry's own slot (its record there holds column j). ``cols``: the pool's
+    columns, or its records.
 
-    The home slot is tested first, with one branch rarely taken (the slot holds another column
-    or a tombstone); found or absent is then a select, not a branch (a coin flip to the branch
+    The home slot is tested first, with one branch (the slot holds another column or a
+    tombstone); found or absent is then a select, not a branch (a coin flip to the branch
     predictor)."""
-    k = cols[s]
+    k = key_at(cols, s)
     if k != j and k != EMPTY:
         return probe_segment(cols, j, s, rows[i, OFF], rows[i, CAP] - 1)
     return s if k == j else -2 - s
@@ -86,9 +126,9 @@ def probe(cols, rows, i, j, s):
 @numba.njit(cache=True, inline="always")
 def remove_at(cols, rows, i, s):
     """Entry (i, j) at slot ``s`` is zero: a sparse row turns the slot into a tombstone (cached
-    slots stay valid); a dense row keeps the zero record."""
+    slots stay valid); a dense row keeps the zero record. ``cols``: the pool's columns, or its records."""
     if rows[i, SHIFT] >= 0:
-        cols[s] = TOMBSTONE
+        set_key_at(cols, s, TOMBSTONE)
         rows[i, LIVE] -= 1
 
 

@@ -46,11 +46,13 @@ def soft_threshold(v, th):
 
 
 @numba.njit(cache=True, inline="always")
-def catch_up(v, last, aux, target, cum_eta, lam, mode, delta):
+def catch_up(v, last, aux, cum_target, cum_eta, lam, mode, delta):
     """Apply the shrinkage of steps last+1..target that an untouched entry skipped (``last <=
-    target``). No early exit for a current entry (``last == target``: the threshold is 0, the
-    value unchanged): the test would be one more branch per entry, rarely taken."""
-    th = lam * (cum_eta[target] - cum_eta[last])
+    target``; ``cum_target = cum_eta[target]``, read once per update by the caller, since the
+    compiler cannot keep it in a register across the loop's stores). No early exit for a current
+    entry (``last == target``: the threshold is 0, the value unchanged): the test would be one
+    more branch per entry, rarely taken."""
+    th = lam * (cum_target - cum_eta[last])
     if mode == ADASORS:
         th /= delta + aux
     return soft_threshold(v, th)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 import scipy.sparse as sp
+from numba.core import types
+from numba.extending import overload
 
 # free-slot markers of a record's key field (a stored key or column is >= 0)
 EMPTY = np.int64(-1)
@@ -33,16 +35,52 @@ COMPACT_FIELDS_BY_LAYOUT = {
 }
 
 
+def key_at(keys, s):
+    """The key (or column) of slot ``s``: ``keys[s]`` of an array of keys, the first field of
+    record ``s`` of an array of records (compiled code only)."""
+    raise NotImplementedError("key_at is for compiled code")
+
+
+def set_key_at(keys, s, key):
+    """Set the key (or column) of slot ``s`` (see :func:`key_at`; compiled code only)."""
+    raise NotImplementedError("set_key_at is for compiled code")
+
+
+# Why records: the update loops address a pool of records through one base pointer with the
+# record size and field offsets known when the loop compiles, instead of one strided view per
+# field (a base and a stride each, held in registers or reloaded from the stack per entry).
+@overload(key_at, inline="always")
+def _key_at(keys, s):
+    if isinstance(keys.dtype, types.Record):
+        first = next(iter(keys.dtype.fields))
+        return lambda keys, s: keys[s][first]
+    return lambda keys, s: keys[s]
+
+
+@overload(set_key_at, inline="always")
+def _set_key_at(keys, s, key):
+    if isinstance(keys.dtype, types.Record):
+        first = next(iter(keys.dtype.fields))
+
+        def set_record(keys, s, key):
+            keys[s][first] = key
+        return set_record
+
+    def set_plain(keys, s, key):
+        keys[s] = key
+    return set_plain
+
+
 @numba.njit(cache=True, inline="always")
 def probe_segment(keys, key, s, lo, mask):
     """Linear probing for ``key`` from slot ``s`` inside the table ``keys[lo:lo + mask + 1]`` (a
     power-of-two number of slots): the slot holding ``key`` (>= 0), or ``-2 - f`` where ``f`` is
     the first free slot (tombstone or EMPTY) on its probe path, where an insert of ``key`` may go
     while that slot stays free. The hash store probes its whole table (``lo = 0``), the row store
-    one row's segment."""
+    one row's segment. ``keys``: the keys, or the records (see :func:`key_at`)."""
     first_free = -1
     while True:
-        k = keys[s]
+        k = key_at(keys, s)
         if k == key:
             return s
         if k == EMPTY:
