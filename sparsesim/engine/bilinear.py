@@ -24,8 +24,8 @@ from sparsesim.prefetch import prefetch_item
 from .primitives import sq_norms
 from .rules import ADASORS, OASIS, SORS, catch_up, merge_difference, oasis_tau, proximal_entry
 from .rowstore import (CAP, EMPTY, GARBAGE, LIVE, MIN_CAP, OFF, SHIFT, TOMBSTONE, USED, RowStore, col_hash, field,
-                       fitted_cap, home, move_planned, needs_room, plan_moves, planned_slots, probe, record_dtype,
-                       release_planned, remove_at, set_field)
+                       fitted_cap, move_planned, needs_room, plan_moves, planned_slots, probe, record_dtype,
+                       release_planned, remove_at, row_homes, set_field)
 
 MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
 
@@ -54,8 +54,9 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
     sum of ``z_j * M_ij`` into ``accs``, every entry caught up to step ``target``, the absent ones
     the update will write inserted (``slots``, ``prev``: see there).
 
-    A function of its own, not inlined, so that the compiler keeps this loop's pointers in
-    registers instead of spilling the whole update loop's state around it."""
+    A function of its own (called, not inlined): the loop compiles apart from the rest of the
+    update loop's state, and the profile (``benchmarks/profile_engine.py``) reruns it on records
+    in cache. Splitting it out measured neither faster nor slower."""
     lazy = mode != OASIS
     cum_target = cum_eta[target]
     for h in range(min(ROW_PREFETCH_DISTANCE, m)):
@@ -135,12 +136,13 @@ def train_triplets(
     and the slots it needs) so the caller can compact or grow the pool and call again.
     ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
-    kept dense beside the pool) so that both passes can prefetch a few entries ahead (both ends of
-    a record: one of 12 or 20 bytes can straddle two cache lines; ``homes`` holds those of the rows a
-    thread took last, in the order it took them). The passes and sweeps read and write the pool's
-    records through ``table`` (its fields at offsets fixed when the loop compiles); the copies of
-    moving rows and the pool's free lists use the field views ``cols``, ``vals``, ``lasts``, ``auxs``. Entry (k, jj) of the outer product (the k-th
-    row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``slots`` and ``prev``.
+    kept dense beside the pool) so that both passes can prefetch a few entries ahead (both ends
+    of a record: one of 12 or 20 bytes can straddle two cache lines; ``homes`` holds those of the
+    rows a thread took last, in the order it took them). Entry (k, jj) of the outer product (the
+    k-th row of x, the jj-th entry of z) is at ``k * nnz(z) + jj`` of ``slots`` and ``prev``.
+    The passes and the sweeps read and write the pool's records through ``table`` (one pointer;
+    the record size and field offsets are constants of the compiled loop); the copies of moving
+    rows and the pool's free lists use the field views ``cols``, ``vals``, ``lasts``, ``auxs``.
 
     Pass 1 inserts every absent entry the update would write (as a zero, at the free slot its
     probe found; ``prev`` keeps what that slot held), so that pass 2 writes through ``slots``
@@ -253,9 +255,8 @@ def train_triplets(
                 i = indices[lo + k]
                 move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux)
                 own[n_own + p - k0] = k
-                for jj in range(nz):
-                    homes[h] = -1 if zi[jj] == i else home(rows, i, zi[jj], zh[jj])
-                    h += 1
+                row_homes(rows, i, zi, zh, nz, homes, h)
+                h += nz
             m = h
             pass1_rows(table, rows, indices, data, lo, own, n_own, n_own + k1 - k0, y, zi, zv, nz, homes, m, slots,
                        prev, accs, diag, diag_last, diag_aux, target, cum_eta, eta, th, lam, mode, delta, prox_diag)

@@ -108,6 +108,21 @@ def home(rows, i, j, hj):
 
 
 @numba.njit(cache=True, inline="always")
+def row_homes(rows, i, zi, zh, nz, homes, h):
+    """:func:`home` of columns ``zi[:nz]`` (hashes ``zh``) in row i, into ``homes[h:h + nz]``; -1 for
+    column i (the diagonal, kept dense beside the pool). One branch per row, none per entry, so
+    the loop compiles to vector instructions."""
+    off, sh = rows[i, OFF], rows[i, SHIFT]
+    if sh < 0:
+        for jj in range(nz):
+            homes[h + jj] = -1 if zi[jj] == i else off + zi[jj]
+    else:
+        ush = np.uint64(sh)
+        for jj in range(nz):
+            homes[h + jj] = -1 if zi[jj] == i else off + np.int64(zh[jj] >> ush)
+
+
+@numba.njit(cache=True, inline="always")
 def probe(cols, rows, i, j, s):
     """Slot of (i, j) searched from its home slot ``s`` (>= 0), or ``-2 - f`` with ``f`` the first
     free slot on its probe path (where an insert may go while that slot stays free). A dense
