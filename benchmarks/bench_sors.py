@@ -25,7 +25,9 @@ checksums: the same model). ``--checkpoints 10000,100000,1000000`` adds, to each
 rate, nnz, peak memory, held-out accuracy and (news20, ``--map``) the retrieval MAP on the
 held-out split at each of those triplet counts (evaluation time is not training time; a child
 configuration may list the counts to take MAP at, ``"map": [10000, 100000]``, and prints each
-checkpoint on stderr as it is reached).
+checkpoint on stderr as it is reached). ``--touch-gb G`` writes G GiB in a process that then exits
+before every engine row, so that every row starts from the same memory state (on a virtual
+machine whose host backs memory when it is first touched, see :func:`touch_memory`).
 """
 
 from __future__ import annotations
@@ -208,6 +210,21 @@ def child(cfg: dict) -> None:
     print(json.dumps(out))
 
 
+def touch_memory(gib: float) -> None:
+    """Write ``gib`` GiB in a process of its own, which then exits. On a virtual machine whose host
+    backs guest memory when it is first touched (the test machine: 2-4 ms per 2 MB page), a
+    row's kernel time otherwise depends on how much memory the row before it freed: a row that
+    follows a 16 GB row takes 1-2 s of kernel time, one that follows a 6 GB row 6-11 s.
+    Touching the same amount before every row gives every row the same start."""
+    from sparsesim.memory import available_memory, format_bytes
+
+    nbytes = int(gib * 2**30)
+    if nbytes > 0.9 * available_memory():
+        raise SystemExit(f"error: --touch-gb {gib} is more than 90% of the memory available "
+                         f"({format_bytes(available_memory())}); give a smaller value")
+    subprocess.run([sys.executable, "-c", f"import numpy as np; np.ones({nbytes // 8}).sum()"], check=True)
+
+
 def spawn(cfg: dict, python: str | None = None) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run([python or sys.executable, str(HERE), "--child", json.dumps(cfg)], capture_output=True,
@@ -250,6 +267,9 @@ def main(argv=None):
                              "each engine row and its baseline row in turn)")
     parser.add_argument("--checkpoints", default="", help="triplet counts to report within each engine row")
     parser.add_argument("--map", action="store_true", help="held-out retrieval MAP (real data sets)")
+    parser.add_argument("--touch-gb", type=float, default=0.0,
+                        help="before every engine row, write this many GiB in a process that then exits, so that "
+                             "each row starts from the same memory state (see touch_memory)")
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -282,8 +302,11 @@ def main(argv=None):
                     cfg.update(naive_warm_T=args.naive_warm_T, naive_params=sors)
                 engines = [("rows", None)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
                 for engine, python in engines * (max(1, args.repeat) if args.baseline_python else 1):
+                    if args.touch_gb:
+                        touch_memory(args.touch_gb)
                     row = spawn(cfg, python)
-                    rows.append({"corpus": name, "algorithm": algorithm, "T": T, "engine": engine, **row})
+                    rows.append({"corpus": name, "algorithm": algorithm, "T": T, "engine": engine,
+                                 "touch_gb": args.touch_gb, **row})
                     speedup = ""
                     if "error" not in row and "error" not in naive:
                         speedup = f"  ({row['updates_per_second'] / naive['updates_per_second']:.0f}x naive from W=0"
