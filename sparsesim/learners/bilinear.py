@@ -223,8 +223,8 @@ class OASIS(_BaseBilinear):
     n_threads : int, default 1
         Threads that train together, each updating the rows of M it takes from x (-1: every
         core). The model is the same whatever the count (they add the margin up in one order);
-        2 threads ran 1.65-1.98x as fast as one on the 2-core test machine, at least 1.7x in 8
-        of 10 runs (README, "Engine speed").
+        2 threads ran 1.42-2.27x as fast as one on the 2-core test machine, at least 1.7x in
+        19 of 22 benchmark rounds (README, "Engine speed").
 
     Attributes
     ----------
