@@ -214,7 +214,7 @@ def touch_memory(gib: float) -> None:
     """Write ``gib`` GiB in a process of its own, which then exits. On a virtual machine whose host
     backs guest memory when it is first touched (the test machine: 2-4 ms per 2 MB page), a
     row's kernel time otherwise depends on how much memory the row before it freed: a row that
-    follows a 16 GB row takes 1-2 s of kernel time, one that follows a 6 GB row 6-11 s.
+    follows a 16 GB row took 1-4 s of kernel time, one that follows a 6 GB row 4-10 s.
     Touching the same amount before every row gives every row the same start."""
     from sparsesim.memory import available_memory, format_bytes
 

@@ -52,7 +52,7 @@ from bench_sors import DEFAULT_PARAMS, corpus  # noqa: E402
 
 from sparsesim.engine import bilinear  # noqa: E402
 from sparsesim.engine.bilinear import OASIS, SORS  # noqa: E402
-from sparsesim.engine.driver import run_growing  # noqa: E402
+from sparsesim.engine.driver import run_growing, triplet_scratch  # noqa: E402
 from sparsesim.engine.rowstore import CAP, LIVE, OFF, SHIFT  # noqa: E402
 
 
@@ -205,9 +205,7 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     losses = np.zeros(n)
     engine.schedule.ensure(engine.store.step + n)
     room = [0.0]
-    from sparsesim.engine.driver import triplet_scratch
-
-    spare = triplet_scratch(X, 2)[3]  # (as long as the engine's ``prev``)
+    spare = triplet_scratch(X)[2]  # (one slot per entry of x z^T, as the engine's ``prev``)
     kernel = engine.kernel(X, triplets, signs, losses, profiled_kernel(), (prof, spare))
 
     def make_room(extra):
