@@ -1,6 +1,6 @@
 """Benchmark: where the cycles of one SORS-I / OASIS triplet update go.
 
-The row-store update loop (:func:`sparsesim.engine.bilinear.train_triplets`) is compiled a second
+The row-store update loop (:func:`sparsesim.engine.bilinear_loop.train_triplets`) is compiled a second
 time with lines spliced into its own source (``SPLICES``, so it cannot drift from the product
 loop) that read the CPU's cycle counter (``llvm.readcyclecounter``, the TSC on x86) between the
 phases of every update:
@@ -50,10 +50,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_sors import DEFAULT_PARAMS, corpus  # noqa: E402
 
-from sparsesim.engine import bilinear  # noqa: E402
-from sparsesim.engine.bilinear import OASIS, SORS  # noqa: E402
+from sparsesim.engine import bilinear_loop  # noqa: E402
+from sparsesim.engine.rules import OASIS, SORS  # noqa: E402
 from sparsesim.engine.driver import run_growing, triplet_scratch  # noqa: E402
-from sparsesim.engine.rowstore import CAP, LIVE, OFF, SHIFT  # noqa: E402
+from sparsesim.engine.segments import CAP, LIVE, SHIFT  # noqa: E402
 
 
 @intrinsic
@@ -91,7 +91,7 @@ def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
     for ii in range(lo, hi):
         i = indices[ii]
         dense = rows[i, SHIFT] < 0
-        lo_seg, mask = rows[i, OFF], rows[i, CAP] - 1
+        mask = rows[i, CAP] - 1
         for jj in range(nz):
             h = homes[e]
             code = slots[e]
@@ -161,10 +161,10 @@ SPLICES = [
 
 @functools.lru_cache(maxsize=None)
 def profiled_kernel():
-    """The product loop :func:`sparsesim.engine.bilinear.train_triplets` with :data:`SPLICES`
+    """The product loop :func:`sparsesim.engine.bilinear_loop.train_triplets` with :data:`SPLICES`
     applied, compiled with the product's options; it takes ``prof`` and ``spare`` (a buffer as
     long as ``prev``) last."""
-    src = textwrap.dedent(inspect.getsource(bilinear.train_triplets.py_func))
+    src = textwrap.dedent(inspect.getsource(bilinear_loop.train_triplets.py_func))
     src = src[src.index("def train_triplets("):]
     pass1 = src[src.index("            pass1_rows("):src.index("            n_own += k1 - k0\n")]
     for anchor, lines, where in SPLICES:
@@ -177,11 +177,11 @@ def profiled_kernel():
             src = src.replace(anchor, lines + anchor)
         else:
             src = src.replace(anchor, anchor + lines)
-    namespace = dict(vars(bilinear))
+    namespace = dict(vars(bilinear_loop))
     namespace.update(cycles=cycles, census=census, CAP=CAP, LIVE=LIVE,
                      **{k: v for k, v in globals().items() if k.startswith(("C_", "N_"))})
     exec(compile(src, "<profiled train_triplets>", "exec"), namespace)
-    options = {k: v for k, v in bilinear.train_triplets.targetoptions.items() if k != "cache"}
+    options = {k: v for k, v in bilinear_loop.train_triplets.targetoptions.items() if k != "cache"}
     return numba.jit(**options)(namespace["train_triplets"])
 
 

@@ -140,11 +140,11 @@ def test_row_moves_and_compaction_keep_every_entry_reachable():
     (one of them turning dense), and compactions that drop garbage, tombstones and the zero
     records of a dense row that turns sparse again; every entry stays findable with its value
     and statistics."""
-    from sparsesim.engine import rowstore as R
+    from sparsesim.engine import rowstore, segments as R
 
     rng = np.random.default_rng(3)
     d = 400
-    st = R.RowStore(d, "lazy_aux", initial_capacity=64)
+    st = rowstore.RowStore(d, "lazy_aux", initial_capacity=64)
     model = {}
 
     def room(i, k):  # as the update loop makes room for one row of x

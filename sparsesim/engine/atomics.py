@@ -2,7 +2,7 @@
 ``numba.njit`` code.
 
 Threads that each update their own rows of one store meet four times per triplet (see
-:func:`sparsesim.engine.bilinear.train_triplets`): each publishes a sequence number after the
+:func:`sparsesim.engine.bilinear_loop.train_triplets`): each publishes a sequence number after the
 data it shares, and waits for the others'. A plain load in a spin loop may be hoisted out of
 the loop by the compiler, and plain stores may be reordered past the data they announce, so
 the flag is read with an acquire load and written with a release store (LLVM atomics; on x86
