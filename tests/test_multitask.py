@@ -571,7 +571,7 @@ def test_compact_probe_hands_its_free_slot_to_the_insert():
     """find_packed returns the pair's slot, or -2 - (the empty slot that ended its probe);
     insert_packed puts the pair there, or at the next empty slot when an insert took it since."""
     from sparsesim.engine.hashstore import EMPTY, home_slot
-    from sparsesim.engine.multitask import find_packed, insert_packed
+    from sparsesim.engine.paired_store import find_packed, insert_packed
 
     st = PairedTaskStore(1000, 4, initial_capacity=64, compact=True)
     keys, svals, ovals = st.table["key"], st.table["s"], st.table["o"]
@@ -594,7 +594,7 @@ def test_compact_probe_hands_its_free_slot_to_the_insert():
 
 def test_overflow_table_runs_at_its_own_lower_load_and_grows_by_doubling_when_large():
     from sparsesim.engine.hashstore import HashStore
-    from sparsesim.engine.multitask import OVERFLOW_MAX_LOAD
+    from sparsesim.engine.paired_store import OVERFLOW_MAX_LOAD
 
     rng = np.random.default_rng(1)
     n, d, K = 150, 300, 50

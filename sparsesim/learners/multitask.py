@@ -306,7 +306,7 @@ class OMTRSL(_MultiTaskBase):
         active / random variants).
     storage : {"auto", "dense", "hash"}, default "auto"
         Dense (K + 1) x d x d arrays, or, for sparse high-dimensional data, the paired hash
-        storage (:class:`~sparsesim.engine.multitask.PairedTaskStore`: S_ij and the first
+        storage (:class:`~sparsesim.engine.paired_store.PairedTaskStore`: S_ij and the first
         writer's O_k,ij in one record per touched pair, an overflow table for other tasks).
     initial_capacity : int, default 65536
         Hash slots reserved ahead.
