@@ -1,0 +1,129 @@
+"""``sparsesim index build | calibrate | add``: retrieval indexes built from learned models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .common import (
+    ID_COLUMN_HELP,
+    TEXT_COLUMN_HELP,
+    _data_options,
+    _echo,
+    _emit,
+    _progress,
+    _show_progress,
+    _zero_based_option,
+    index_app,
+    parse_params,
+    scheduler_option,
+)
+
+
+@index_app.command("build")
+def index_build(
+    model: Path = typer.Option(..., "--model", "-m", help="Model file."),
+    data: List[str] = typer.Option(..., "--data", "-d", help="Corpus: data set name or svmlight path; repeat "
+                                   "with several files for one shard per file."),
+    kind: str = typer.Option("exact", "--kind", help="exact | ann"),
+    out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
+    target_recall: Optional[float] = typer.Option(None, "--target-recall", help="ann: recall@10 against exact the "
+                                                  "search setting is calibrated for (default 0.95)."),
+    calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="ann: query file to "
+                                                        "calibrate on (default: 300 held-out corpus documents)."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Split the corpus into N shards (row blocks); with "
+                                         "--scheduler each shard is built and kept on a Dask worker."),
+    scheduler: Optional[str] = scheduler_option(),
+    n_jobs: int = typer.Option(-1, "--n-jobs", "-j", help="Threads for building the index (one machine; "
+                                "default -1: every core; the index is the same whatever the count)."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Build an exact or approximate (ann) index over a corpus and save it.
+
+    A text corpus (folder, CSV, JSONL) is featurised with the model's saved featuriser; document
+    ids are file paths or the id column."""
+    from sparsesim.workflows import build_index_from_files
+
+    params = parse_params(param)
+    bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
+    with bar:
+        summary = build_index_from_files(model, data[0] if len(data) == 1 else data, kind=kind, out=out,
+                                         params=params.get("*", {}),
+                                         data_options=_data_options(zero_based, text_column, None, id_column),
+                                         target_recall=target_recall, calibration_queries=calibration_queries,
+                                         shards=shards, scheduler=scheduler, n_jobs=n_jobs)
+    if json_out:
+        _emit(summary)
+    else:
+        where = ""
+        if "shards" in summary:
+            place = f"on {len(set(summary['workers']))} Dask worker(s)" if summary["scheduler"] else "in-process"
+            where = f" as {len(summary['shards'])} shards {summary['shards']} {place}"
+        _echo(f"built {kind} index over {summary['n_documents']} documents{where} in "
+                   f"{summary['build_seconds']:.1f} s; saved {out}")
+        if "calibration" in summary:
+            _echo(_calibration_line(summary["calibration"]))
+
+
+def _calibration_line(cal: dict) -> str:
+    setting = ", ".join(f"{k}={v}" for k, v in cal["setting"].items())
+    status = "met" if cal["met"] else "NOT met (most accurate setting kept)"
+    return (f"calibrated on {cal['n_queries']} queries: recall@{cal['top_k']} {cal['recall']:.3f} "
+            f"(lower bound {cal['recall_lower_bound']:.3f}, target {cal['target_recall']} {status}) with {setting}, "
+            f"{cal['qps_one_thread']:.0f} queries/s on one thread")
+
+
+@index_app.command("calibrate")
+def index_calibrate(
+    index: Path = typer.Option(..., "--index", "-i", help="ann index directory."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="A retrained model (same features) to serve "
+                                         "from now on; the postings are kept, the pools re-measured."),
+    target_recall: Optional[float] = typer.Option(None, "--target-recall", help="Default: the index's target."),
+    calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="Query file "
+                                                        "(default: held-out corpus documents)."),
+    zero_based: str = _zero_based_option(),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Re-measure the fastest search setting of an ann index that meets the target recall
+    (without rebuilding its postings); rewrites the index atomically."""
+    from sparsesim.workflows import calibrate_index
+
+    summary = calibrate_index(index, calibration_queries, target_recall=target_recall, model_path=model,
+                              data_options=_data_options(zero_based, None, None, None))
+    if json_out:
+        _emit(summary)
+    else:
+        _echo(_calibration_line(summary["calibration"]))
+
+
+@index_app.command("add")
+def index_add(
+    index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
+    data: str = typer.Option(..., "--data", "-d", help="Documents to add: data set name or svmlight path."),
+    refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
+    zero_based: str = _zero_based_option(),
+    scheduler: Optional[str] = scheduler_option(),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Append documents to a saved index (rewritten atomically); an ann index re-learns its
+    projection once the corpus has grown by its refit_growth factor, or now with --refit."""
+    from sparsesim.workflows import add_to_index
+
+    bar, _ = _progress(None, "adding to the index", _show_progress(json_out))
+    with bar:
+        summary = add_to_index(index, data, refit=refit, data_options=_data_options(zero_based), scheduler=scheduler)
+    if json_out:
+        _emit(summary)
+    else:
+        fit = f"; learned from {summary['n_fit_documents']}" if "n_fit_documents" in summary else ""
+        _echo(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
+                   f"({summary['seconds']:.1f} s)")
+
+
+# --- experiment ---------------------------------------------------------------------------------

@@ -1,0 +1,253 @@
+"""``sparsesim train | tune | evaluate | query``: learn a model, choose its parameters, score it, query it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sparsesim.exceptions import InvalidInputError
+
+from .common import (
+    ID_COLUMN_HELP,
+    LABEL_COLUMN_HELP,
+    TEXT_COLUMN_HELP,
+    _data_options,
+    _echo,
+    _emit,
+    _progress,
+    _show_progress,
+    _total_progress,
+    _zero_based_option,
+    app,
+    parse_params,
+    scheduler_option,
+)
+
+
+@app.command()
+def train(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered algorithm name (see `sparsesim algorithms`)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz)."),
+    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Training triplets."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and the triplet stream."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE constructor parameter (repeatable)."),
+    train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Train a similarity on the training split of a data set and save the model.
+
+    DATASET is a registered name or your own data: an svmlight/LIBSVM file (one- or zero-based,
+    compressed or not), a scipy .npz + labels file, a folder of text files with one subfolder per
+    label, or a CSV/JSONL file with text and label columns. Text is turned into TF-IDF features
+    and the featuriser is saved in the model, so queries can be texts."""
+    from sparsesim.workflows import train_model
+
+    params = parse_params(param)
+    if set(params) - {"*"}:
+        raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out))
+    with bar:
+        summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
+                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
+                              data_options=_data_options(zero_based, text_column, label_column, id_column))
+    if json_out:
+        _emit(summary)
+    else:
+        _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
+                   f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
+                   f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
+                   f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%; saved {out}")
+        if summary.get("resolved_params"):
+            typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
+
+
+@app.command()
+def tune(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="Registered similarity, multi-task similarity or multi-task classification learner (see `sparsesim algorithms`)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
+    out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz), trained with the chosen parameters."),
+    triplets: int = typer.Option(100_000, "--triplets", "-n", help="Triplet budget of one full run (and of the final model); the online classifiers make one pass over their streams instead."),
+    grid: Optional[List[str]] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... (repeatable); default: the algorithm's grid around its data-adaptive values."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE fixed for every trial (repeatable)."),
+    n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Trials run at once (joblib; with SPARSESIM_SCHEDULER set, a Dask cluster)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split, the validation part and the triplet streams."),
+    train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training (the rest is the test split, never seen)."),
+    validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials."),
+    scheduler: Optional[str] = scheduler_option(),
+    json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
+):
+    """Choose parameters by successive halving on a validation part of the training split
+    (survivors continue training), then train the final model on the whole training split.
+
+    Scored by each family's paper metric: MAP (similarity learners), AP@10 mean over tasks
+    (OMTRSL family, per (task, class) split), the online error rate over the streams shuffled
+    with --seed (ROMCO and its baselines), the online mistake rate of the oht protocol on split seed
+    --seed + 1 (transfer learners: they have no model file, so --out receives an experiment file with
+    the chosen values that `experiment --config` runs on split --seed)."""
+    from contextlib import nullcontext
+
+    from sparsesim.tuning import parse_grid
+    from sparsesim.workflows import tune_model
+
+    params = parse_params(param)
+    if set(params) - {"*"}:
+        raise InvalidInputError("tune takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    from sparsesim.registry import get_algorithm
+
+    if get_algorithm(algorithm).kind == "transfer":
+        _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out)
+        return
+    bar, advance = nullcontext(), None
+    if _show_progress(json_out):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task(f"tuning {algorithm} (trial rungs)", total=None)
+
+        def advance(done, total):
+            bar.update(task, completed=done, total=total)
+    with bar:
+        summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
+                             params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
+                             validation_fraction=validation_fraction, scheduler=scheduler, progress=advance)
+    if json_out:
+        _emit(summary)
+        return
+    tuning = summary["tuning"]
+    metric = {"ap@10": "validation AP@10 (mean over tasks)", "error_rate": "online error rate (search shuffle)"}.get(
+        summary.get("metric"), "validation MAP")
+    best = summary.get("best_validation", summary.get("best_validation_map"))
+    unit = "rounds" if summary.get("metric") == "error_rate" else "triplets"
+    typer.echo(f"{len(tuning['trials'])} trials, {len(tuning['rungs'])} rungs "
+               f"({', '.join(str(r['budget']) for r in tuning['rungs'])} {unit}) in {tuning['search_seconds']:.0f} s; "
+               f"best {metric} {100 * best:.2f}% with "
+               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["best_params"].items()))
+    if summary.get("metric") == "ap@10":
+        typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents; "
+                   f"test AP@10 (mean over tasks) {100 * summary['test_ap@10']:.2f}% on {summary['n_test']} documents; "
+                   f"saved {out}")
+    elif summary.get("metric") == "error_rate":
+        typer.echo(f"final model: one pass of {summary['n_rounds']} rounds, online error rate "
+                   f"{100 * summary['online_error_rate']:.2f}%; saved {out}")
+    else:
+        typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
+                   f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
+
+
+def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out):
+    """`tune` for the transfer learners (no model format: the chosen values go to an experiment file)."""
+    import json as _json
+
+    from sparsesim.experiments.oht import tune_transfer
+    from sparsesim.persistence import atomic_write, check_output_file
+
+    out = check_output_file(out, what="experiment file")
+    summary = tune_transfer(algorithm, dataset, seed=seed + 1, grid=grid or None, params=params, n_jobs=n_jobs)
+    experiment = {"description": f"{algorithm} on {dataset} with the values `sparsesim tune` chose on split seed "
+                                 f"{seed + 1}", "protocol": "oht", "dataset": dataset, "algorithms": [algorithm],
+                  "seeds": [seed], "params": {algorithm: summary["best_params"]}, "options": {"n_permutations": 100}}
+    atomic_write(out, lambda handle: handle.write(_json.dumps(experiment, indent=1) + "\n"), mode="w")
+    summary["experiment_file"] = str(out)
+    if json_out:
+        _emit(summary)
+        return
+    typer.echo(f"{len(summary['tuning']['points'])} grid points on split seed {seed + 1}; best online mistake rate "
+               f"{100 * summary['best_validation']:.2f}% with "
+               + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["best_params"].items()))
+    typer.echo(f"saved the chosen values as an experiment file: sparsesim experiment --config {out}")
+
+
+@app.command()
+def evaluate(
+    model: Path = typer.Option(..., "--model", "-m"),
+    dataset: str = typer.Option(..., "--dataset", "-d"),
+    k: int = typer.Option(10, "--k"),
+    split: str = typer.Option("auto", "--split", help="test | all | auto (test split when the model was trained on this data set)."),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Retrieval quality of a model: every document queries all others (MAP, AP@k, mAP@k)."""
+    from sparsesim.workflows import evaluate_model
+
+    bar, advance = _progress(1, "evaluating", _show_progress(json_out))
+    with bar:
+        result = evaluate_model(model, dataset, k=k, split=split,
+                                data_options=_data_options(zero_based, text_column, label_column),
+                                progress=None if advance is None else _total_progress(bar, advance))
+    if json_out:
+        _emit(result)
+    else:
+        _echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
+                   f"MAP {100 * result['map']:.2f}%  AP@{k} {100 * result[f'ap@{k}']:.2f}%  "
+                   f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  sparsity {100 * result['sparsity']:.3f}%")
+
+
+@app.command()
+def query(
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Model file (exact search over --corpus)."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", "-c", help="Data set name or svmlight path to search."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Index directory built by `sparsesim index build`."),
+    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="Query file: vectors (svmlight, read like the "
+                                           "model's training file; labels ignored) or, for a model trained on text, "
+                                           "FILE.txt (one query per line), FILE.jsonl ({\"text\": ..., \"id\": ...} per line) or "
+                                           "FILE.csv/.tsv (header row; --text-column, --id-column)."),
+    text: Optional[List[str]] = typer.Option(None, "--text", "-t", help="A query text (repeatable; model trained on text)."),
+    query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated ids of corpus documents to use as queries (row numbers with --corpus; the index's document ids with --index), each left out of its own answer."),
+    top_k: int = typer.Option(10, "--top-k", "-k"),
+    zero_based: str = _zero_based_option(),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="--index: search option KEY=VALUE overriding "
+                                              "the calibrated setting (ann: n_postings, sparse_pool, dense_pool, nprobe)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}], "
+                                  "search} (search: the index kind, setting used and its calibrated recall)."),
+    scheduler: Optional[str] = scheduler_option(),
+):
+    """Top-k most similar corpus documents for each query document or text."""
+    from sparsesim.workflows import query_corpus, query_index
+
+    options = _data_options(zero_based, text_column, None, id_column)
+    search_options = parse_params(param).get("*", {})
+    if index is not None:
+        answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options,
+                              options=search_options, scheduler=scheduler, query_ids=query_ids)
+    else:
+        if scheduler:
+            raise InvalidInputError("--scheduler serves a sharded index: give --index DIR (built with --shards N)")
+        if param:
+            raise InvalidInputError("--param applies to --index searches")
+        if model is None or corpus is None:
+            raise InvalidInputError("give --model and --corpus (exact search) or --index DIR")
+        answers = query_corpus(model, corpus, queries_path=queries, query_ids=query_ids, top_k=top_k,
+                               texts=text or None, data_options=options)
+    for answer in answers:
+        if json_out:
+            line = {"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]}
+            if "search" in answer:
+                line["search"] = answer["search"]
+            _emit(line)
+        else:
+            _echo(f"query {answer['query']}:")
+            for rank, (doc, score) in enumerate(answer["results"], start=1):
+                label = answer.get("labels", {}).get(doc, "")
+                _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
+
+
+# --- index ---------------------------------------------------------------------------------------

@@ -1,0 +1,50 @@
+"""``sparsesim algorithms | demo``: what is registered, and the tour on the embedded data set."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import _echo, _emit, app
+
+
+@app.command("algorithms")
+def algorithms_cmd(json_out: bool = typer.Option(False, "--json")):
+    """List registered algorithms."""
+    from sparsesim.registry import ALGORITHMS
+
+    rows = [{"name": s.name, "kind": s.kind, "summary": s.summary} for s in ALGORITHMS.values()]
+    if json_out:
+        _emit({"algorithms": rows})
+        return
+    for row in rows:
+        _echo(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
+
+
+@app.command()
+def demo(
+    triplets: int = typer.Option(3000, "--triplets", "-n"),
+    seed: int = typer.Option(0, "--seed"),
+    top_k: int = typer.Option(5, "--top-k", "-k"),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """The quickstart on the embedded 20 Newsgroups sample: train OASIS, compare with the dot
+    product, show the nearest neighbours of a document."""
+    from sparsesim.workflows import run_demo
+
+    report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k)
+    if json_out:
+        _emit(report)
+        return
+    _echo(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
+               f"TF-IDF features, {report['n_classes']} groups; {report['n_train']} train / {report['n_test']} test")
+    _echo(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
+    _echo(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
+    for name, row in report["scores"].items():
+        _echo(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
+    q = report["query"]
+    _echo(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
+    for name in ("oasis", "dot"):
+        _echo(f"  {name}:")
+        for hit in report["neighbours"][name]:
+            mark = "+" if hit["group"] == q["group"] else " "
+            _echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
