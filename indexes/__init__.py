@@ -24,8 +24,8 @@ from sparsesim.validation import (bounded, check_bool, check_dense_request, chec
 from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
-from .storage import (check_faiss, derived_arrays_checked, mark_derived_arrays_checked, read_index, read_manifest,
-                      save_index)
+from .array_checks import check_faiss
+from .storage import derived_arrays_checked, mark_derived_arrays_checked, read_index, read_manifest, save_index
 from .verify import verify_derived
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
