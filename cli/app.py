@@ -15,16 +15,7 @@ from sparsesim.exceptions import SparsesimError
 
 # the commands register on import, in the order `sparsesim --help` lists them
 from . import models, indexes, runs, overview, datasets  # noqa: F401, I001
-from .common import (
-    _DEBUG,
-    _debugging,
-    _echo,
-    _one_line,
-    _one_line_warning,
-    _os_error_text,
-    _stop_loading,
-    app,
-)
+from .common import _DEBUG, _debugging, _echo, _one_line, _one_line_warning, _os_error_text, _stop_loading, app
 
 __all__ = ["app", "main"]
 

@@ -7,19 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from .common import (
-    ID_COLUMN_HELP,
-    TEXT_COLUMN_HELP,
-    _data_options,
-    _echo,
-    _emit,
-    _progress,
-    _show_progress,
-    _zero_based_option,
-    index_app,
-    parse_params,
-    scheduler_option,
-)
+from .common import (ID_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress, _show_progress,
+                     _zero_based_option, index_app, parse_params, scheduler_option)
 
 
 @index_app.command("build")

@@ -9,21 +9,8 @@ import typer
 
 from sparsesim.exceptions import InvalidInputError
 
-from .common import (
-    ID_COLUMN_HELP,
-    LABEL_COLUMN_HELP,
-    TEXT_COLUMN_HELP,
-    _data_options,
-    _echo,
-    _emit,
-    _progress,
-    _show_progress,
-    _total_progress,
-    _zero_based_option,
-    app,
-    parse_params,
-    scheduler_option,
-)
+from .common import (ID_COLUMN_HELP, LABEL_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress,
+                     _show_progress, _total_progress, _zero_based_option, app, parse_params, scheduler_option)
 
 
 @app.command()
@@ -91,7 +78,6 @@ def tune(
     with --seed (ROMCO and its baselines), the online mistake rate of the oht protocol on split seed
     --seed + 1 (transfer learners: they have no model file, so --out receives an experiment file with
     the chosen values that `experiment --config` runs on split --seed)."""
-    from contextlib import nullcontext
 
     from sparsesim.tuning import parse_grid
     from sparsesim.workflows import tune_model
@@ -104,23 +90,9 @@ def tune(
     if get_algorithm(algorithm).kind == "transfer":
         _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out)
         return
-    bar, advance = nullcontext(), None
-    if _show_progress(json_out):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(stderr=True), transient=True)
-        task = bar.add_task(f"tuning {algorithm} (trial rungs)", total=None)
-
-        def advance(done, total):
-            bar.update(task, completed=done, total=total)
+    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out))
+    if advance is not None:
+        advance = _total_progress(bar, advance)
     with bar:
         summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,

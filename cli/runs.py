@@ -10,24 +10,9 @@ from typing import List, Optional
 import typer
 
 from sparsesim.exceptions import InvalidInputError
-from sparsesim.validation import (
-    check_float,
-    check_int,
-    check_n_jobs,
-    check_n_triplets,
-    check_seed_count,
-)
+from sparsesim.validation import check_float, check_int, check_n_jobs, check_n_triplets, check_seed_count
 
-from .common import (
-    _echo,
-    _emit,
-    _progress,
-    _show_progress,
-    app,
-    parse_params,
-    parse_seeds,
-    scheduler_option,
-)
+from .common import _echo, _emit, _progress, _show_progress, app, parse_params, parse_seeds, scheduler_option
 
 
 @app.command()
@@ -58,11 +43,7 @@ def experiment(
 
     The settings can come from an experiment file (``--config``); flags given on the command line win.
     """
-    from sparsesim.experiments import (
-        ExperimentConfig,
-        get_protocol,
-        load_experiment_file,
-    )
+    from sparsesim.experiments import ExperimentConfig, get_protocol, load_experiment_file
     from sparsesim.registry import get_algorithm
 
     spec = load_experiment_file(config_file) if config_file is not None else {}
