@@ -22,6 +22,7 @@ from sparsesim.prefetch import prefetch_item
 from .atomics import claim, meet, reset_claims
 from .primitives import sq_norms
 from .rules import ADASORS, OASIS, SORS, catch_up, merge_difference, oasis_tau, proximal_entry
+from .primitives import U
 from .rowstore import field, set_field
 from .segments import (EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_hash, fitted_cap, move_planned,
                        needs_room, plan_moves, probe, release_planned, remove_at, row_homes)
@@ -71,28 +72,30 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
         e = k * nz
         for jj in range(nz):
             ahead = h + ROW_PREFETCH_DISTANCE
-            if ahead < m and homes[ahead] >= 0:
-                prefetch_item(table, homes[ahead])
-            if homes[h] < 0:
+            if ahead < m and homes[U(ahead)] >= 0:
+                prefetch_item(table, homes[U(ahead)])
+            hs = homes[U(h)]
+            if hs < 0:
                 v = diag[i]
                 if lazy and prox_diag:
                     v = catch_up(v, diag_last[i], diag_aux[i], cum_target, cum_eta, lam, mode, delta)
                     diag[i] = v
                     diag_last[i] = target
-                slots[e] = -1
+                slots[U(e)] = -1
             else:
-                j = zi[jj]
-                code = probe(table, rows, i, j, homes[h])
+                j = zi[U(jj)]
+                code = probe(table, rows, i, j, hs)
                 # found or absent alike, without a branch (a coin flip to the predictor):
                 # an absent entry is read and written at its free slot as a zero entry
                 found = code >= 0
                 s = code if found else -2 - code
-                c = table[s]["col"]  # j, or the free slot's EMPTY / TOMBSTONE
+                us = U(s)
+                c = table[us]["col"]  # j, or the free slot's EMPTY / TOMBSTONE
                 enter = True
                 if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
-                    enter = proximal_entry(0.0, yx * zv[jj], eta, th, mode, delta, 0.0)[0] != 0.0
+                    enter = proximal_entry(0.0, yx * zv[U(jj)], eta, th, mode, delta, 0.0)[0] != 0.0
                 claim_slot = enter and not found
-                v = table[s]["val"] if found else 0.0
+                v = table[us]["val"] if found else 0.0
                 if lazy:
                     aux = 0.0
                     if mode == ADASORS:
@@ -101,13 +104,13 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
                     v = catch_up(v, field(table, s, "last", target) if found else target, aux, cum_target,
                                  cum_eta, lam, mode, delta)
                     set_field(table, s, "last", target)
-                table[s]["val"] = v
-                table[s]["col"] = j if claim_slot else c
+                table[us]["val"] = v
+                table[us]["col"] = j if claim_slot else c
                 claimed += 1 if claim_slot else 0
                 claimed_empty += 1 if claim_slot and c == EMPTY else 0
-                prev[e] = c
-                slots[e] = s if found or enter else -2
-            acc += zv[jj] * v
+                prev[U(e)] = c
+                slots[U(e)] = s if found or enter else -2
+            acc += zv[U(jj)] * v
             e += 1
             h += 1
         rows[i, USED] += claimed_empty
@@ -307,10 +310,10 @@ def train_triplets(
             ahead_next = own[q + 1] * nz + ROW_PREFETCH_DISTANCE - nz if q + 1 < n_own else -(1 << 40)
             for jj in range(nz):
                 f = e + ROW_PREFETCH_DISTANCE if jj + ROW_PREFETCH_DISTANCE < nz else ahead_next + jj
-                if 0 <= f < n_entries and slots[f] >= 0:
-                    prefetch_item(table, slots[f])
-                g = scale * xi * zv[jj]
-                s = slots[e]
+                if 0 <= f < n_entries and slots[U(f)] >= 0:
+                    prefetch_item(table, slots[U(f)])
+                g = scale * xi * zv[U(jj)]
+                s = slots[U(e)]
                 if s < 0:
                     if s == -1:  # the diagonal (-2: an entry SORS leaves out)
                         if mode == OASIS:
@@ -323,12 +326,12 @@ def train_triplets(
                             diag_last[i] = step
                 else:
                     if mode == OASIS:
-                        v = table[s]["val"] + g
+                        v = table[U(s)]["val"] + g
                     else:
-                        v, h = proximal_entry(table[s]["val"], g, eta, th, mode, delta, field(table, s, "aux", 0.0))
+                        v, h = proximal_entry(table[U(s)]["val"], g, eta, th, mode, delta, field(table, s, "aux", 0.0))
                         set_field(table, s, "last", step)
                         set_field(table, s, "aux", h)
-                    table[s]["val"] = v
+                    table[U(s)]["val"] = v
                     if v == 0.0 and mode != ADASORS:
                         remove_at(table, rows, i, s)
                 e += 1

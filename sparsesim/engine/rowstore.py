@@ -66,8 +66,8 @@ def _field(table, s, name, default):
     if f not in table.dtype.fields:
         return lambda table, s, name, default: default
     if isinstance(table.dtype.typeof(f), types.Float):
-        return lambda table, s, name, default: np.float64(table[s][f])
-    return lambda table, s, name, default: np.int64(table[s][f])
+        return lambda table, s, name, default: np.float64(table[np.uint64(s)][f])
+    return lambda table, s, name, default: np.int64(table[np.uint64(s)][f])
 
 
 @overload(set_field, inline="always")
@@ -77,7 +77,7 @@ def _set_field(table, s, name, value):
     f = name.literal_value
     if f in table.dtype.fields:
         def store_value(table, s, name, value):
-            table[s][f] = value
+            table[np.uint64(s)][f] = value
         return store_value
     return lambda table, s, name, value: None
 

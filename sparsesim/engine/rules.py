@@ -52,7 +52,7 @@ def catch_up(v, last, aux, cum_target, cum_eta, lam, mode, delta):
     compiler cannot keep it in a register across the loop's stores). No early exit for a current
     entry (``last == target``: the threshold is 0, the value unchanged): the test would be one
     more branch per entry, rarely taken."""
-    th = lam * (cum_target - cum_eta[last])
+    th = lam * (cum_target - cum_eta[np.uint64(last)])  # (last >= 0: no wraparound code)
     if mode == ADASORS:
         th /= delta + aux
     return soft_threshold(v, th)

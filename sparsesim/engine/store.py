@@ -46,6 +46,8 @@ def set_key_at(keys, s, key):
     raise NotImplementedError("set_key_at is for compiled code")
 
 
+# Slots are never negative: indexing with np.uint64 spares numba's negative-index wraparound
+# (three instructions per access, a tenth of the update loop's per-entry work).
 # Why records: the update loops address a pool of records through one base pointer with the
 # record size and field offsets known when the loop compiles, instead of one strided view per
 # field (a base and a stride each, held in registers or reloaded from the stack per entry).
@@ -53,8 +55,8 @@ def set_key_at(keys, s, key):
 def _key_at(keys, s):
     if isinstance(keys.dtype, types.Record):
         first = next(iter(keys.dtype.fields))
-        return lambda keys, s: keys[s][first]
-    return lambda keys, s: keys[s]
+        return lambda keys, s: keys[np.uint64(s)][first]
+    return lambda keys, s: keys[np.uint64(s)]
 
 
 @overload(set_key_at, inline="always")
@@ -63,11 +65,11 @@ def _set_key_at(keys, s, key):
         first = next(iter(keys.dtype.fields))
 
         def set_record(keys, s, key):
-            keys[s][first] = key
+            keys[np.uint64(s)][first] = key
         return set_record
 
     def set_plain(keys, s, key):
-        keys[s] = key
+        keys[np.uint64(s)] = key
     return set_plain
 
 
