@@ -353,14 +353,15 @@ def sweep_row(table, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True
     cum_target = cum_eta[target]
     removed = 0
     for s in range(lo, lo + rows[i, CAP]):
-        c = table[s]["col"]
+        us = U(s)
+        c = table[us]["col"]
         live = c >= 0
-        v = catch_up(table[s]["val"], field(table, s, "last", target) if live else target, field(table, s, "aux", 0.0),
+        v = catch_up(table[us]["val"], field(table, s, "last", target) if live else target, field(table, s, "aux", 0.0),
                      cum_target, cum_eta, lam, mode, delta)
-        table[s]["val"] = v
+        table[us]["val"] = v
         set_field(table, s, "last", target)
         dead = drop and live and v == 0.0
-        table[s]["col"] = TOMBSTONE if dead else c
+        table[us]["col"] = TOMBSTONE if dead else c
         removed += 1 if dead else 0
     rows[i, LIVE] -= removed
 

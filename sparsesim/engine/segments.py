@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from . import store
+from .primitives import U
 from .store import GOLDEN, key_at, probe_segment, set_key_at
 
 # the stores' free-slot markers, as int32 columns
@@ -113,16 +114,16 @@ def place_row(cols, vals, lasts, auxs, rows, i, d, off, cap, src_cols, src_vals,
     dense = cap == d
     if dense:
         for s in range(off, off + cap):
-            cols[s] = s - off
-            vals[s] = 0.0
+            cols[U(s)] = s - off
+            vals[U(s)] = 0.0
             if has_last:
-                lasts[s] = 0
+                lasts[U(s)] = 0
             if has_aux:
-                auxs[s] = 0.0
+                auxs[U(s)] = 0.0
         sh = -1
     else:
         for s in range(off, off + cap):
-            cols[s] = EMPTY
+            cols[U(s)] = EMPTY
         sh = 64
         c = cap
         while c > 1:
@@ -131,21 +132,21 @@ def place_row(cols, vals, lasts, auxs, rows, i, d, off, cap, src_cols, src_vals,
     mask = cap - 1
     n = 0
     for q in range(lo, hi):
-        j = src_cols[q]
+        j = src_cols[U(q)]
         if j < 0:
             continue
         if dense:
             t = off + j
         else:
             t = off + np.int64(col_hash(j) >> np.uint64(sh))
-            while cols[t] != EMPTY:
+            while cols[U(t)] != EMPTY:
                 t = off + ((t - off + 1) & mask)
-            cols[t] = j
-        vals[t] = src_vals[q]
+            cols[U(t)] = j
+        vals[U(t)] = src_vals[U(q)]
         if has_last:
-            lasts[t] = src_lasts[q]
+            lasts[U(t)] = src_lasts[U(q)]
         if has_aux:
-            auxs[t] = src_auxs[q]
+            auxs[U(t)] = src_auxs[U(q)]
         n += 1
     rows[i, OFF] = off
     rows[i, CAP] = cap
