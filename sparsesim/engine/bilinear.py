@@ -153,7 +153,7 @@ class BilinearEngine(WritableOnUnpickle):
             out[tid] = train(
                 st.table, cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
-                self.schedule.etas, self.schedule.cum, self.mode, self.C, self.lam, self.delta,
+                self.schedule.etas, self.schedule.cum, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], *entries, losses,
                 tid, n_threads, sync, *extra,
             )

@@ -23,7 +23,7 @@ from .atomics import claim, meet, reset_claims
 from .primitives import sq_norms
 from .rules import ADASORS, OASIS, SORS, catch_up, merge_difference, oasis_tau, proximal_entry
 from .primitives import U
-from .rowstore import field, set_field
+from .rowstore import field, learner_mode, set_field
 from .segments import (EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_hash, fitted_cap, move_planned,
                        needs_room, plan_moves, probe, release_planned, remove_at, row_homes)
 
@@ -46,7 +46,7 @@ SWEEPS, ROWS = 0, 1
 
 @numba.njit(cache=True, _nrt=False, nogil=True)
 def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, slots, prev, accs, diag,
-               diag_last, diag_aux, target, cum_eta, eta, th, lam, mode, delta, prox_diag):
+               diag_last, diag_aux, target, cum_eta, eta, th, lam, delta, prox_diag):
     """Pass 1 of :func:`train_triplets` on the rows ``own[q0:q1]`` of x (positions in
     ``indices[lo:]``; ``homes[:m]``: the home slots of their entries, in that order): each row's
     sum of ``z_j * M_ij`` into ``accs``, every entry caught up to step ``target``, the absent ones
@@ -55,6 +55,7 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
     A function of its own (called, not inlined): the loop compiles apart from the rest of the
     update loop's state, and the profile (``benchmarks/profile_engine.py``) reruns it on records
     in cache. Splitting it out measured neither faster nor slower."""
+    mode = learner_mode(table)
     lazy = mode != OASIS
     cum_target = cum_eta[target]
     for h in range(min(ROW_PREFETCH_DISTANCE, m)):
@@ -124,11 +125,14 @@ def train_triplets(
     diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
-    etas, cum_eta, mode, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
+    etas, cum_eta, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
     zi, zv, zh, own, homes, slots, prev, accs, plan, order, losses,
     tid, n_threads, sync,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
+
+    The learner (OASIS, SORS or AdaSORS) is the one the pool's records are laid out for
+    (:func:`~sparsesim.engine.rowstore.learner_mode`), so each compiles its own loop.
 
     Before a triplet starts, every row of x that could pass its load limit is swept (with
     ``drop_zeros``: its pending shrinkage applied, zero entries out) and, if still short of
@@ -168,6 +172,7 @@ def train_triplets(
     arithmetic whatever the thread count, so the model (and when the pool fills) is the same bit
     for bit. Thread 0 writes ``losses``.
     """
+    mode = learner_mode(table)  # (OASIS, SORS or AdaSORS: a constant of each compiled loop)
     shared = n_threads > 1
     for t in range(start, stop):
         a = triplets[t, 0]
@@ -258,7 +263,7 @@ def train_triplets(
                 h += nz
             m = h
             pass1_rows(table, rows, indices, data, lo, own, n_own, n_own + k1 - k0, y, zi, zv, nz, homes, m, slots,
-                       prev, accs, diag, diag_last, diag_aux, target, cum_eta, eta, th, lam, mode, delta, prox_diag)
+                       prev, accs, diag, diag_last, diag_aux, target, cum_eta, eta, th, lam, delta, prox_diag)
             n_own += k1 - k0
         if shared:
             meet(sync, tid, n_threads, seq + 3, False)

@@ -36,6 +36,7 @@ from numba.extending import overload
 
 from .segments import (FREE, GARBAGE, LIVE, MIN_CAP, SHIFT, TOP, compact_into, csr_of, fitted_cap,
                        fitted_sizes, load_rows, offdiag_counts)
+from .rules import ADASORS, OASIS, SORS
 from .store import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT, DiagonalStore
 
 
@@ -43,6 +44,21 @@ def record_dtype(layout: str, compact: bool) -> np.dtype:
     """Record of one entry: the hash store's fields with an int32 column in place of the key."""
     fields = (COMPACT_FIELDS_BY_LAYOUT if compact else FIELDS_BY_LAYOUT)[layout]
     return np.dtype([("col", np.int32)] + [f for f in fields if f[0] != "key"])
+
+
+def learner_mode(table):
+    """The learner the pool's records are laid out for (``MODE_LAYOUT`` of
+    :mod:`sparsesim.engine.bilinear`: OASIS's records have no ``last``, SORS's no ``aux``), as a
+    constant of the compiled code: the update loop compiles once per learner, without the
+    branches and the code of the other two (compiled code only)."""
+    raise NotImplementedError("learner_mode is for compiled code")
+
+
+@overload(learner_mode, inline="always")
+def _learner_mode(table):
+    fields = table.dtype.fields
+    mode = ADASORS if "aux" in fields else SORS if "last" in fields else OASIS
+    return lambda table: mode
 
 
 def field(table, s, name, default):
