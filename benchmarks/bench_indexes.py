@@ -39,6 +39,7 @@ Speed numbers depend on the machine and on its load; the JSON records ``os.getlo
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -161,11 +162,11 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
             row = {"index": kind, "build_seconds": build_seconds, "build_peak_gib": build_peak,
                    "rss_before_build_gib": before, "disk_gib": disk_gib(tmp / kind)}
             for jobs in (1, 2):
-                (rows, scores), sec = timed(lambda: index.query_rows(Q, k + 1, n_jobs=jobs))
+                (rows, scores), sec = timed(functools.partial(index.query_rows, Q, k + 1, n_jobs=jobs))
                 row[f"qps_{jobs}"] = Q.shape[0] / sec
             results[kind] = {"self": index.query_rows(Q, k), "self11": (rows, scores)}
             if Qh is not None:
-                (hrows, hscores), sec = timed(lambda: index.query_rows(Qh, k, n_jobs=1))
+                (hrows, hscores), sec = timed(functools.partial(index.query_rows, Qh, k, n_jobs=1))
                 results[kind]["heldout"] = hscores
                 row["qps_heldout_1"] = Qh.shape[0] / sec
             if kind == "ann":
@@ -274,7 +275,7 @@ def at_seismic_recall(ann, seismic: dict, Q, truth_scores, k: int) -> dict | Non
 def seismic_comparison(case: dict) -> dict | None:
     """Seismic's fastest setting with recall >= 0.95 against the index's fastest setting reaching
     the same recall on the same queries (:func:`at_seismic_recall`)."""
-    seismic, again = case.get("seismic") or {}, case.get("ann_at_seismic_recall")
+    again = case.get("ann_at_seismic_recall")
     if not again or not again.get("qps_1"):
         return None
     peer = again["seismic_setting"]

@@ -28,7 +28,7 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import csr_arrays, csr_from_arrays
 
 from . import small_batch
-from .base import Index, kernels, merge_top_k, prepare_rows, threaded, top_k_rows, resolve_jobs
+from .base import Index, kernels, merge_top_k, prepare_rows, threaded, top_k_rows
 
 __all__ = ["ExactIndex"]
 

@@ -850,7 +850,6 @@ def run_kill_case(rng, root: Path):
     target = root / "kill-target"
     if what == "train":
         shutil.copy(root / "m.npz", target.with_suffix(".npz"))
-        old = (root / "m.npz").read_bytes()
         args = ["train", "-a", "oasis", "-d", "news20-sample", "-n", "2000", "--seed", "3", "-o",
                 str(target.with_suffix(".npz"))]
     elif what == "build":

@@ -296,7 +296,7 @@ def test_refine_delta_interpolates_between_bracketing_deltas():
 
 def test_cikm15_protocol_small_run(tmp_path):
     from sparsesim.experiments import ExperimentConfig, run_experiment
-    from sparsesim.experiments.cikm15 import format_table
+    from sparsesim.experiments.cikm15_report import format_table
 
     config = ExperimentConfig(
         dataset="segment", algorithms=["pars", "cwrs", "cws", "oasis"], seeds=[0], triplets=400,
@@ -351,7 +351,8 @@ def test_cikm15_refuses_unknown_algorithm_and_full_cw_on_high_d(tmp_path):
 
 def test_cikm15_factors_run_passive_learners_at_multiples_of_their_auto_values():
     from sparsesim.experiments import ExperimentConfig, run_experiment
-    from sparsesim.experiments.cikm15 import format_table, load_cikm15_data, run_one
+    from sparsesim.experiments.cikm15 import load_cikm15_data, run_one
+    from sparsesim.experiments.cikm15_report import format_table
     from sparsesim.triplets import stratified_subsample
     from sparsesim.triplets import stratified_kfold
     from sparsesim.tuning import resolved_auto

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.exceptions import InvalidInputError

@@ -18,7 +18,6 @@ import inspect
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -1,7 +1,6 @@
 """Memory budgets: parsing, the one clear error before the store outgrows its budget, and
 AdaSORS memory that follows nnz(M)."""
 
-import json
 import sys
 
 import numpy as np

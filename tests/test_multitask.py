@@ -19,7 +19,6 @@ from sparsesim.learners.multitask import (
 )
 from sparsesim.models import MultiTaskSimilarity
 from sparsesim.registry import algorithms_of_kind, make_estimator
-from sparsesim.triplets import omtrsl_triplets
 
 
 def _problem(seed=0, n=24, d=7, K=3, n_trip=80, density=0.5):

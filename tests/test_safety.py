@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparsesim.exceptions import (ConcurrentWriteError, FileFormatError, InvalidInputError, InvalidParameterError,
-                                  SparsesimError, UnsafeTargetError)
+                                  UnsafeTargetError)
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import (atomic_write, bundle_checksum, check_output_file, dumps_strict,

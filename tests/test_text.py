@@ -13,7 +13,6 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
-from sparsesim.data import load_dataset
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.indexes import build_index
 from sparsesim.learners.bilinear import OASIS

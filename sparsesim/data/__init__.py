@@ -22,7 +22,6 @@ from .paths import data_home, locate
 from .readers import (
     detect_format,
     load_svmlight,
-    parse_zero_based,
     read_matrix_market,
     read_npz,
     read_svmlight,

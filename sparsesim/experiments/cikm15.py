@@ -63,7 +63,7 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from ..triplets import sors_triplets, stratified_kfold, stratified_subsample
 from ..tuning import evaluate_candidates, rank_candidates, resolved_auto
-from .cikm15_report import PAPER_TABLE2, format_table, plot_curves, vs_passive
+from .cikm15_report import PAPER_TABLE2, plot_curves, vs_passive
 from .runner import (check_factors, describe_params, factor_label, factor_points, fold_jobs, grid_points,
                      protocol_options, scale_auto, summarize, write_report)
 

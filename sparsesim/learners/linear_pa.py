@@ -14,7 +14,6 @@ Update on an instance ``x`` with label ``y`` in {-1, +1}: with hinge loss
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
