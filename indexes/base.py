@@ -1,9 +1,11 @@
-"""What every index shares: the model, the stored corpus, user ids, input checks, top-k merging."""
+"""What every index shares: the model, the stored corpus, user ids, input checks, top-k merging.
+
+The :class:`Index` contract lives here; the input checks are :mod:`.inputs`' and the query
+machinery (threads, scratch arrays, kernels, top-k merging) :mod:`.execution`'s, re-exported
+here for the index kinds that import them from this module.
+"""
 
 from __future__ import annotations
-
-import numbers
-import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -12,196 +14,15 @@ from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays
-from sparsesim.validation import available_cores
 from sparsesim.topk import top_k_rows  # noqa: F401 (the one top-k; indexes use it from here)
-from sparsesim.validation import bounded, check_csr
+from sparsesim.validation import bounded
 
+from .execution import (QueryScratch, drop_own_rows, kernels, merge_top_k, query_scratch,  # noqa: F401
+                        resolve_jobs, threaded)
+from .inputs import check_top_k, normalize_ids, prepare_rows
 from .storage import StoredIndex, save_index
 
 __all__ = ["Index", "prepare_rows", "normalize_ids"]
-
-
-def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
-    """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so)."""
-    if model is None:
-        raise InvalidInputError("an index needs a BilinearSimilarity model")
-    X = check_csr(X, name=name, n_features=model.n_features)
-    if model.normalize:
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        scale = np.repeat(1.0 / np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
-        X = sp.csr_matrix((X.data * scale, X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
-        X.has_sorted_indices = True
-    X.indices = X.indices.astype(np.int32, copy=False)
-    X.indptr = X.indptr.astype(np.int64, copy=False)
-    return X
-
-
-def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray:
-    """User ids as an int64 or unicode array of length ``n``, unique (also against ``existing``).
-
-    ``None`` numbers the documents after the existing ones (row numbers for a new index).
-    """
-    start = 0 if existing is None else existing.shape[0]
-    if ids is None:
-        if existing is not None and existing.dtype.kind != "i":
-            raise InvalidInputError("the index has string ids; pass ids for the new documents")
-        return np.arange(start, start + n, dtype=np.int64)
-    arr = np.asarray(ids)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise InvalidInputError(f"ids must be a 1-D sequence with one id per document ({n}), got shape {arr.shape}")
-    if arr.dtype.kind == "O":
-        if all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) for v in arr):
-            arr = arr.astype(np.int64)
-        elif all(isinstance(v, str) for v in arr):
-            arr = arr.astype(str)
-        else:
-            raise InvalidInputError("ids must be all integers or all strings")
-    if arr.dtype.kind in "iu":
-        arr = arr.astype(np.int64)
-    elif arr.dtype.kind == "U":
-        pass
-    elif arr.dtype.kind == "S":
-        arr = arr.astype(str)
-    else:
-        raise InvalidInputError(f"ids must be integers or strings, got dtype {arr.dtype}")
-    if n and np.unique(arr).shape[0] != n:
-        raise InvalidInputError("ids must be unique; found duplicates")
-    if existing is not None:
-        if (existing.dtype.kind == "i") != (arr.dtype.kind == "i"):
-            kind = "integer" if existing.dtype.kind == "i" else "string"
-            raise InvalidInputError(f"the index has {kind} ids; the new ids must be {kind}s too")
-        clash = np.intersect1d(existing, arr)
-        if clash.size:
-            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0].item()!r}")
-        if arr.dtype.kind == "U":
-            width = max(existing.dtype.itemsize, arr.dtype.itemsize) // 4
-            arr = arr.astype(f"<U{max(width, 1)}")
-    return arr
-
-
-def drop_own_rows(rows, scores, exclude, k):
-    """Per query, the first ``k`` entries other than ``exclude[r]`` (when given): the answers of
-    corpus documents used as queries, without the document itself."""
-    if exclude is None:
-        return rows[:, :k], scores[:, :k]
-    out_rows = np.empty((rows.shape[0], k), dtype=rows.dtype)
-    out_scores = np.empty((rows.shape[0], k), dtype=scores.dtype)
-    for r in range(rows.shape[0]):
-        keep = rows[r] != exclude[r]
-        out_rows[r] = rows[r][keep][:k]
-        out_scores[r] = scores[r][keep][:k]
-    return out_rows, out_scores
-
-
-def check_top_k(top_k, n_documents: int) -> int:
-    if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1:
-        raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
-    if top_k > n_documents:
-        raise InvalidInputError(f"top_k={top_k} is larger than the index ({n_documents} documents)")
-    return int(top_k)
-
-
-def resolve_jobs(n_jobs) -> int:
-    if n_jobs is None:
-        return 1
-    n_jobs = int(n_jobs)
-    if n_jobs < 0:
-        n_jobs = max(1, available_cores() + 1 + n_jobs)
-    return max(1, n_jobs)
-
-
-def kernels():
-    """The compiled (numba) kernels, :mod:`._kernels`, imported on first use.
-
-    Not imported at the top of the modules that call them: importing numba costs about 0.15 s of
-    CPU, and a process that loads an index and answers a few queries through the numpy path
-    (:mod:`.small_batch`) never needs it.
-    """
-    from . import _kernels
-
-    return _kernels
-
-
-class QueryScratch(threading.local):
-    """Scratch arrays of the ann query kernels, one set per thread, reused from call to call.
-
-    The candidate stage needs three n_documents-long arrays and re-ranking two more (32 bytes per
-    document in all); allocating and first-touching them on every call cost more than the
-    search itself for a single query at 10^6 documents. The kernels leave the arrays as they
-    found them (accumulators NaN, re-ranking's buffer zero); ``stamp`` is never cleared: each query marks
-    its candidates with a fresh generation number (:meth:`generations`). A thread keeps the
-    arrays of the last index size it queried (the same memory a call allocated before).
-    """
-
-    def __init__(self):
-        self.n_documents = self.n_features = -1
-
-    def sparse(self, n_documents: int):
-        """(acc, touched, vals) for an index of ``n_documents`` (``acc`` all NaN: untouched).
-        ``touched`` has one slot more than there are documents: the kernel writes every posting's
-        document at the end of the list before deciding whether to keep it (no branch), so once
-        all documents are listed the next write lands one past them."""
-        if getattr(self, "acc", None) is None or self.acc.size != n_documents:
-            self.acc = np.full(n_documents, np.nan)
-            self.touched = np.empty(n_documents + 1, np.int64)
-            self.vals = np.empty(n_documents, np.float64)
-        return self.acc, self.touched, self.vals
-
-    def rerank(self, n_documents: int, n_features: int):
-        """(qm, stamp) for an index of ``n_documents`` documents and ``n_features`` features."""
-        if (self.n_documents, self.n_features) != (n_documents, n_features):
-            self.qm = np.zeros(n_features, np.float64)
-            self.stamp = np.full(n_documents, -1, np.int64)
-            self.generation = 0
-            self.n_documents, self.n_features = n_documents, n_features
-        return self.qm, self.stamp
-
-    def generations(self, count: int) -> int:
-        """The first of ``count`` fresh generation numbers for ``stamp``."""
-        first = self.generation
-        self.generation += count
-        return first
-
-
-query_scratch = QueryScratch()
-
-
-_POOLS: dict = {}
-_POOLS_LOCK = threading.Lock()
-_IN_POOL = threading.local()
-
-
-def _pool_worker_init():
-    _IN_POOL.active = True
-
-
-def _thread_pool(n_jobs: int):
-    """A process-wide pool of ``n_jobs`` threads, made once: its threads (and their
-    :class:`QueryScratch`) live across calls. A joblib threading pool per call cost ~10 ms per
-    call, which made a 300-query batch on 2 threads slower than on one."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _POOLS_LOCK:
-        pool = _POOLS.get(n_jobs)
-        if pool is None:
-            pool = _POOLS[n_jobs] = ThreadPoolExecutor(n_jobs, thread_name_prefix="sparsesim-index",
-                                                       initializer=_pool_worker_init)
-        return pool
-
-
-def threaded(func, jobs, n_jobs: int):
-    """Run ``func`` over ``jobs`` on ``n_jobs`` threads (the numba kernels release the GIL);
-    results in job order. Inside a pool thread the jobs run in that thread (no nested waits)."""
-    if n_jobs == 1 or len(jobs) == 1 or getattr(_IN_POOL, "active", False):
-        return [func(*job) for job in jobs]
-    pool = _thread_pool(int(n_jobs))
-    return [f.result() for f in [pool.submit(func, *job) for job in jobs]]
-
-
-def merge_top_k(docs: np.ndarray, vals: np.ndarray, k: int):
-    """Merge candidate (docs, vals) of shape (n_queries, m) into the k best per row, best first."""
-    order = np.lexsort((docs, -vals), axis=1)[:, :k]
-    return np.take_along_axis(docs, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
 def _plain(value):

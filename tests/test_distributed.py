@@ -349,7 +349,7 @@ def test_tune_trials_run_on_the_cluster_with_the_data_scattered_once(cluster, cl
 
     data = load_dataset("news20-sample")
     rung_keys = []
-    real = tuning.run_parallel
+    real = tuning.halving.run_parallel
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
@@ -357,7 +357,7 @@ def test_tune_trials_run_on_the_cluster_with_the_data_scattered_once(cluster, cl
             lambda dask_scheduler: sorted(str(k) for k in dask_scheduler.tasks if "csr_matrix" in str(k))))
         return out
 
-    monkeypatch.setattr(tuning, "run_parallel", spy)
+    monkeypatch.setattr(tuning.halving, "run_parallel", spy)
     monkeypatch.delenv(SCHEDULER_ENV, raising=False)
 
     def run(scheduler):

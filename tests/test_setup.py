@@ -95,6 +95,21 @@ def _cli(*args):
     return [sys.executable, "-m", "sparsesim.cli", *args]
 
 
+def test_every_package_directory_is_installed():
+    """pyproject.toml lists the packages a wheel holds: a subpackage missing from the list imports
+    in a checkout and in an editable install, and is absent from ``pip install .``."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = {name: ROOT / path for name, path in config["package-dir"].items()}
+    on_disk = set()
+    for name, path in roots.items():
+        for init in path.rglob("__init__.py"):
+            parts = init.parent.relative_to(path).parts
+            on_disk.add(".".join((name, *parts)))
+    assert on_disk == set(config["packages"]), sorted(on_disk ^ set(config["packages"]))
+
+
 def test_version_and_help_answer_fast():
     import time
 

@@ -86,7 +86,7 @@ def test_states_held_between_rungs_stay_within_park_bytes(monkeypatch):
         returned.append((args[5], 0 if isinstance(state, tuning._Replay) else tuning._nbytes(state)))
         return state, row
 
-    monkeypatch.setattr(tuning, "_run_trial", spy)
+    monkeypatch.setattr(tuning.halving, "_run_trial", spy)  # where the search looks it up
     bounded = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False,
                               park_bytes=park)
     for budget in {b for b, _ in returned}:
@@ -206,8 +206,8 @@ def test_parallel_trials_with_training_threads_beyond_the_cores_are_refused(monk
     from sparsesim.exceptions import InvalidParameterError
 
     monkeypatch.delenv("SPARSESIM_SCHEDULER", raising=False)
-    monkeypatch.setattr(tuning, "available_cores", lambda: 2)
-    monkeypatch.setattr(tuning, "check_n_jobs", lambda value, name="n_jobs": int(value))
+    monkeypatch.setattr(tuning.halving, "available_cores", lambda: 2)
+    monkeypatch.setattr(tuning.halving, "check_n_jobs", lambda value, name="n_jobs": int(value))
     X, y = labelled_problem()
     with pytest.raises(InvalidParameterError, match=r"n_threads=2 with n_jobs=2 .* use n_threads=1"):
         tune_similarity("sors-l1", X, y, 300, params={"n_threads": 2}, n_jobs=2, min_budget=100, final=False)

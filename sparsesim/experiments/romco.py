@@ -48,12 +48,13 @@ factors : dict, optional
 
 Plots (when ``config.out_dir`` is set): ``romco_<dataset>_cumulative_error.png`` (Figs. 3-5) and
 ``romco_<dataset>_sensitivity.png`` (Fig. 6), plus the report as ``romco_<dataset>.json``.
+
+One online pass and the parameter search are :mod:`.romco_runs`' (re-exported here); the plots
+and tables :mod:`.romco_report`'s.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import time
 from pathlib import Path
 
@@ -61,12 +62,14 @@ import numpy as np
 
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
-from ..exceptions import DivergenceError, InvalidInputError, UnknownNameError
+from ..exceptions import InvalidInputError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig
-from .runner import (auto_names, check_factors, factor_label, factor_points, figure, mean_std, protocol_options,
-                     scale_auto, write_report)
+from .romco_report import format_table, plot_curves, plot_sensitivity
+from .romco_runs import (ETA_GRID, LAMBDA_GRID, RESOLVABLE, ROMCO_SEARCH, SPLIT_KEYS,  # noqa: F401 (re-exported)
+                         UNDECIDED_TOL, _error_only, margin_split, online_metrics, run_stream, search_params)
+from .runner import auto_names, check_factors, factor_label, factor_points, mean_std, protocol_options, write_report
 
 __all__ = [
     "DEFAULT_ALGORITHMS",
@@ -80,169 +83,9 @@ __all__ = [
 ]
 
 DEFAULT_ALGORITHMS = ["romco-nucl", "romco-logd", "pa-global", "pa-unique", "omtl", "omtllog", "omtlvon"]
-LAMBDA_GRID = [10.0 ** k for k in range(-7, 1)]  # 1e-7 .. 1 (paper: Sec. 6.1, 6.5)
-UNDECIDED_TOL = 1e-8  # |margin| below it: an undecided prediction
-ETA_GRID = [10.0 ** k for k in range(-4, 1)]  # 1e-4 .. 1 (paper: {1e-6..1}; 1e-6/1e-5 never learn)
 DEFAULT_OPTIONS = {"shuffles": None, "search": False, "search_seed": 12345, "ablation": False, "sensitivity": False,
                    "sensitivity_shuffles": 3, "checkpoints": 100, "dataset_options": None, "max_per_task": None,
                    "factors": None}
-RESOLVABLE = ("eta1", "eta2", "lam1", "lam2", "C")  # the parameters with an "auto" rule (sparsesim.defaults)
-ROMCO_SEARCH = "stage 1: eta1 x eta2 at lam1 = lam2 = 1e-4; stage 2: lam1 x lam2 over 1e-7..1; stage 3: eta1 x eta2 again"
-
-
-# --------------------------------------------------------------------------- one run
-
-
-def online_metrics(margins: list, labels: list) -> list:
-    """Per-task online metrics from the margins before each update.
-
-    Returns a list of dicts ``{n, mistakes, error_rate, f1_pos, f1_neg}``; margin 0 is a mistake and
-    counts as a prediction of neither class.
-    """
-    out = []
-    for p, y in zip(margins, labels):
-        pred = np.sign(p)
-        wrong = pred != y
-        row = {"n": int(y.size), "mistakes": int(wrong.sum()), "error_rate": float(wrong.mean())}
-        for cls, key in ((1.0, "f1_pos"), (-1.0, "f1_neg")):
-            tp = np.sum((pred == cls) & (y == cls))
-            fp = np.sum((pred == cls) & (y != cls))
-            fn = np.sum((y == cls) & (pred != cls))
-            row[key] = float(2 * tp / (2 * tp + fp + fn)) if (2 * tp + fp + fn) else 0.0
-        out.append(row)
-    return out
-
-
-def margin_split(margins: list, labels: list) -> dict:
-    """Pooled error rates of the undecided (|margin| < ``UNDECIDED_TOL``) and decided predictions."""
-    p, y = np.concatenate(margins), np.concatenate(labels)
-    undecided = np.abs(p) < UNDECIDED_TOL
-    wrong = np.sign(p) != y
-    return {"error_pooled": float(wrong.mean()), "undecided_rate": float(undecided.mean()),
-            "error_undecided": float(wrong[undecided].mean()) if undecided.any() else float("nan"),
-            "error_decided": float(wrong[~undecided].mean()) if (~undecided).any() else float("nan")}
-
-
-SPLIT_KEYS = ("error_pooled", "undecided_rate", "error_undecided", "error_decided")
-
-
-def _curve(margins: list, labels: list, checkpoints: np.ndarray) -> np.ndarray:
-    """Cumulative error rate of each task after each checkpoint round, shape (tasks, points)."""
-    rows = []
-    for p, y in zip(margins, labels):
-        cum = np.cumsum(np.sign(p) != y)
-        r = np.minimum(checkpoints, y.size)
-        rows.append(cum[r - 1] / r)
-    return np.array(rows)
-
-
-def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: int,
-               checkpoints: int = 100, max_per_task: int | None = None, factors: dict | None = None) -> dict:
-    """One online pass of ``algorithm`` over the streams shuffled with ``seed``.
-
-    ``factors`` (``{param: multiple}``, one point of the ``factors`` option) runs the ``"auto"``
-    parameters it names at that multiple of the value they resolve to on this pass's streams.
-    Returns a flat result dict (plus ``per_task`` and ``curve``); a run whose weights overflow
-    (OMTLLOG/OMTLVON with a too large ``eta``) gets ``status="diverged"`` and NaN metrics.
-    """
-    s = streams.shuffled(seed)
-    if max_per_task:
-        s = s.head(int(max_per_task))
-    if factors:
-        names = auto_names(algorithm, params, RESOLVABLE)
-        auto = {k: v for k, v in make_estimator(algorithm, **params).resolve_params(s.X).items() if k in names}
-        params = {**params, **scale_auto(auto, factors)}
-    est = make_estimator(algorithm, **params)
-    points = np.unique(np.linspace(1, s.n_rounds, max(2, int(checkpoints))).round().astype(int))
-    t0 = time.perf_counter()
-    try:
-        est.fit(s.X, s.y)
-    except DivergenceError as exc:
-        return {"algorithm": algorithm, "seed": int(seed), "dataset": streams.name, "status": "diverged",
-                "message": str(exc), "error_rate": float("nan"), "f1": float("nan"),
-                "f1_pos": float("nan"), "f1_neg": float("nan"), **{k: float("nan") for k in SPLIT_KEYS},
-                "train_seconds": time.perf_counter() - t0, "params": dict(params), "per_task": [],
-                "curve": None}
-    seconds = time.perf_counter() - t0
-    extra = {k.rstrip("_"): int(getattr(est, k)) for k in ("n_updates_", "n_materialized_", "n_corrected_", "rank_")
-             if hasattr(est, k)}
-    per_task = online_metrics(est.online_margins_, s.y)
-    for name, row in zip(s.task_names, per_task):
-        row["task"] = name
-    f1_pos = float(np.mean([r["f1_pos"] for r in per_task]))
-    f1_neg = float(np.mean([r["f1_neg"] for r in per_task]))
-    return {
-        "algorithm": algorithm,
-        "seed": int(seed),
-        "dataset": streams.name,
-        "status": "ok",
-        "error_rate": float(np.mean([r["error_rate"] for r in per_task])),
-        "f1": 0.5 * (f1_pos + f1_neg),
-        "f1_pos": f1_pos,
-        "f1_neg": f1_neg,
-        **margin_split(est.online_margins_, s.y),
-        "train_seconds": seconds,
-        "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
-        "resolved_params": dict(getattr(est, "resolved_params_", None) or {}),
-        **({"factors": dict(factors)} if factors else {}),
-        **extra,
-        "per_task": per_task,
-        "curve": {"rounds": points.tolist(), "per_task": _curve(est.online_margins_, s.y, points).tolist()},
-    }
-
-
-def _error_only(streams, algorithm, params, seed, max_per_task=None) -> float:
-    res = run_stream(streams, algorithm, params, seed, checkpoints=2, max_per_task=max_per_task)
-    return res["error_rate"]
-
-
-# --------------------------------------------------------------------------- parameter search
-
-
-def _best(trials: list) -> dict:
-    ok = [t for t in trials if np.isfinite(t["error_rate"])]
-    if not ok:
-        raise InvalidInputError("every parameter setting diverged in the search")
-    return min(ok, key=lambda t: (t["error_rate"], json.dumps(t["params"], sort_keys=True)))
-
-
-def _evaluate_grid(streams, algorithm, grid: list, seed, n_jobs, max_per_task) -> list:
-    errors = run_parallel(_error_only, [(streams, algorithm, p, seed, max_per_task) for p in grid], n_jobs=n_jobs)
-    return [{"params": p, "error_rate": e} for p, e in zip(grid, errors)]
-
-
-def search_params(streams: MultiTaskStreams, algorithm: str, seed: int = 12345, n_jobs: int = 1,
-                  base: dict | None = None, max_per_task: int | None = None) -> dict:
-    """Tune ``algorithm`` on the shuffle ``seed`` (the paper's held-out shuffle).
-
-    Returns ``{"best": params, "trials": [{"params", "error_rate"}...], "grid": description}``;
-    algorithms without free parameters return ``base`` and no trials.
-    """
-    base = dict(base or {})
-    kind = get_algorithm(algorithm).defaults
-    trials: list = []
-    if algorithm.startswith("romco") or kind.get("regularizer") in ("nuclear", "logdet"):
-        cur = dict(base, lam1=1e-4, lam2=1e-4)
-        stage = [dict(cur, eta1=a, eta2=b) for a, b in itertools.product(ETA_GRID, ETA_GRID)]
-        trials += _evaluate_grid(streams, algorithm, stage, seed, n_jobs, max_per_task)
-        cur = dict(_best(trials)["params"])
-        stage = [dict(cur, lam1=a, lam2=b) for a, b in itertools.product(LAMBDA_GRID, LAMBDA_GRID)]
-        trials += _evaluate_grid(streams, algorithm, stage, seed, n_jobs, max_per_task)
-        cur = dict(_best(trials)["params"])
-        stage = [dict(cur, eta1=a, eta2=b) for a, b in itertools.product(ETA_GRID, ETA_GRID)]
-        seen = {json.dumps(t["params"], sort_keys=True) for t in trials}
-        stage = [p for p in stage if json.dumps(p, sort_keys=True) not in seen]
-        trials += _evaluate_grid(streams, algorithm, stage, seed, n_jobs, max_per_task)
-        return {"best": _best(trials)["params"], "trials": trials, "grid": ROMCO_SEARCH}
-    if kind.get("divergence") in ("logdet", "vonneumann"):
-        total = sum(streams.n_samples) if not max_per_task else sum(min(n, max_per_task) for n in streams.n_samples)
-        grid = [dict(base, eta=e, normalize=nz, epoch=ep)
-                for e, nz, ep in itertools.product([10.0 ** k for k in range(-7, 1)], (False, True),
-                                                   (0, total // 10))]
-        trials = _evaluate_grid(streams, algorithm, grid, seed, n_jobs, max_per_task)
-        return {"best": _best(trials)["params"], "trials": trials,
-                "grid": "eta in 1e-7..1 x normalize in {False, True} x epoch in {0, 10% of the instances}"}
-    return {"best": base, "trials": [], "grid": "none (no free parameter; C = 1 as in the paper)"}
 
 
 # --------------------------------------------------------------------------- protocol
@@ -422,122 +265,3 @@ def run(config: ExperimentConfig) -> dict:
             report["plots"].append(str(plot_sensitivity(report, out / f"{stem}_sensitivity.png")))
         write_report(report, out, f"{stem}.json")
     return report
-
-
-# --------------------------------------------------------------------------- plots and tables
-
-_STYLE = {"romco-logd": ("tab:red", "-"), "romco-nucl": ("tab:orange", "-"), "pa-global": ("tab:gray", "--"),
-          "pa-unique": ("black", "--"), "omtl": ("tab:blue", ":"), "omtllog": ("tab:green", "-."),
-          "omtlvon": ("tab:purple", "-.")}
-
-
-def plot_curves(report: dict, path: Path) -> Path:
-    """Cumulative error rate vs rounds: one panel per task (up to 12) plus the task average."""
-    curves = report["curves"]
-    tasks = [t["task"] for t in report["data"]["tasks"]]
-    panels = (tasks if len(tasks) <= 12 else []) + ["average over tasks"]
-    cols = min(4, len(panels))
-    rows = int(np.ceil(len(panels) / cols))
-    title = f"{report['dataset']}: cumulative error rate, mean of {len(report['seeds'])} shuffles"
-    with figure(path, nrows=rows, ncols=cols, figsize=(3.2 * cols, 2.6 * rows), title=title, fontsize=10
-                ) as (fig, axes):
-        for k, name in enumerate(panels):
-            ax = axes[k]
-            lo, hi = np.inf, -np.inf
-            for alg, c in curves.items():
-                color, ls = _STYLE.get(alg, (None, "-"))
-                ys = c["mean"] if name == "average over tasks" else c["per_task"][k]
-                rounds = np.array(c["rounds"])
-                if name != "average over tasks":
-                    n = report["data"]["tasks"][k]["n"]
-                    keep = rounds <= n
-                    rounds, ys = rounds[keep], np.array(ys)[keep]
-                ax.plot(rounds, 100 * np.asarray(ys), color=color, ls=ls, lw=1.2, label=alg)
-                late = rounds >= 0.05 * rounds.max()
-                if np.any(late):
-                    hi = max(hi, 100 * float(np.max(np.asarray(ys)[late])))
-                    lo = min(lo, 100 * float(np.min(np.asarray(ys)[late])))
-            if np.isfinite(hi) and hi > lo:  # the first rounds (error near 100%) would flatten the rest
-                pad = 0.1 * (hi - lo) + 0.1
-                ax.set_ylim(max(0.0, lo - pad), hi + pad)
-            ax.set_title(name, fontsize=9)
-            ax.set_xlabel("rounds", fontsize=8)
-            ax.set_ylabel("cumulative error (%)", fontsize=8)
-            ax.tick_params(labelsize=7)
-        for ax in axes[len(panels):]:
-            ax.axis("off")
-        axes[0].legend(fontsize=7)
-    return path
-
-
-def plot_sensitivity(report: dict, path: Path) -> Path:
-    """Fig. 6: error rate vs lam1 (lam2 fixed) and vs lam2 (lam1 fixed)."""
-    sens = report["sensitivity"]
-    with figure(path, ncols=2, figsize=(8, 3), title=f"{report['dataset']}: sensitivity to lam1 / lam2",
-                fontsize=10) as (fig, axes):
-        for ax, which in zip(axes, ("lam1", "lam2")):
-            for alg, entry in sens.items():
-                color, _ = _STYLE.get(alg, (None, "-"))
-                e = entry[which]
-                ax.errorbar(e["values"], 100 * np.array(e["error_mean"]), yerr=100 * np.array(e["error_std"]),
-                            color=color, marker="o", ms=3, label=alg, capsize=2)
-            ax.set_xscale("log")
-            other = "lam2" if which == "lam1" else "lam1"
-            fixed = {a: entry[which]["fixed"].get(other) for a, entry in sens.items()}
-            ax.set_xlabel(f"{which} ({other} fixed: " + ", ".join(f"{v:g}" for v in fixed.values()) + ")",
-                          fontsize=8)
-            ax.set_ylabel("cumulative error (%)", fontsize=8)
-            ax.legend(fontsize=7)
-    return path
-
-
-def _pm(mean, std, scale=100.0) -> str:
-    if not np.isfinite(mean):
-        return "diverged"
-    return f"{scale * mean:6.2f} ({scale * std:.2f})"
-
-
-def format_table(report: dict) -> str:
-    """Human-readable tables: averages over tasks (mean (std over shuffles)), then per task."""
-    lines = [
-        f"ROMCO protocol on {report['dataset']}: {report['data']['n_tasks']} tasks, "
-        f"{report['data']['n_features']} features, {len(report['seeds'])} shuffles "
-        f"(majority-class error {100 * report['data'].get('majority_error', float('nan')):.2f} %)",
-        "",
-        f"{'algorithm':<11} {'error %':>15} {'task std':>8} {'F1 pos %':>15} {'F1 neg %':>15} {'seconds':>8}",
-    ]
-    for row in report["summary"]:
-        lines.append(
-            f"{row['algorithm']:<11} {_pm(row['error_rate_mean'], row['error_rate_std']):>15} "
-            f"{100 * row['error_rate_task_std']:8.2f} {_pm(row['f1_pos_mean'], row['f1_pos_std']):>15} "
-            f"{_pm(row['f1_neg_mean'], row['f1_neg_std']):>15} {row['train_seconds_mean']:8.2f}"
-            + (f"  ({row['diverged']} diverged)" if row["diverged"] else "")
-        )
-    for alg, entry in report.get("ablation", {}).items():
-        row = entry["summary"]
-        lines.append(
-            f"{alg + ' lam=0':<11} {_pm(row['error_rate_mean'], row['error_rate_std']):>15} "
-            f"{100 * row['error_rate_task_std']:8.2f} {_pm(row['f1_pos_mean'], row['f1_pos_std']):>15} "
-            f"{_pm(row['f1_neg_mean'], row['f1_neg_std']):>15} {row['train_seconds_mean']:8.2f}"
-            f"  (ablation: lam1 = lam2 = 0, eta1 = {entry['params'].get('eta1')}, eta2 = {entry['params'].get('eta2')})"
-        )
-    lines += ["", "predictions pooled over tasks, mean over shuffles: undecided = |margin| < 1e-8 (counted as mistakes)",
-              f"{'algorithm':<17} {'error %':>8} {'undecided %':>12} {'err undecided %':>16} {'err decided %':>14}"]
-    split_rows = [(r["algorithm"], r) for r in report["summary"]]
-    split_rows += [(alg + " lam=0", e["summary"]) for alg, e in report.get("ablation", {}).items()]
-    for label, row in split_rows:
-        lines.append(f"{label:<17} {100 * row['error_pooled_mean']:8.2f} {100 * row['undecided_rate_mean']:12.2f} "
-                     f"{100 * row['error_undecided_mean']:16.1f} {100 * row['error_decided_mean']:14.2f}")
-    tasks = report["data"]["tasks"]
-    if len(tasks) <= 12:
-        lines += ["", "per task: cumulative error % (std over shuffles)"]
-        head = f"{'algorithm':<11} " + " ".join(f"{t['task'][:12]:>14}" for t in tasks)
-        lines.append(head)
-        for row in report["summary"]:
-            lines.append(f"{row['algorithm']:<11} " + " ".join(
-                f"{_pm(p['error_mean'], p['error_std']):>14}" for p in row["per_task"]))
-    if report.get("search"):
-        lines += ["", f"parameters chosen on held-out shuffle {report.get('search_seed')}:"]
-        for alg, s in report["search"].items():
-            lines.append(f"  {alg:<11} {json.dumps(s['best'], sort_keys=True)}  ({s['n_trials']} settings)")
-    return "\n".join(lines)

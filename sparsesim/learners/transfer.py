@@ -27,14 +27,15 @@ Since ``h`` depends only on x (not on the round), the protocol computes it once 
 The target learner ``f`` is the PA / PA-I / PA-II of :mod:`~sparsesim.learners.linear_pa`
 (``kernel="linear"``) or :mod:`~sparsesim.learners.kernel_pa` (``kernel="gaussian"``); it is updated
 exactly as alone (Algorithms 1-2, steps 7-9), so OHT only changes the prediction.
+
+The combination rules are pure functions in :mod:`~sparsesim.learners.transfer_rules`, the source
+hypothesis is :mod:`~sparsesim.learners.transfer_source`; both are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 
 from ..defaults import AUTO, is_auto, resolve_sigma
 from ..exceptions import InvalidInputError
@@ -42,220 +43,23 @@ from ..validation import check_params as check_param_spec
 from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
 from .base import OnlineClassifier
 from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, _signed_labels
+# the update rules and the source hypothesis live in their own modules; re-exported so that
+# ``from sparsesim.learners.transfer import ...`` keeps giving the whole family
+from .transfer_rules import (  # noqa: F401
+    COMBINERS,
+    combine_stream,
+    default_discount,
+    discount_update,
+    hedge_update,
+    mistakes_of,
+    normalized_weights,
+    omega,
+    oht1_score,
+    oht2_score,
+)
+from .transfer_source import KNNSourceHypothesis
 
-COMBINERS = ("target", "hedge", "discount")
 KERNELS = ("gaussian", "linear")
-
-
-# ----------------------------------------------------------------------------------------------
-# Update rules (pure functions), Algorithms 1-2 of the paper
-# ----------------------------------------------------------------------------------------------
-def omega(z):
-    """``Omega(z) = max{0, min{1, (z + 1) / 2}}`` (Algorithm 1, projection of a score onto [0, 1])."""
-    return np.clip((np.asarray(z, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
-
-
-def _omega1(z: float) -> float:
-    """Scalar :func:`omega` (same arithmetic, no array overhead in the per-round loop)."""
-    return min(1.0, max(0.0, (float(z) + 1.0) / 2.0))
-
-
-def _sign(z: float) -> float:
-    return 1.0 if z > 0 else (-1.0 if z < 0 else 0.0)
-
-
-def normalized_weights(theta_s: float, theta_t: float) -> tuple[float, float]:
-    """Step 3: ``w^s = theta^s / (theta^s + theta)``, ``w = theta / (theta^s + theta)``."""
-    total = theta_s + theta_t
-    return theta_s / total, theta_t / total
-
-
-def oht1_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
-    """Algorithm 1, step 4 (before the sign): ``w^s Omega(h) + w Omega(f) - 1/2``."""
-    ws, wt = normalized_weights(theta_s, theta_t)
-    return ws * _omega1(h) + wt * _omega1(f) - 0.5
-
-
-def oht2_score(theta_s: float, theta_t: float, h: float, f: float) -> float:
-    """Algorithm 2, step 4 (before the sign): ``w^s sign(h) + w sign(f)``."""
-    ws, wt = normalized_weights(theta_s, theta_t)
-    return ws * _sign(h) + wt * _sign(f)
-
-
-def _rescale(theta_s: float, theta_t: float) -> tuple[float, float]:
-    """Multiply both weights by the same power of two once they get small (exact in floating point,
-    so ties between the two weights stay exact ties; the prediction only uses their ratio)."""
-    exponent = math.frexp(max(theta_s, theta_t))[1]
-    if exponent < -100:
-        return math.ldexp(theta_s, -exponent), math.ldexp(theta_t, -exponent)
-    return theta_s, theta_t
-
-
-def hedge_update(theta_s: float, theta_t: float, h: float, f: float, y: float, eta: float):
-    """Algorithm 1, step 6: ``theta <- theta exp(-eta (Omega(score) - Omega(y))^2)`` for both hypotheses.
-
-    Returns the new (unnormalised) pair; see :func:`normalized_weights` for step 3.
-    """
-    oy = _omega1(y)
-    ts = theta_s * math.exp(-eta * (_omega1(h) - oy) ** 2)
-    tt = theta_t * math.exp(-eta * (_omega1(f) - oy) ** 2)
-    return _rescale(ts, tt)
-
-
-def discount_update(theta_s: float, theta_t: float, h: float, f: float, y: float, alpha: float):
-    """Algorithm 2, step 6: ``theta <- theta alpha^{I(y score <= 0)}`` for both hypotheses (unnormalised)."""
-    ts = theta_s * (alpha if y * h <= 0 else 1.0)
-    tt = theta_t * (alpha if y * f <= 0 else 1.0)
-    return _rescale(ts, tt)
-
-
-def default_discount(n_rounds: int) -> float:
-    """The paper's OHT2 discount ``beta = sqrt(T) / (sqrt(T) + sqrt(2 ln 4))`` for ``T`` rounds."""
-    root = math.sqrt(max(int(n_rounds), 1))
-    return root / (root + math.sqrt(2.0 * math.log(4.0)))
-
-
-def combine_stream(h, f, y, combiner: str, eta: float = 0.5, alpha: float = 0.9,
-                   theta0: float = 0.5) -> np.ndarray:
-    """Combined scores of a whole stream, given the source scores ``h``, target margins ``f`` and labels.
-
-    ``f[t]`` must be the target learner's margin *before* its update on round ``t`` (which does
-    not depend on the combination). Returns ``score[t]``; the prediction is ``sign(score[t])``
-    and a zero score counts as a mistake.
-    """
-    h = np.asarray(h, dtype=np.float64)
-    f = np.asarray(f, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if combiner == "target":
-        return f.copy()
-    if combiner not in COMBINERS:
-        raise InvalidInputError(f"unknown combiner {combiner!r}; use one of {COMBINERS}")
-    score_fn, update_fn, rate = (
-        (oht1_score, hedge_update, eta) if combiner == "hedge" else (oht2_score, discount_update, alpha)
-    )
-    ts, tt = theta0, 1.0 - theta0
-    out = []
-    for ht, ft, yt in zip(h.tolist(), f.tolist(), y.tolist()):  # Python floats: no numpy scalar overhead
-        out.append(score_fn(ts, tt, ht, ft))
-        ts, tt = update_fn(ts, tt, ht, ft, yt, rate)
-    return np.array(out)
-
-
-def mistakes_of(scores, y) -> np.ndarray:
-    """1 where ``sign(score) != y`` (zero scores are mistakes), else 0."""
-    return (np.sign(np.asarray(scores)) != np.asarray(y)).astype(np.int8)
-
-
-# ----------------------------------------------------------------------------------------------
-# The source hypothesis
-# ----------------------------------------------------------------------------------------------
-class KNNSourceHypothesis(BaseEstimator):
-    """Source hypothesis on target instances via the K nearest co-occurring pairs (module docstring).
-
-    Parameters
-    ----------
-    n_neighbors : int, default 100
-        ``K`` (the paper's 100); capped at the number of pairs.
-    bandwidth : float, default 8.0
-        Gaussian similarity width ``b`` for the neighbour weights.
-    weighting : {"gaussian", "uniform"}
-        ``"uniform"`` gives every neighbour weight 1.
-    source_C : float, default 1.0
-        Inverse L2 strength of the source logistic regression.
-
-    Attributes
-    ----------
-    source_model_ : sklearn Pipeline
-        StandardScaler + LogisticRegression on the labelled source documents.
-    pair_scores_ : ndarray of shape (n_pairs,)
-        ``s_j = 2 P(+1 | z_j) - 1`` of every pair's source view.
-    pair_target_ : ndarray of shape (n_pairs, d)
-        Target view of the pairs (float64, for exact distances).
-    index_ : faiss.IndexFlatL2
-        Exact L2 index over ``pair_target_`` (float32).
-    """
-
-    def __init__(self, n_neighbors: int = 100, bandwidth: float = 8.0, weighting: str = "gaussian",
-                 source_C: float = 1.0):
-        self.n_neighbors = n_neighbors
-        self.bandwidth = bandwidth
-        self.weighting = weighting
-        self.source_C = source_C
-
-    def fit(self, X_source, y_source, pair_target, pair_source):
-        """Train the source classifier, score the pairs' texts and index the pairs' images.
-
-        Parameters
-        ----------
-        X_source : array (n_source, d_s)
-            Labelled source documents.
-        y_source : array (n_source,)
-            Their labels (two classes; {-1, +1} or {0, 1}).
-        pair_target : array (n_pairs, d)
-            Target view of the co-occurring pairs.
-        pair_source : array (n_pairs, d_s)
-            Source view of the same pairs (row ``j`` is the same document).
-        """
-        import faiss
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
-        if int(self.n_neighbors) < 1:
-            raise InvalidInputError(f"n_neighbors must be >= 1, got {self.n_neighbors}")
-        if self.weighting not in ("gaussian", "uniform"):
-            raise InvalidInputError(f"weighting must be 'gaussian' or 'uniform', got {self.weighting!r}")
-        if self.weighting == "gaussian" and not self.bandwidth > 0:
-            raise InvalidInputError(f"bandwidth must be positive, got {self.bandwidth}")
-        Xs = _check_dense(X_source, "X_source")
-        ys = _signed_labels(y_source)
-        if ys.shape[0] != Xs.shape[0]:
-            raise InvalidInputError(f"X_source has {Xs.shape[0]} rows but y_source has {ys.shape[0]} labels")
-        if np.unique(ys).size < 2:
-            raise InvalidInputError("the labelled source documents hold a single class; two are needed")
-        Pt = _check_dense(pair_target, "pair_target")
-        Ps = _check_dense(pair_source, "pair_source", n_features=Xs.shape[1])
-        if Pt.shape[0] != Ps.shape[0] or Pt.shape[0] == 0:
-            raise InvalidInputError(
-                f"pair_target ({Pt.shape[0]} rows) and pair_source ({Ps.shape[0]} rows) must be the same non-empty pairs"
-            )
-        self.source_model_ = make_pipeline(StandardScaler(), LogisticRegression(C=self.source_C, max_iter=5000))
-        self.source_model_.fit(Xs, ys)
-        pos = list(self.source_model_.classes_).index(1.0)
-        self.pair_scores_ = 2.0 * self.source_model_.predict_proba(Ps)[:, pos] - 1.0
-        self.pair_target_ = Pt
-        self.index_ = faiss.IndexFlatL2(Pt.shape[1])
-        self.index_.add(np.ascontiguousarray(Pt, dtype=np.float32))
-        self.n_features_in_ = Pt.shape[1]
-        return self
-
-    @property
-    def k_(self) -> int:
-        return min(int(self.n_neighbors), self.pair_target_.shape[0])
-
-    def kneighbors(self, X):
-        """The ``K`` nearest pair images of each row of ``X``: (exact squared distances, indices), nearest first."""
-        X = _check_dense(X, n_features=self.n_features_in_)
-        _, idx = self.index_.search(np.ascontiguousarray(X, dtype=np.float32), self.k_)
-        diff = self.pair_target_[idx] - X[:, None, :]
-        d2 = np.einsum("nkd,nkd->nk", diff, diff)
-        return d2, idx
-
-    def neighbor_weights(self, d2: np.ndarray) -> np.ndarray:
-        """Gaussian similarities ``exp(-d^2 / (2 b^2))``, scaled per row by ``exp(min d^2 / (2 b^2))``
-        (the scale cancels in the weighted mean and keeps far neighbourhoods from underflowing)."""
-        if self.weighting == "uniform":
-            return np.ones_like(d2)
-        return np.exp(-(d2 - d2.min(axis=1, keepdims=True)) / (2.0 * self.bandwidth ** 2))
-
-    def decision_function(self, X) -> np.ndarray:
-        """``h(x)`` in [-1, 1] for each row of ``X`` (target view)."""
-        d2, idx = self.kneighbors(X)
-        w = self.neighbor_weights(d2)
-        return (w * self.pair_scores_[idx]).sum(axis=1) / w.sum(axis=1)
-
-    def predict(self, X) -> np.ndarray:
-        return np.where(self.decision_function(X) >= 0, 1, -1)
 
 
 # ----------------------------------------------------------------------------------------------

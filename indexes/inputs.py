@@ -1,0 +1,85 @@
+"""What an index checks in its callers' input: query and document rows, user ids, ``top_k``.
+
+:func:`prepare_rows` brings rows into the model's form (canonical CSR, the model's width,
+L2-normalised when the model says so), :func:`normalize_ids` checks and numbers user ids,
+:func:`check_top_k` checks a requested answer length against the index's size.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.models import BilinearSimilarity
+from sparsesim.validation import check_csr
+
+__all__ = ["prepare_rows", "normalize_ids", "check_top_k"]
+
+
+def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
+    """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so)."""
+    if model is None:
+        raise InvalidInputError("an index needs a BilinearSimilarity model")
+    X = check_csr(X, name=name, n_features=model.n_features)
+    if model.normalize:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        scale = np.repeat(1.0 / np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
+        X = sp.csr_matrix((X.data * scale, X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
+        X.has_sorted_indices = True
+    X.indices = X.indices.astype(np.int32, copy=False)
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    return X
+
+
+def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray:
+    """User ids as an int64 or unicode array of length ``n``, unique (also against ``existing``).
+
+    ``None`` numbers the documents after the existing ones (row numbers for a new index).
+    """
+    start = 0 if existing is None else existing.shape[0]
+    if ids is None:
+        if existing is not None and existing.dtype.kind != "i":
+            raise InvalidInputError("the index has string ids; pass ids for the new documents")
+        return np.arange(start, start + n, dtype=np.int64)
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InvalidInputError(f"ids must be a 1-D sequence with one id per document ({n}), got shape {arr.shape}")
+    if arr.dtype.kind == "O":
+        if all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) for v in arr):
+            arr = arr.astype(np.int64)
+        elif all(isinstance(v, str) for v in arr):
+            arr = arr.astype(str)
+        else:
+            raise InvalidInputError("ids must be all integers or all strings")
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "U":
+        pass
+    elif arr.dtype.kind == "S":
+        arr = arr.astype(str)
+    else:
+        raise InvalidInputError(f"ids must be integers or strings, got dtype {arr.dtype}")
+    if n and np.unique(arr).shape[0] != n:
+        raise InvalidInputError("ids must be unique; found duplicates")
+    if existing is not None:
+        if (existing.dtype.kind == "i") != (arr.dtype.kind == "i"):
+            kind = "integer" if existing.dtype.kind == "i" else "string"
+            raise InvalidInputError(f"the index has {kind} ids; the new ids must be {kind}s too")
+        clash = np.intersect1d(existing, arr)
+        if clash.size:
+            raise InvalidInputError(f"{clash.size} id(s) already in the index, e.g. {clash[0].item()!r}")
+        if arr.dtype.kind == "U":
+            width = max(existing.dtype.itemsize, arr.dtype.itemsize) // 4
+            arr = arr.astype(f"<U{max(width, 1)}")
+    return arr
+
+
+def check_top_k(top_k, n_documents: int) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1:
+        raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
+    if top_k > n_documents:
+        raise InvalidInputError(f"top_k={top_k} is larger than the index ({n_documents} documents)")
+    return int(top_k)

@@ -1,0 +1,95 @@
+"""Definitions shared by the writer and the reader of index directories
+(:mod:`sparsesim.indexes.storage`): file names, the manifest schemas, the manifest checksum, and
+this user's record of indexes whose derived arrays were checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from sparsesim.validation import MAX_FEATURES
+
+FORMAT_NAME = "sparsesim-index"
+FORMAT_VERSION = 3
+MANIFEST = "manifest.json"
+MODEL_FILE = "model.npz"
+MODEL_W = "model.W"  # format 3: the model's W as memory-mappable arrays beside a model.npz without W
+_DATA_DIR_RE = re.compile(r"^v-[0-9a-f]{8,32}$")
+_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+MAX_DOCUMENTS = 2**40
+
+MANIFEST_SCHEMA = {
+    "kind": ("choice", ("exact", "ann")),
+    "n_documents": ("int", 0, MAX_DOCUMENTS),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "id_dtype": ("choice?", ("int", "str")),
+    "model": ("dict",),
+    "params": ("dict",),
+    "state": ("dict",),
+    "files": ("dict",),
+    "data_dir": ("str?",),
+    "manifest_checksum": ("str?",),
+    "block_bytes": ("int?", 4096, 1 << 30),
+}
+MODEL_FACTS_SCHEMA = {
+    "checksum": ("str",),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "identity": ("bool",),
+    "normalize": ("bool",),
+}
+STATE_SCHEMA = {
+    "strategy_": ("choice?", ("corpus", "query")),
+    "nlist_": ("int?", 1, MAX_DOCUMENTS),
+    "build_seconds": ("float?", 0.0, None),
+    "n_heavy_rows": ("int?", 0, MAX_FEATURES),
+    "n_fit_documents": ("int?", 0, MAX_DOCUMENTS),
+    "postings": ("choice?", ("expanded",)),
+    "postings_length": ("int?", 1, MAX_DOCUMENTS),
+    "postings_model": ("str?",),
+    "read_allocation": ("choice?", ("weighted", "uniform")),
+    "rerank_memory_": ("int?", 0, 2**50),
+    "calibration": ("dict?",),  # checked by AnnIndex against calibration.CALIBRATION_SCHEMA
+}
+
+
+def manifest_checksum(manifest: dict) -> str:
+    """sha256 of the manifest's canonical JSON without its ``manifest_checksum`` key."""
+    body = {k: v for k, v in manifest.items() if k != "manifest_checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _checked_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("sparsesim")) / "checked-indexes"
+
+
+def derived_arrays_checked(manifest: dict) -> bool:
+    """Whether the derived arrays of exactly this index content were checked before by this user.
+
+    A marker named by the manifest checksum in the user's cache directory (written by this
+    user's sparsesim only: after :func:`save_index`, or after a load whose derived-array check
+    passed). The manifest checksum covers the sha256 of every file and of every block, so bytes
+    that pass those checksums are the bytes that were checked.
+    """
+    checksum = manifest.get("manifest_checksum")
+    return isinstance(checksum, str) and bool(_HEX64.match(checksum)) and (_checked_dir() / checksum).is_file()
+
+
+def mark_derived_arrays_checked(checksum: str | None) -> None:
+    """Record that the index of manifest checksum ``checksum`` passed (best effort: an unwritable
+    cache directory only means the check runs again at the next load)."""
+    if not isinstance(checksum, str) or not _HEX64.match(checksum):
+        return
+    try:
+        directory = _checked_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / checksum, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+    except OSError:
+        pass

@@ -1,0 +1,276 @@
+"""Reading index directories (:mod:`sparsesim.indexes.storage`): the schema-checked manifest, the
+files' sizes and checksums, the arrays with their structural checks, and the arrays a
+memory-mapped load checks block by block on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.models import BilinearSimilarity
+from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, read_npy
+from sparsesim.validation import bounded, check_csr_arrays, check_meta
+
+from .array_checks import _F64, _I32, _I64, check_csr_structure, check_index_arrays
+from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
+from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA,
+                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, STATE_SCHEMA, manifest_checksum)
+
+
+def read_manifest(directory) -> dict:
+    """The parsed manifest of an index directory, validated against its schema and checksum."""
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        raise FileFormatError(f"{directory}: no such index directory")
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise FileFormatError(f"{directory}: not a sparsesim index directory (no {MANIFEST})")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FileFormatError(f"{path}: not readable ({exc.strerror or exc})") from None
+    try:
+        manifest = loads_strict(raw, str(path))
+    except FileFormatError as exc:
+        raise FileFormatError(f"{path}: corrupt manifest ({bounded(exc, 200)})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise FileFormatError(f"{path}: not a sparsesim index manifest")
+    version = manifest.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise FileFormatError(f"{path}: missing or invalid format_version")
+    if version > FORMAT_VERSION:
+        raise FileFormatError(f"{path}: index format version {version} is newer than this sparsesim "
+                              f"({FORMAT_VERSION}); upgrade sparsesim")
+    check_meta(manifest, MANIFEST_SCHEMA, str(path))
+    if version >= 2:
+        if manifest.get("manifest_checksum") != manifest_checksum(manifest):
+            raise FileFormatError(f"{path}: manifest checksum mismatch (file corrupt or modified)")
+        data_dir = manifest.get("data_dir")
+        if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
+            raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
+    check_meta(manifest["model"], MODEL_FACTS_SCHEMA, f"{path} (model)")
+    check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
+    if manifest["model"]["n_features"] != manifest["n_features"]:
+        raise FileFormatError(f"{path}: n_features {manifest['n_features']} differs from the model's "
+                              f"{manifest['model']['n_features']}")
+    if len(manifest["files"]) > 64:
+        raise FileFormatError(f"{path}: lists {len(manifest['files'])} files (an index has at most 64)")
+    for fname, facts in manifest["files"].items():
+        if not _FILE_RE.match(fname) or fname == MANIFEST:
+            raise FileFormatError(f"{path}: invalid file name {bounded(repr(fname), 80)}")
+        check_meta(facts, {"bytes": ("int", 0, None), "sha256": ("str",)}, f"{path} ({fname})")
+        if not _HEX64.match(facts["sha256"]):
+            raise FileFormatError(f"{path}: invalid sha256 for {fname}")
+    return manifest
+
+
+def _data_path(directory: Path, manifest: dict) -> Path:
+    data_dir = manifest.get("data_dir")
+    if data_dir is None:
+        return directory
+    path = directory / data_dir
+    if path.is_symlink() or not path.is_dir():
+        raise FileFormatError(f"{path}: missing (the index directory is incomplete)")
+    return path
+
+
+def _verify_files(directory: Path, manifest: dict, verify: bool, deferred=()):
+    """Check every file's size, and its sha256 when ``verify`` (except the ``deferred`` ones,
+    whose blocks are checked on first use)."""
+    for fname, facts in manifest["files"].items():
+        path = directory / fname
+        if path.is_symlink() or not path.is_file():
+            raise FileFormatError(f"{path}: missing (the index directory is incomplete)")
+        size = path.stat().st_size
+        if size != facts["bytes"]:
+            raise FileFormatError(f"{path}: {size} bytes, expected {facts['bytes']} (file truncated or modified)")
+        if verify and fname not in deferred and file_sha256(path) != facts["sha256"]:
+            raise FileFormatError(f"{path}: sha256 mismatch (file corrupt or modified)")
+
+
+def _block_digests(directory: Path, manifest: dict, verify: bool) -> dict:
+    """{file name: its block digests} from ``blocks.sha256`` (already sha256-checked when ``verify``)."""
+    block_bytes = manifest.get("block_bytes")
+    files = manifest["files"]
+    if block_bytes is None or BLOCKS_FILE not in files:
+        return {}
+    names = sorted(f for f in files if f != BLOCKS_FILE)
+    expected = sum(n_blocks(files[f]["bytes"], block_bytes) for f in names) * DIGEST_BYTES
+    if files[BLOCKS_FILE]["bytes"] != expected:
+        raise FileFormatError(f"{directory / BLOCKS_FILE}: {files[BLOCKS_FILE]['bytes']} bytes, expected {expected} "
+                              "for the files of the manifest")
+    raw = (directory / BLOCKS_FILE).read_bytes()
+    if len(raw) != expected:
+        raise FileFormatError(f"{directory / BLOCKS_FILE}: changed while reading")
+    out, at = {}, 0
+    for fname in names:
+        size = n_blocks(files[fname]["bytes"], block_bytes) * DIGEST_BYTES
+        out[fname] = raw[at:at + size]
+        at += size
+    return out
+
+
+def _check_model(model: BilinearSimilarity, facts: dict, directory: Path, checksum: bool = True):
+    if not isinstance(model, BilinearSimilarity):
+        raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+    if model.n_features != int(facts["n_features"]):
+        raise ModelMismatchError(f"{directory}: the index was built for {facts['n_features']} features, "
+                                 f"the model has {model.n_features}")
+    if model.identity != bool(facts["identity"]) or model.normalize != bool(facts["normalize"]):
+        raise ModelMismatchError(f"{directory}: the model's identity/normalize flags differ from the index's")
+    if not checksum:
+        return
+    checksum = model.checksum()
+    if checksum != facts["checksum"]:
+        raise ModelMismatchError(f"{directory}: the index was built with model {facts['checksum'][:12]}, "
+                                 f"not with this model ({checksum[:12]})")
+
+
+@dataclass
+class StoredIndex:
+    """What an index directory holds, read and verified by :func:`read_index`.
+
+    Attributes
+    ----------
+    manifest : dict
+        The schema-checked manifest.
+    model : BilinearSimilarity
+        The caller's model (checked against the manifest) or the stored copy.
+    arrays : dict of str to ndarray
+        Every ``NAME.npy`` file by ``NAME`` (memory-mapped read-only when asked), structurally
+        checked (:func:`check_index_arrays`).
+    extra_files : dict of str to Path
+        The other files (e.g. ``faiss.index``), for the index class to read.
+    directory : Path
+    guards : dict of str to BlockGuard
+        For a memory-mapped load, the arrays (by ``NAME``, including ``model.W.indices`` and
+        ``model.W.data`` of the stored model) whose blocks are checked on first use; their
+        values have not been read yet.
+    """
+
+    manifest: dict
+    model: BilinearSimilarity
+    arrays: dict
+    extra_files: dict
+    directory: Path
+    guards: dict = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+
+def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = False,
+               verify: bool = True) -> StoredIndex:
+    """Read and verify an index directory written by :func:`save_index`, refusing anything inconsistent.
+
+    Knows no index class: :func:`sparsesim.indexes.load_index` turns the result into the index
+    of its kind. Each file is checked once; with ``model`` given, the stored copy of the model is
+    neither read nor hashed.
+
+    Parameters
+    ----------
+    directory : path-like
+    model : BilinearSimilarity, optional
+        The model the index must belong to (checked against the manifest's checksum); default:
+        the copy stored in the index.
+    mmap : bool, default False
+        Memory-map the arrays read-only. For a format-3 index the large arrays
+        (:func:`lazy_checks`) are then checked block by block on first use (``guards``) instead
+        of whole at load.
+    verify : bool, default True
+        Check every file's sha256 (whole at load, or per block on first use; sizes, the
+        manifest's schema and checksum, dtypes and the structural checks of all arrays always
+        run).
+
+    Raises
+    ------
+    FileFormatError
+        Not an index directory, unknown format, missing, truncated, corrupt or inconsistent file.
+    ModelMismatchError
+        ``model`` is not the model the index was built with.
+    """
+    directory = Path(directory).expanduser()
+    manifest = read_manifest(directory)
+    data = _data_path(directory, manifest)
+    n, d = manifest["n_documents"], manifest["n_features"]
+    files = dict(manifest["files"])
+    split_model = f"{MODEL_W}.indptr.npy" in files
+    if model is not None:  # the caller's model replaces the stored copy
+        for fname in (MODEL_FILE, *(f"{MODEL_W}.{part}.npy" for part in ("indptr", "indices", "data"))):
+            files.pop(fname, None)
+    lazy = {}
+    if mmap and manifest.get("block_bytes") is not None and BLOCKS_FILE in files:
+        lazy = {name: check for name, check in lazy_checks(n, d).items() if f"{name}.npy" in files}
+    deferred = {f"{name}.npy" for name in lazy}
+    _verify_files(data, {**manifest, "files": files}, verify, deferred)
+    digests = _block_digests(data, manifest, verify) if deferred and verify else {}
+    arrays, extra = {}, {}
+    for fname in files:
+        if fname in (MODEL_FILE, BLOCKS_FILE):
+            continue
+        path = data / fname
+        if fname.endswith(".npy"):
+            arrays[fname[:-4]] = read_npy(path, mmap=mmap)
+        else:
+            extra[fname] = path
+    guards = {name: BlockGuard(data / f"{name}.npy", arrays[name], digests[f"{name}.npy"] if verify else None,
+                               check, manifest["block_bytes"]) for name, check in lazy.items()}
+    stored = manifest["model"]
+    if model is None:
+        if MODEL_FILE not in manifest["files"]:
+            raise FileFormatError(f"{directory}: no stored model; pass the model")
+        model = BilinearSimilarity.load(data / MODEL_FILE)
+        if split_model:
+            if model.W.nnz:
+                raise FileFormatError(f"{data / MODEL_FILE}: holds W although the index stores it beside it")
+            W = _stored_w(arrays, d, guards, directory)
+            model.W = W
+            for key in ("nnz", "sparsity"):
+                model.metadata.pop(key, None)
+            if isinstance(stored.get("nnz"), int):
+                model.metadata["nnz"] = stored["nnz"]
+        try:
+            # a W checked block by block on use is verified against the manifest's block digests instead
+            _check_model(model, stored, directory, checksum=not any(k.startswith(MODEL_W) for k in guards))
+        except ModelMismatchError as exc:
+            raise FileFormatError(f"{exc} (stored model file inconsistent with the manifest)") from None
+    else:
+        _check_model(model, stored, directory)
+    try:
+        check_index_arrays(manifest["kind"], arrays, n, d, manifest, lazy=set(guards))
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
+    return StoredIndex(manifest, model, arrays, extra, directory, guards)
+
+
+def lazy_checks(n: int, d: int) -> dict:
+    """The arrays a memory-mapped load checks block by block on first use, with each block's check."""
+    return {"corpus.indices": index_check(d), "corpus.data": finite_check,
+            "postings.indices": index_check(n), "postings.data": finite_check, "heavy.Z": finite_check,
+            f"{MODEL_W}.indices": index_check(d), f"{MODEL_W}.data": finite_check}
+
+
+def _stored_w(arrays: dict, d: int, guards: dict, directory: Path):
+    """W of a format-3 index from its arrays (removed from ``arrays``): checked whole, or its
+    ``indptr`` now and its indices and values block by block on use."""
+    parts = {part: arrays.pop(f"{MODEL_W}.{part}", None) for part in ("indptr", "indices", "data")}
+    if any(v is None for v in parts.values()):
+        raise FileFormatError(f"{directory}: incomplete model arrays {MODEL_W}.*")
+    try:
+        if f"{MODEL_W}.data" in guards:
+            check_csr_structure(parts["indptr"], parts["indices"], parts["data"], (d, d), "W", _F64)
+        else:
+            check_csr_arrays(parts["indptr"], parts["indices"], parts["data"], (d, d), name="W",
+                             data_dtypes=(_F64,), sorted_indices=True)
+            if parts["indptr"].dtype != _I64 or parts["indices"].dtype != _I32:
+                raise InvalidInputError("W index arrays must be int64/int32")
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
+    W = csr_from_arrays({f"W.{k}": v for k, v in parts.items()}, "W", (d, d))
+    if f"{MODEL_W}.data" not in guards:
+        W.has_sorted_indices = True
+        W.has_canonical_format = True
+    return W

@@ -1,0 +1,211 @@
+"""The public searches, one per protocol: triplet-learned similarities, multi-task similarities
+and online multi-task classifiers."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from ..registry import get_algorithm
+from ..triplets import omtrsl_triplets, sors_triplets, stratified_split, usable_rows
+from ..validation import check_csr, check_labels, check_task_streams
+from .candidates import TUNABLE_KINDS
+from .halving import TuneResult, _check_search, _check_threads_fit, _search, _trial_base
+from .trials import _StreamProblem, _TaskTripletProblem, _TripletProblem
+
+
+def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = None, params: dict | None = None,
+                    seed: int = 0, n_jobs: int = 1, validation_fraction: float = 0.2, factor: int = 3,
+                    min_budget: int = 500, scheduler: str | None = None, park_bytes: int = 2 << 30,
+                    progress=None, final: bool = True) -> TuneResult:
+    """Choose the parameters of a triplet-learned similarity by successive halving, then train it.
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm of kind ``"similarity"`` or ``"baseline"`` (baselines have nothing
+        to tune and are just fitted).
+    X : sparse matrix, shape (n_documents, n_features)
+        The *training* part only (the caller keeps the test part away).
+    y : array, shape (n_documents,)
+    n_triplets : int
+        Triplet budget of one full run (the final model's budget and the last rung's).
+    grid : dict, optional
+        ``{param: [values]}``; default :func:`default_grid`. A value ``"auto"`` is allowed.
+    params : dict, optional
+        Fixed constructor parameters for every trial (e.g. ``compact``); grid values win.
+    seed : int
+        Seed of the validation split, the triplet streams and the learners.
+    n_jobs : int
+        Trials run at once (joblib); with a Dask ``scheduler`` every worker thread is used.
+    validation_fraction : float
+        Share of every class held out for validation.
+    factor : int
+        Successive-halving reduction factor (budget x factor, candidates / factor per rung).
+    min_budget : int
+        Smallest first-rung budget (fewer rungs when ``n_triplets`` is small).
+    scheduler : str, optional
+        Dask scheduler address (default ``$SPARSESIM_SCHEDULER``; none: in-process).
+    park_bytes : int
+        Bytes of survivor state held between rungs, at most: each trial of a rung brings its
+        learner back only within an equal share; a larger one is rebuilt from its triplets at
+        the next rung (more compute, bounded memory).
+    progress : callable, optional
+        ``progress(done_trial_steps, total_trial_steps)``.
+    final : bool
+        Train the final model on all of ``X`` (else ``estimator`` is ``None``).
+
+    Returns
+    -------
+    TuneResult
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind not in TUNABLE_KINDS:
+        raise InvalidInputError(f"tuning supports similarity learners from triplets; {algorithm!r} is a "
+                                f"{spec.kind} algorithm (its protocol has its own search: sparsesim experiment)")
+    _check_search(n_triplets, validation_fraction, factor)
+    X = check_csr(X)
+    y = check_labels(y, X.shape[0], min_per_class=1)
+    rows = usable_rows(y, warn=True)
+    if rows is not None:
+        X, y = X[rows], y[rows]
+    base = dict(params or {})
+    start_all = time.perf_counter()
+    if spec.kind == "baseline":
+        est = spec.make(**base).fit(X, y) if final else None
+        return TuneResult(algorithm, {}, float("nan"), [], [], est, 0.0, time.perf_counter() - start_all)
+    base = _trial_base(spec, base, seed, n_triplets, n_jobs)
+    _check_threads_fit(base.get("n_threads", 1), n_jobs, scheduler)
+
+    # validation part of the training part; classes too small to keep a validation pair stay in fit
+    fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
+    X_fit, y_fit, X_val, y_val = X[fit_rows], y[fit_rows], X[val_rows], y[val_rows]
+    keep = usable_rows(y_fit, warn=False)
+    if keep is not None:
+        X_fit, y_fit = X_fit[keep], y_fit[keep]
+    triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
+
+    problem = _TripletProblem(X_fit, triplets, X_val, y_val)
+    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+                     scheduler, n_jobs, park_bytes, progress, probe=lambda est: est.partial_fit_triplets(
+                         X_fit, triplets[:1]))
+    if final:
+        t0 = time.perf_counter()
+        if "max_memory" not in (params or {}):  # the final model trains alone: the whole default budget
+            base.pop("max_memory", None)
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y)
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), n_triplets=int(n_triplets))
+    return result
+
+
+def tune_multitask(algorithm: str, X, y, tasks, n_triplets: int, grid: dict | None = None, params: dict | None = None,
+                   seed: int = 0, n_jobs: int = 1, validation_fraction: float = 0.2, factor: int = 3,
+                   min_budget: int = 500, scheduler: str | None = None, park_bytes: int = 2 << 30,
+                   progress=None, final: bool = True) -> TuneResult:
+    """Choose the parameters of a multi-task similarity learner (OMTRSL family) by successive halving.
+
+    As :func:`tune_similarity`, on the OMTRSL protocol: the validation part is
+    ``validation_fraction`` of every (task, class) pair of the *training* part, one stream of
+    ``n_triplets`` OMTRSL triplets (task, same-class pair, other-class document, coin y_t) is drawn
+    from the rest, survivors continue on it, and a trial is scored by the IJCAI 2017 metric: AP@10
+    of per-task retrieval on the validation part, mean over tasks. The default grid is
+    :data:`DEFAULT_FACTORS` (multiples of the ``"auto"`` C) and :data:`DEFAULT_GRIDS` (OMTRSL's b).
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm of kind ``"multitask-similarity"``.
+    X : sparse matrix (n_documents, n_features)
+    y, tasks : arrays (n_documents,)
+        Class and task of every document (the training part only).
+    n_triplets, grid, params, seed, n_jobs, validation_fraction, factor, min_budget, scheduler, park_bytes, progress, final
+        As in :func:`tune_similarity`.
+
+    Returns
+    -------
+    TuneResult
+        ``best_score`` is the winner's validation AP@10.
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind != "multitask-similarity":
+        raise InvalidInputError(f"tune_multitask searches multi-task similarity learners; {algorithm!r} is a "
+                                f"{spec.kind} algorithm")
+    _check_search(n_triplets, validation_fraction, factor)
+    X = check_csr(X)
+    y = check_labels(y, X.shape[0], min_per_class=1)
+    tasks = np.asarray(tasks)
+    if tasks.shape != (X.shape[0],):
+        raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
+    start_all = time.perf_counter()
+    base = _trial_base(spec, params or {}, seed, n_triplets, n_jobs)
+    labels = np.unique(tasks)
+    _, strata = np.unique(np.stack([tasks.astype(str), y.astype(str)], axis=1), axis=0, return_inverse=True)
+    fit_rows, val_rows = stratified_split(strata.reshape(-1), 1.0 - validation_fraction, seed=seed)
+    X_fit, y_fit, t_fit = X[fit_rows], y[fit_rows], tasks[fit_rows]
+    triplets, signs, task_ids = omtrsl_triplets(y_fit, int(n_triplets), seed=seed, tasks=t_fit)
+    problem = _TaskTripletProblem(X_fit, triplets, signs, task_ids, labels, X[val_rows], y[val_rows], tasks[val_rows])
+    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+                     scheduler, n_jobs, park_bytes, progress, probe=lambda est: problem.feed(est, 0, 1))
+    if final:
+        t0 = time.perf_counter()
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y, tasks)
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_fit=int(fit_rows.size), n_validation=int(val_rows.size), n_triplets=int(n_triplets))
+    return result
+
+
+def tune_online(algorithm: str, X_tasks, y_tasks, grid: dict | None = None, params: dict | None = None,
+                seed: int = 0, n_jobs: int = 1, factor: int = 3, min_budget: int = 100,
+                scheduler: str | None = None, progress=None, final: bool = True) -> TuneResult:
+    """Choose the parameters of an online multi-task classifier (ROMCO and its baselines) by
+    successive halving over the rounds of one pass.
+
+    The ROMCO protocol's search runs every setting for one online pass over a held-out shuffle of
+    the task streams and keeps the lowest cumulative error rate. Here rung ``r`` runs the
+    surviving candidates over the first ``T / factor**(R - 1 - r)`` rounds (``T`` the longest
+    stream) and keeps the ``1 / factor`` with the lowest online error rate (mistakes of the
+    predictions made before each update, mean over tasks); the online error needs no held-out
+    part. The caller passes the streams in the order to search on (e.g. a shuffle kept apart from
+    the reported ones). The final model is one pass over the whole streams with the chosen values.
+
+    Parameters
+    ----------
+    algorithm : str
+        A registered algorithm of kind ``"multitask-classifier"``.
+    X_tasks, y_tasks : lists
+        One matrix and one label vector per task, in stream order.
+    grid, params, seed, n_jobs, factor, min_budget, scheduler, progress, final
+        As in :func:`tune_similarity` (budgets in rounds).
+
+    Returns
+    -------
+    TuneResult
+        ``best_score`` is the winner's online error rate at the last rung.
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind != "multitask-classifier":
+        raise InvalidInputError(f"tune_online searches online multi-task classifiers; {algorithm!r} is a "
+                                f"{spec.kind} algorithm")
+    X_tasks, y_tasks = check_task_streams(X_tasks, y_tasks)
+    n_rounds = max(int(x.shape[0]) for x in X_tasks)
+    _check_search(n_rounds, 0.2, factor)
+    start_all = time.perf_counter()
+    base = _trial_base(spec, params or {}, seed, None, n_jobs)
+    problem = _StreamProblem(list(X_tasks), list(y_tasks))
+    # the shortest prefix in which every task has shown both classes (fit refuses a one-class task)
+    both = max(max(int(np.argmax(yk != yk[0])), 1) + 1 for yk in y_tasks)
+    result = _search(algorithm, problem, list(X_tasks), base, params, grid, n_rounds, factor,
+                     max(int(min_budget), both), scheduler, n_jobs, None, progress,
+                     probe=lambda est: problem.feed(est, 0, both))
+    if final:
+        t0 = time.perf_counter()
+        result.estimator = spec.make(**dict(base, **result.best_params)).fit(list(X_tasks), list(y_tasks))
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_rounds=n_rounds, n_tasks=len(X_tasks))
+    return result

@@ -1,0 +1,150 @@
+"""One trial of a search: the protocols' problems (what a candidate trains on and how it is
+scored) and the trial runner that continues a candidate over one rung."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..evaluation import evaluate_retrieval
+from ..exceptions import DivergenceError, MemoryBudgetError
+from ..registry import get_algorithm
+
+
+def task_mean_ap(model, X, y, tasks, labels, k: int = 10) -> float:
+    """AP@k of per-task retrieval (each document of task t queries the task's other documents
+    under ``model.model_for(t)``), mean over the tasks with two or more documents: the IJCAI 2017
+    protocol's metric."""
+    scores = []
+    for label in labels:
+        rows = np.flatnonzero(tasks == label)
+        if rows.size >= 2:
+            scores.append(evaluate_retrieval(model.model_for(label).scorer(X[rows]), y[rows], k=k)[f"ap@{k}"])
+    return float(np.mean(scores)) if scores else float("nan")
+
+
+@dataclass(frozen=True)
+class _TripletProblem:
+    """The SORS protocol: one stream of triplets over ``X``; validation MAP (higher is better)."""
+
+    X: object
+    triplets: np.ndarray
+    X_val: object
+    y_val: np.ndarray
+    metric = "map"
+    continues = True  # a survivor continues on the next triplets
+
+    def feed(self, est, start, stop):
+        est.partial_fit_triplets(self.X, self.triplets[start:stop])
+
+    def measure(self, est) -> float:
+        return float(evaluate_retrieval(est.model_.scorer(self.X_val), self.y_val)["map"])
+
+
+@dataclass(frozen=True)
+class _TaskTripletProblem:
+    """The OMTRSL protocol: one stream of (triplet, y_t, task) over ``X``; validation AP@10, mean over tasks."""
+
+    X: object
+    triplets: np.ndarray
+    signs: np.ndarray
+    task_ids: np.ndarray
+    tasks: np.ndarray
+    X_val: object
+    y_val: np.ndarray
+    tasks_val: np.ndarray
+    metric = "ap@10"
+    continues = True
+
+    def feed(self, est, start, stop):
+        est.partial_fit_triplets(self.X, self.triplets[start:stop], self.signs[start:stop],
+                                 self.task_ids[start:stop], tasks=self.tasks)
+
+    def measure(self, est) -> float:
+        return task_mean_ap(est.model_, self.X_val, self.y_val, self.tasks_val, self.tasks)
+
+
+@dataclass(frozen=True)
+class _StreamProblem:
+    """Online multi-task classification (ROMCO protocol): the first ``budget`` rounds of the task
+    streams; the online (predict-then-update) error rate, mean over tasks (lower is better).
+
+    A task stream may end before a later rung's rounds, so a survivor is replayed from the first
+    round at every rung (the search costs the sum of the rung budgets, at most 1.5 full passes
+    with factor 3) instead of continuing."""
+
+    X: list
+    y: list
+    metric = "error_rate"
+    continues = False
+
+    def feed(self, est, start, stop):
+        est.fit([x[:stop] for x in self.X], [y[:stop] for y in self.y])
+
+    def measure(self, est) -> float:
+        return float(np.mean(est.error_rates_))
+
+
+def _better(problem, value: float) -> float:
+    """A key that is larger for better trials (NaN: worst)."""
+    if not np.isfinite(value):
+        return -np.inf
+    return -value if problem.metric == "error_rate" else value
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """A survivor set aside between rungs: rebuilt from its first ``budget`` triplets when needed."""
+
+    budget: int
+
+
+def _parts(problem) -> tuple:
+    """The fields of a problem, shallow (each one a top-level argument of a trial, so a Dask run
+    scatters every matrix once for the whole search)."""
+    return tuple(getattr(problem, f.name) for f in fields(problem))
+
+
+def _run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *parts):
+    """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
+    the part ``[start, stop)`` of the stream of ``problem_type(*parts)`` and score it.
+
+    The trained learner is returned only while its store holds at most ``keep_bytes`` (``None``:
+    always); a larger one comes back as a :class:`_Replay` of its budget and is retrained from its
+    triplets if it survives, so the caller never holds more than its share of states."""
+    problem = problem_type(*parts)
+    est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
+    if not problem.continues:
+        start = 0
+        est = get_algorithm(algorithm).make(**params)  # replayed from the first round (fit resets anyway)
+    elif isinstance(state, _Replay) and state.budget > 0:
+        problem.feed(est, 0, state.budget)
+    t0 = time.perf_counter()
+    try:
+        if stop > start:
+            problem.feed(est, start, stop)
+    except DivergenceError as exc:  # a setting whose state overflows is a failed trial, not a failed search
+        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "diverged": str(exc),
+                            "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
+    except MemoryBudgetError as exc:  # so is one whose model outgrows a trial's share of memory
+        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "over_budget": str(exc),
+                            "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
+    seconds = time.perf_counter() - t0
+    row = {"budget": int(stop), problem.metric: problem.measure(est)}
+    nnz = getattr(est.model_, "nnz", None)
+    if callable(nnz):
+        row["nnz"] = int(nnz())
+    row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
+    est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
+    if keep_bytes is not None and _nbytes(est) > keep_bytes:
+        return _Replay(int(stop)), row
+    return est, row
+
+
+def _nbytes(est) -> int:
+    try:
+        return int(getattr(est, "store_nbytes_", 0) or 0)
+    except Exception:  # noqa: BLE001 - a learner without a store, or not fitted yet
+        return 0

@@ -1,0 +1,73 @@
+"""Reading a corpus the way a model expects, and recording in a model how its data was read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..data import LabelledData, load_dataset
+from ..exceptions import InvalidInputError
+from ..models import BilinearSimilarity
+from ..validation import bounded
+
+
+def _looks_like_path(name: str) -> bool:
+    return os.sep in name or "/" in name or Path(name).suffix != "" or Path(name).exists()
+
+
+#: data options recorded in a model so later commands read the same kind of file the same way
+_RECORDED_OPTIONS = ("text_column", "label_column", "id_column", "encoding")
+
+
+def model_data_options(model: BilinearSimilarity | None, options: dict | None = None) -> dict:
+    """``load_dataset`` options for data read against ``model``: its width, its feature-index base,
+    its text featuriser and the table columns it was trained with (explicit ``options`` win;
+    a ``zero_based`` that contradicts the model is refused by the reader)."""
+    out = {k: v for k, v in (options or {}).items() if v is not None}
+    if model is None:
+        return out
+    meta = model.metadata
+    out["n_features"] = model.n_features
+    if meta.get("zero_based") is not None:
+        out["expect_zero_based"] = bool(meta["zero_based"])
+    if model.featurizer is not None:
+        out["featurizer"] = model.featurizer
+    for key, value in (meta.get("data_options") or {}).items():
+        if key in _RECORDED_OPTIONS:
+            out.setdefault(key, value)
+    return out
+
+
+def _load_labelled(name_or_path, **options) -> LabelledData:
+    """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
+    (multi-view and multi-task sets are for ``sparsesim experiment``)."""
+    data = load_dataset(name_or_path, **options)
+    if not isinstance(data, LabelledData):
+        raise InvalidInputError(f"data set {bounded(repr(str(name_or_path)), 80)} is a {type(data).__name__} "
+                                "(several views or tasks), not one labelled matrix; train, evaluate, query and "
+                                "index take single-matrix data sets (run it with `sparsesim experiment`)")
+    return data
+
+
+def load_corpus(name_or_path: str, n_features: int | None = None, model: BilinearSimilarity | None = None,
+                options: dict | None = None) -> LabelledData:
+    """A registered data set, or a file/folder read the way ``model`` expects (see :func:`model_data_options`)."""
+    opts = model_data_options(model, options)
+    if n_features is not None:
+        opts.setdefault("n_features", n_features)
+    if not _looks_like_path(str(name_or_path)):
+        opts = {}
+    return _load_labelled(name_or_path, **opts)
+
+
+def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
+    """Put what later commands need to read data like ``data`` into the model."""
+    if data.info.get("zero_based") is not None:
+        model.metadata["zero_based"] = bool(data.info["zero_based"])
+    if data.featurizer is not None:
+        model.set_featurizer(data.featurizer)
+    recorded = {k: options[k] for k in _RECORDED_OPTIONS if options.get(k) is not None}
+    if recorded:
+        model.metadata["data_options"] = recorded
+    if data.class_names:
+        model.metadata["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}

@@ -1,0 +1,261 @@
+"""The index workflows: build (single-process or sharded), calibrate, add to and query a saved index."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from ..distributed import connect, resolve_scheduler
+from ..exceptions import InvalidInputError
+from ..indexes import build_index, load_index
+from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
+from ..indexes.storage import check_index_target
+from ..models import BilinearSimilarity
+from ..persistence import target_lock
+from .corpus import load_corpus
+from .queries import _read_queries, _text_queries
+
+
+#: characters of each document's text kept in an index for display (``sparsesim serve``)
+SNIPPET_CHARS = 300
+
+
+def snippets_of(texts) -> np.ndarray:
+    """The first :data:`SNIPPET_CHARS` characters of each text, whitespace collapsed."""
+    return np.array([" ".join(str(t).split())[:SNIPPET_CHARS] for t in texts], dtype=str)
+
+
+def _load_part(path: str, model_path: str, data_options: dict | None = None):
+    """``(X, ids)`` of one corpus file, read the way the model expects (a worker building its shard)."""
+    model = BilinearSimilarity.load(model_path)
+    data = load_corpus(path, model=model, options=data_options)
+    return data.X, data.ids
+
+
+def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
+                           data_options: dict | None = None, target_recall=None, calibration_queries=None,
+                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1) -> dict:
+    """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
+
+    A text corpus is featurised with the model's text featuriser; the start of each document's
+    text is kept in the index for display.
+
+    ``corpus`` may be a list of files: one shard per file. ``shards`` splits one corpus into
+    that many row blocks. Either builds a :class:`~sparsesim.indexes.sharded.ShardedIndex`; with
+    a Dask ``scheduler`` (default ``$SPARSESIM_SCHEDULER``) its shards are built on the workers,
+    which also write them into ``out`` (a path the workers see).
+    """
+    parts = [corpus] if isinstance(corpus, (str, os.PathLike)) else [str(c) for c in corpus]
+    if not parts:
+        raise InvalidInputError("give a corpus to index")
+    scheduler = resolve_scheduler(scheduler)
+    if shards is not None and (isinstance(shards, bool) or int(shards) < 1):
+        raise InvalidInputError(f"--shards must be a positive integer, got {shards!r}")
+    if len(parts) > 1 and shards is not None and int(shards) != len(parts):
+        raise InvalidInputError(f"{len(parts)} corpus files make {len(parts)} shards; drop --shards or give "
+                                f"--shards {len(parts)}")
+    if shards is None and len(parts) == 1 and scheduler is None:
+        return _build_plain_index(model_path, parts[0], kind, out, params, data_options, target_recall,
+                                  calibration_queries, n_jobs=n_jobs)
+    if target_recall is not None or calibration_queries is not None:
+        raise InvalidInputError("--target-recall and --calibration-queries apply to single-process ann indexes, "
+                                "not to sharded ones")
+    n_shards = len(parts) if len(parts) > 1 else int(shards or 1)
+    return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options)
+
+
+def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options) -> dict:
+    check_index_target(out)
+    model = BilinearSimilarity.load(model_path)
+    with (connect(scheduler) if scheduler else nullcontext()) as client:
+        start = time.perf_counter()
+        index = ShardedIndex(model, kind=kind, n_shards=n_shards, client=client, model_file=model_path,
+                             **(params or {}))
+        try:
+            if len(parts) == 1:
+                data = load_corpus(parts[0], model=model, options=data_options)
+                index.fit(data.X, ids=data.ids)
+            else:
+                loader = functools.partial(_load_part, model_path=str(Path(model_path).absolute()),
+                                           data_options=data_options)
+                index.fit_files([str(Path(p).absolute()) for p in parts], loader)
+            seconds = time.perf_counter() - start
+            index.save(out)
+            sizes = list(index.shard_sizes_)
+            workers = index.shard_workers_
+        finally:
+            index.release()
+    return {"index": str(out), "kind": kind, "n_documents": int(sum(sizes)), "build_seconds": seconds,
+            "shards": sizes, "workers": workers, "scheduler": scheduler}
+
+
+def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
+                       calibration_queries, n_jobs: int = -1) -> dict:
+    check_index_target(out)  # refuse an unusable or existing target before the work
+    model = BilinearSimilarity.load(model_path)
+    data = load_corpus(corpus, model=model, options=data_options)
+    ids = None if data.ids is None else data.ids
+    params = dict(params or {})
+    if target_recall is not None:
+        params["target_recall"] = target_recall
+    if kind != "ann" and (target_recall is not None or calibration_queries is not None):
+        raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
+    calib = None if calibration_queries is None else _read_queries(model, calibration_queries, data_options)[1]
+    start = time.perf_counter()
+    index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, n_jobs=n_jobs, **params)
+    if data.texts is not None:
+        index.snippets_ = snippets_of(data.texts)
+    seconds = time.perf_counter() - start
+    index.save(out)
+    out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
+    if getattr(index, "calibration_", None) is not None:
+        out_summary["calibration"] = index.calibration_
+    return out_summary
+
+
+def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path=None,
+                    data_options: dict | None = None) -> dict:
+    """Re-run the recall calibration of a saved ann index (optionally for a retrained model) and
+    rewrite it atomically; the candidate postings are kept (see ``AnnIndex.calibrate``)."""
+    from ..indexes import load_index
+
+    check_index_target(index_dir, overwrite=True)
+    with target_lock(index_dir):  # from the read to the write: a concurrent `index add` is not lost
+        index = load_index(index_dir, check_calibration=False)  # the record is replaced below
+        if not hasattr(index, "calibrate"):
+            raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
+        model = BilinearSimilarity.load(model_path) if model_path is not None else None
+        queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
+        record = index.calibrate(queries, target_recall=target_recall, model=model)
+        index.save(index_dir, overwrite=True)
+    return {"index": str(index_dir), "calibration": record}
+
+
+def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict | None = None,
+                 scheduler: str | None = None) -> dict:
+    """Append the documents of ``corpus`` (their ids when the file has them) to a saved index.
+
+    The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
+    structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``).
+    A sharded index adds them to its smallest shard (on the cluster at ``scheduler`` if given).
+    """
+    scheduler = resolve_scheduler(scheduler)
+    if is_sharded(index_dir):
+        return _add_to_sharded(index_dir, corpus, refit, data_options, scheduler)
+    if scheduler is not None:
+        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
+                                f"(build one with `index build --shards N`), or drop --scheduler")
+    check_index_target(index_dir, overwrite=True)
+    # the lock spans read, add and write: concurrent adds are serialised, none is lost
+    with target_lock(index_dir):
+        index = load_index(index_dir)
+        data = load_corpus(corpus, model=index.model, options=data_options)
+        start = time.perf_counter()
+        before = index.n_documents
+        old_snippets = index.snippets_
+        index.add(data.X, ids=data.ids)
+        if old_snippets is not None:
+            new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
+            index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
+        if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
+            index.refit()
+        seconds = time.perf_counter() - start
+        index.save(index_dir, overwrite=True)
+    out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
+           "n_documents": int(index.n_documents), "seconds": seconds}
+    if hasattr(index, "n_fit_documents_"):
+        out["n_fit_documents"] = int(index.n_fit_documents_)
+    return out
+
+
+def _add_to_sharded(index_dir, corpus, refit, data_options, scheduler) -> dict:
+    if refit:
+        raise InvalidInputError("--refit is for a single ann index; a sharded index adds to its smallest shard")
+    with target_lock(index_dir), (connect(scheduler) if scheduler else nullcontext()) as client:
+        index = load_sharded(index_dir, client=client)
+        try:
+            data = load_corpus(corpus, model=index.model, options=data_options)
+            start = time.perf_counter()
+            before = index.n_documents
+            index.add(data.X, ids=data.ids)
+            seconds = time.perf_counter() - start
+            index.save(index_dir, overwrite=True)
+            out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
+                   "n_documents": int(index.n_documents), "shards": list(index.shard_sizes_), "seconds": seconds}
+        finally:
+            index.release()
+    return out
+
+
+def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, texts=None,
+                data_options: dict | None = None, options: dict | None = None,
+                scheduler: str | None = None, query_ids: str | None = None) -> list[dict]:
+    """Top-k from a saved retrieval index (see :mod:`sparsesim.indexes`) for a query file, texts,
+    or stored documents named by their ids (``query_ids``: "ID,ID,..."; each document is left
+    out of its own answer).
+
+    A query file is read as text (one query per line; ``.jsonl``: objects with ``"text"`` and an
+    optional ``"id"``) when the model was trained on text, else as vectors read the way the
+    model's training file was (same feature-index base).
+
+    A sharded index is loaded onto the Dask cluster at ``scheduler`` (default
+    ``$SPARSESIM_SCHEDULER``; its workers read their shards from ``index_dir``) and queried
+    there, or without a scheduler loaded into this process.
+    """
+    if sum(x is not None for x in (queries_path, texts, query_ids)) != 1:
+        raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
+    scheduler = resolve_scheduler(scheduler)
+    model = BilinearSimilarity.load(model_path) if model_path is not None else None
+    if is_sharded(index_dir):
+        if query_ids is not None:
+            raise InvalidInputError("--query-ids searches a single-process index; give --queries FILE for a "
+                                    "sharded one")
+        return _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler)
+    if scheduler is not None:
+        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
+                                f"(build one with `index build --shards N`), or drop --scheduler")
+    # memory-mapped: the large arrays are checked block by block as the queries read them
+    index = load_index(index_dir, model=model, mmap=True)
+    options = dict(options or {})
+    search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
+    if query_ids is not None:
+        names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
+        rows = index.rows_of(names)
+        ids, scores = index.query_similar_rows(rows, top_k, **options)
+        labels = index.ids_[rows]
+        return [{"query": labels[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                                       for i, s in zip(ids[r], scores[r])], "search": search}
+                for r in range(len(names))]
+    model = index.reader_model()  # reading queries needs no W
+    if texts is not None:
+        qnames, Q = list(texts), _text_queries(model, texts)
+    else:
+        qnames, Q = _read_queries(model, queries_path, data_options)
+    ids, scores = index.query(Q, top_k, **options)
+    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                             for i, s in zip(ids[r], scores[r])], "search": search}
+            for r in range(len(qnames))]
+
+
+def _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler) -> list[dict]:
+    with (connect(scheduler) if scheduler else nullcontext()) as client:
+        index = load_sharded(index_dir, client=client, model=model)
+        try:
+            model = index.model
+            if texts is not None:
+                qnames, Q = list(texts), _text_queries(model, texts)
+            else:
+                qnames, Q = _read_queries(model, queries_path, data_options)
+            ids, scores = index.query(Q, top_k, **dict(options or {}))
+            search = {"kind": index.kind, "shards": len(index.shard_sizes_),
+                      "workers": len(set(index.shard_workers_)) if scheduler else 0}
+        finally:
+            index.release()
+    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                             for i, s in zip(ids[r], scores[r])], "search": search}
+            for r in range(len(qnames))]

@@ -1,0 +1,246 @@
+"""The model workflows: train, tune and evaluate a saved model, and the demo."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..data import load_dataset
+from ..data.catalog import load_registered
+from ..data.mtl_classification import MultiTaskStreams
+from ..evaluation import evaluate_retrieval
+from ..exceptions import InvalidInputError
+from ..models import BilinearSimilarity
+from ..persistence import check_output_file, file_state, replacing_unchanged
+from ..registry import get_algorithm, make_estimator
+from ..topk import top_k_rows
+from ..validation import check_float, check_int, check_n_triplets
+from ..triplets import stratified_split
+from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
+from .corpus import _load_labelled, _looks_like_path, _record_data, load_corpus
+
+
+def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
+                seed: int = 0, params: dict | None = None, train_fraction: float = 0.7,
+                progress=None, data_options: dict | None = None) -> dict:
+    """Train ``algorithm`` on the per-class ``train_fraction`` split of ``dataset``; save to ``out``.
+
+    ``data_options`` go to :func:`~sparsesim.data.load_dataset` (e.g. ``zero_based``,
+    ``text_column``). The model records the feature-index base of an svmlight file, the text
+    featuriser of a text corpus and the table columns, so later commands read data the same way.
+
+    Returns
+    -------
+    dict
+        Summary: algorithm, dataset, n_train, n_triplets, n_updates, train_seconds,
+        updates_per_second, nnz, sparsity, model path.
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind not in ("similarity", "baseline"):
+        raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
+                                "algorithm (use `sparsesim experiment`)")
+    n_triplets = check_n_triplets(n_triplets, "--triplets")
+    seed = check_int(seed, "--seed", 0, 2**32 - 1)
+    train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
+    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out_state = file_state(out)
+    data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
+    train, test = stratified_split(data.y, train_fraction, seed=seed)
+    kwargs = dict(params or {})
+    if spec.kind == "similarity":
+        kwargs.setdefault("n_triplets", n_triplets)
+        kwargs.setdefault("random_state", seed)
+    est = spec.make(**kwargs)
+    est.fit(data.X[train], data.y[train], progress=progress)
+    model = est.model_
+    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
+                          n_train=int(train.size))
+    _record_data(model, data, data_options)
+    with replacing_unchanged(out, out_state):
+        model.save(out)
+    return _fit_summary(algorithm, dataset, out, train, est, model)
+
+
+def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
+    seen = int(getattr(est, "n_triplets_seen_", 0))
+    seconds = float(getattr(est, "train_seconds_", 0.0))
+    return {
+        "algorithm": algorithm, "dataset": str(dataset), "model": str(out), "n_train": int(train.size),
+        "n_triplets": seen, "n_updates": int(getattr(est, "n_updates_", 0)), "train_seconds": seconds,
+        "updates_per_second": seen / seconds if seen and seconds > 0 else None,
+        "nnz": model.nnz(), "sparsity": model.sparsity(),
+        "resolved_params": dict(getattr(est, "resolved_params_", {})),
+    }
+
+
+def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
+               grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
+               validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
+               data_options: dict | None = None) -> dict:
+    """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
+
+    The per-class ``train_fraction`` split is the one ``train`` and ``evaluate`` use (same seed),
+    so ``evaluate`` scores the saved model on a test split the search never saw. The search is
+    :func:`sparsesim.tuning.tune_similarity` (successive halving; survivors continue training);
+    the final model is trained on the whole training split with the chosen parameters.
+
+    Returns
+    -------
+    dict
+        ``train``'s summary plus ``best_params``, ``best_validation_map`` and ``tuning`` (every
+        trial, the rungs, timings).
+    """
+    spec = get_algorithm(algorithm)
+    if spec.kind not in ("similarity", "baseline", "multitask-similarity", "multitask-classifier"):
+        raise InvalidInputError(f"tune_model has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
+                                "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
+    if n_triplets <= 0:
+        raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
+    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out_state = file_state(out)
+    if spec.kind in ("multitask-similarity", "multitask-classifier"):
+        tuner = _tune_multitask_model if spec.kind == "multitask-similarity" else _tune_online_model
+        summary, model = tuner(algorithm, dataset, int(n_triplets), seed, grid, params, n_jobs, train_fraction,
+                               validation_fraction, scheduler, progress)
+        with replacing_unchanged(out, out_state):
+            model.save(out)
+        return dict(summary, model=str(out))
+    data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
+    train, _ = stratified_split(data.y, train_fraction, seed=seed)
+    result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
+                             seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
+                             scheduler=scheduler, progress=progress)
+    est = result.estimator
+    model = est.model_
+    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
+                          n_train=int(train.size),
+                          tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
+                                  "n_trials": len(result.trials), "rungs": result.rungs})
+    _record_data(model, data, data_options)
+    with replacing_unchanged(out, out_state):
+        model.save(out)
+    summary = _fit_summary(algorithm, dataset, out, train, est, model)
+    summary.update(best_params=result.best_params, best_validation_map=result.best_score,
+                   tuning=result.to_dict())
+    return summary
+
+
+def _tune_multitask_model(algorithm, dataset, n_triplets, seed, grid, params, n_jobs, train_fraction,
+                          validation_fraction, scheduler, progress):
+    """``tune`` for the OMTRSL family: split per (task, class), search on the training part (validation
+    AP@10, mean over tasks), final model on the training part, AP@10 of the test part reported."""
+    data = load_dataset(dataset)
+    if data.tasks is None:
+        raise InvalidInputError(f"{algorithm!r} learns one similarity per task; data set {dataset!r} has no task "
+                                "column (e.g. isolet-tasks, news20-tasks)")
+    tasks = np.asarray(data.tasks)
+    _, strata = np.unique(np.stack([tasks.astype(str), np.asarray(data.y).astype(str)], axis=1), axis=0,
+                          return_inverse=True)
+    train, test = stratified_split(strata.reshape(-1), train_fraction, seed=seed)
+    result = tune_multitask(algorithm, data.X[train], data.y[train], tasks[train], n_triplets, grid=grid,
+                            params=params, seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
+                            scheduler=scheduler, progress=progress)
+    est = result.estimator
+    model = est.model_
+    test_ap = task_mean_ap(model, data.X[test], np.asarray(data.y)[test], tasks[test], np.unique(tasks))
+    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
+                          n_train=int(train.size), tuning={"best_params": result.best_params, "metric": "ap@10",
+                                                           "best_validation": result.best_score,
+                                                           "n_trials": len(result.trials), "rungs": result.rungs})
+    summary = {"algorithm": algorithm, "dataset": str(dataset), "n_train": int(train.size),
+               "n_triplets": int(est.n_triplets_seen_), "n_updates": int(est.n_updates_),
+               "train_seconds": float(est.train_seconds_), "resolved_params": dict(est.resolved_params_),
+               "metric": "ap@10", "best_params": result.best_params, "best_validation": result.best_score,
+               "test_ap@10": test_ap, "n_test": int(test.size), "tuning": result.to_dict()}
+    return summary, model
+
+
+def _tune_online_model(algorithm, dataset, n_triplets, seed, grid, params, n_jobs, train_fraction,
+                       validation_fraction, scheduler, progress):
+    """``tune`` for the online multi-task classifiers: the search and the final pass run on the task
+    streams shuffled with ``seed`` (the ROMCO protocol keeps its search shuffle, 12345, apart from
+    the reported ones); scored by the online error rate, mean over tasks."""
+    streams = load_registered(dataset)
+    if not isinstance(streams, MultiTaskStreams):
+        raise InvalidInputError(f"{algorithm!r} learns from per-task streams; {dataset!r} is not a multi-task "
+                                "classification data set (e.g. spam-task-a, mhc1, landmine)")
+    s = streams.shuffled(seed)
+    result = tune_online(algorithm, s.X, s.y, grid=grid, params=params, seed=seed, n_jobs=n_jobs,
+                         scheduler=scheduler, progress=progress)
+    est = result.estimator
+    model = est.model_
+    error = float(np.mean(est.error_rates_))
+    model.metadata.update(dataset=str(dataset), shuffle_seed=int(seed),
+                          tuning={"best_params": result.best_params, "metric": "error_rate",
+                                  "best_validation": result.best_score, "n_trials": len(result.trials),
+                                  "rungs": result.rungs})
+    summary = {"algorithm": algorithm, "dataset": str(dataset), "n_rounds": int(est.n_rounds_),
+               "resolved_params": dict(getattr(est, "resolved_params_", None) or {}), "metric": "error_rate",
+               "best_params": result.best_params, "best_validation": result.best_score,
+               "online_error_rate": error, "tuning": result.to_dict()}
+    return summary, model
+
+
+def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, split: str = "auto",
+                   data_options: dict | None = None, progress=None) -> dict:
+    """MAP, AP@k and mAP@k of a saved model: every document of the split queries all others.
+
+    ``split="auto"`` uses the held-out test split when the model was trained on ``dataset``
+    (same seed and fraction as in training), else all documents.
+    """
+    if split not in ("auto", "test", "all"):
+        raise InvalidInputError(f"--split must be auto, test or all, got {split!r}")
+    model = BilinearSimilarity.load(model_path)
+    data = load_corpus(dataset, model=model, options=data_options)
+    meta = model.metadata
+    trained_here = meta.get("dataset") == str(dataset) and "split_seed" in meta
+    if split == "test" and not trained_here:
+        raise InvalidInputError(f"the model was not trained on {dataset!r}; its test split is unknown (use --split all)")
+    use_test = split == "test" or (split == "auto" and trained_here)
+    if use_test:
+        _, rows = stratified_split(data.y, float(meta["train_fraction"]), seed=int(meta["split_seed"]))
+        data = data.subset(rows)
+    if not 1 <= k < data.n_documents:
+        raise InvalidInputError(f"k={k} must be between 1 and the number of other documents ({data.n_documents - 1})")
+    scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k, progress=progress)
+    return {"model": str(model_path), "dataset": str(dataset), "split": "test" if use_test else "all",
+            "n_queries": int(scores["n_queries"]), "map": scores["map"], f"ap@{k}": scores[f"ap@{k}"],
+            f"map@{k}": scores[f"map@{k}"], "sparsity": model.sparsity(), "nnz": model.nnz(),
+            "algorithm": meta.get("algorithm")}
+
+
+def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
+    """Train OASIS on the embedded 20 Newsgroups sample and compare it with the dot product."""
+    n_triplets = check_n_triplets(n_triplets, "--triplets")
+    seed = check_int(seed, "--seed", 0, 2**32 - 1)
+    data = load_dataset("news20-sample")
+    train, test = stratified_split(data.y, 0.7, seed=seed)
+    top_k = check_int(top_k, "--top-k", 1, test.size - 1)
+    oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train])
+    models = {"oasis": oasis.model_, "dot": make_estimator("dot").fit(data.X[train]).model_}
+    Xt = data.X[test]
+    report = {
+        "n_documents": data.n_documents, "n_features": data.n_features,
+        "n_classes": len(np.unique(data.y)), "n_train": int(train.size), "n_test": int(test.size),
+        "n_triplets": int(oasis.n_triplets_seen_), "train_seconds": float(oasis.train_seconds_),
+        "scores": {name: {key: float(v) for key, v in evaluate_retrieval(m.scorer(Xt), data.y[test]).items()
+                          if key in ("map", "ap@10", "map@10")} for name, m in models.items()},
+    }
+    q = int(test[0])
+    titles = data.info.get("titles")
+
+    def describe(row):
+        return {"id": data.doc_id(row), "group": data.class_names[int(data.y[row])],
+                "title": str(titles[row]) if titles is not None else ""}
+
+    report["query"] = describe(q)
+    report["neighbours"] = {}
+    for name, m in models.items():
+        scores = m.score_matrix(data.X[[q]], Xt)
+        scores[0, 0] = -np.inf  # the query itself (test[0])
+        idx, vals = top_k_rows(scores, top_k)
+        report["neighbours"][name] = [dict(describe(int(test[j])), score=float(v)) for j, v in zip(idx[0], vals[0])]
+    return report
