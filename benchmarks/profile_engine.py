@@ -23,8 +23,13 @@ the instrumented loop runs the next ``--triplets`` on the same store. The cycle 
 while the process waits for a core, so on a shared machine the phases carry other jobs' time
 in proportion; the counts are exact.
 
+``--relabel-by-frequency`` first renumbers the corpus's features by descending document
+frequency (the same corpus and triplets, M permuted), to measure what a store whose dense rows
+hold the frequent columns first would gain (docs/engine.md, "Where the entries live").
+
 Run:  SPARSESIM_DATA=... python benchmarks/profile_engine.py [--corpora synthetic,news20]
-      [--algorithms sors-l1+compact,oasis] [--warm 10000] [--triplets 30000] [--json FILE]
+      [--algorithms sors-l1+compact,oasis] [--warm 10000] [--triplets 30000] [--relabel-by-frequency]
+      [--json FILE]
 Prints a table per configuration and writes every row to ``benchmarks/out/profile_engine.json``.
 """
 
@@ -218,7 +223,19 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     return room[0]
 
 
-def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int) -> dict:
+def by_frequency(X):
+    """X with its features renumbered by descending document frequency (ties: the lower id first)."""
+    import scipy.sparse as sp
+
+    order = np.argsort(-np.bincount(X.indices, minlength=X.shape[1]), kind="stable")  # new id -> old
+    new_id = np.empty_like(order)
+    new_id[order] = np.arange(order.size)
+    Y = sp.csr_matrix((X.data, new_id[X.indices], X.indptr), shape=X.shape)
+    Y.sort_indices()
+    return Y
+
+
+def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int, relabel: bool = False) -> dict:
     from sparsesim.registry import make_estimator
     from sparsesim.triplets import sors_triplets
     from sparsesim.validation import check_csr
@@ -227,7 +244,7 @@ def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int) 
     triplets = sors_triplets(data.y, warm + count, seed=seed)
     params = DEFAULT_PARAMS.get(algorithm, {})
     est = make_estimator(algorithm.split("+")[0], **params, initial_capacity=1 << 20)
-    X = data.X
+    X = by_frequency(data.X) if relabel else data.X
     for chunk in np.array_split(triplets[:warm], max(1, warm // 5000)):
         est.partial_fit_triplets(X, chunk)
     engine = est.engine_
@@ -300,12 +317,15 @@ def main(argv=None):
     parser.add_argument("--warm", type=int, default=10_000, help="triplets trained before the measurement")
     parser.add_argument("--triplets", type=int, default=30_000, help="triplets measured")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--relabel-by-frequency", action="store_true",
+                        help="renumber the features by descending document frequency first")
     parser.add_argument("--json", default=str(HERE.parent / "out" / "profile_engine.json"))
     args = parser.parse_args(argv)
     rows = []
     for name in args.corpora.split(","):
         for algorithm in args.algorithms.split(","):
-            row = profile(name, algorithm, args.warm, args.triplets, args.seed)
+            row = profile(name, algorithm, args.warm, args.triplets, args.seed, args.relabel_by_frequency)
+            row["relabel_by_frequency"] = args.relabel_by_frequency
             print_row(row)
             rows.append(row)
     path = Path(args.json)
