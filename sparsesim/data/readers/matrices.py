@@ -178,6 +178,17 @@ def load_svmlight(
     )
 
 
+def _canonical_csr(M, path) -> sp.csr_matrix:
+    """A matrix read from ``path`` as float64 CSR with summed duplicates and sorted columns;
+    NaN or infinite values are refused."""
+    X = sp.csr_matrix(M, dtype=np.float64)
+    if not np.all(np.isfinite(X.data)):
+        raise InvalidInputError(f"{path}: contains NaN or infinite values")
+    X.sum_duplicates()
+    X.sort_indices()
+    return X
+
+
 def read_matrix_market(
     path: str | os.PathLike, labels_path: str | os.PathLike | None = None, name: str | None = None
 ) -> LabelledData:
@@ -198,11 +209,7 @@ def read_matrix_market(
         raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
     except (ValueError, IndexError, TypeError) as exc:
         raise FileFormatError(f"{path}: not a valid MatrixMarket file ({exc})") from None
-    X = sp.csr_matrix(M, dtype=np.float64)
-    if not np.all(np.isfinite(X.data)):
-        raise InvalidInputError(f"{path}: contains NaN or infinite values")
-    X.sum_duplicates()
-    X.sort_indices()
+    X = _canonical_csr(M, path)
     if labels_path is None:
         y = np.zeros(X.shape[0], dtype=np.int64)
     else:
@@ -259,11 +266,7 @@ def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
         X = sp.load_npz(path)
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise FileFormatError(f"{path}: not a scipy.sparse.save_npz file ({exc.__class__.__name__}: {exc})") from None
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if not np.all(np.isfinite(X.data)):
-        raise InvalidInputError(f"{path}: contains NaN or infinite values")
-    X.sum_duplicates()
-    X.sort_indices()
+    X = _canonical_csr(X, path)
     if n_features is not None:
         if X.shape[1] > n_features:
             raise InvalidInputError(f"{path}: has {X.shape[1]} features but {n_features} are expected "
