@@ -82,6 +82,30 @@ def test_lazy_and_eager_truncation_agree(prox_diag):
     assert off_l.nnz == off_e.nnz
 
 
+@pytest.mark.parametrize("compact", [False, True])
+def test_sors_rows_rebased_at_any_threshold_learn_the_same_model(compact):
+    """SORS stores an entry's value as of its row's base step (rules.at_base). Rebasing a row
+    (every entry brought to the current step) whenever it is touched, or never, or at the
+    engine's default threshold changes only rounding (float64), or stays within float32 rounding
+    of the dense reference (compact)."""
+    X, triplets, _ = random_problem(d=30, n=40, T=600, seed=13)
+    models = {}
+    for rebase_at in (0.0, 0.25, np.inf):
+        eng = BilinearEngine(X.shape[1], SORS_MODE, lam=0.02, schedule=StepSchedule(0.5), initial_capacity=16,
+                             compact=compact)
+        eng.rebase_at = rebase_at
+        eng.partial_fit(X, triplets)
+        models[rebase_at] = eng.export_W().toarray()
+        assert eng.store.step == len(triplets)
+    assert 0.02 * 0.5 * len(triplets) > 20 * 0.25  # (the default threshold was passed many times)
+    ref = dense_sors(X.toarray(), triplets, 0.02, np.full(len(triplets), 0.5), offdiag=False) - np.eye(X.shape[1])
+    tol = 1e-5 if compact else 1e-12
+    np.testing.assert_allclose(models[0.0], ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(models[0.25], ref, rtol=0, atol=tol)
+    if not compact:  # (float32 records of a row never rebased carry offsets up to 6: not a product setting)
+        np.testing.assert_allclose(models[np.inf], ref, rtol=0, atol=tol)
+
+
 def test_table_growth_and_sweeps_keep_the_model_exact():
     # the learner reserves its pool up front; an engine started at 16 slots without a reserve
     # goes through many row moves, pool growths and sweeps

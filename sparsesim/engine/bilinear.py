@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from .atomics import sync_array
-from .bilinear_loop import finalize_lazy, train_triplets
+from .bilinear_loop import REBASE_AT, finalize_lazy, train_triplets
 from .driver import run_growing, triplet_scratch
 from .rowstore import RowStore, planned_slots, record_dtype
 from .rules import ADASORS, OASIS, SORS
@@ -20,7 +20,7 @@ from .store import WritableOnUnpickle
 
 __all__ = ["ADASORS", "OASIS", "SORS", "MODE_LAYOUT", "BilinearEngine", "StepSchedule"]
 
-MODE_LAYOUT = {OASIS: "plain", SORS: "lazy", ADASORS: "lazy_aux"}
+MODE_LAYOUT = {OASIS: "plain", SORS: "row_lazy", ADASORS: "lazy_aux"}
 
 
 class StepSchedule:
@@ -110,6 +110,7 @@ class BilinearEngine(WritableOnUnpickle):
                 budget.fail(need, 0, 0, itemsize, hint=", a smaller initial_capacity")
         self.store = RowStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
         self.expected_triplets = None if expected_triplets is None else int(expected_triplets)
+        self.rebase_at = REBASE_AT  # (SORS: the pending threshold at which a row is rebased)
         self.n_seen = 0
         self.n_updates = 0
 
@@ -147,6 +148,7 @@ class BilinearEngine(WritableOnUnpickle):
         longest = len(scratch[0][0])
         entries = (slots, prev, np.empty(longest), np.empty((longest, 4), np.int64), np.empty(longest, np.int64))
         sync = sync_array(n_threads)
+        rebase_at = float(getattr(self, "rebase_at", REBASE_AT))  # (an engine pickled before rows had a base)
 
         def run(tid, pos, out):
             cols, vals, lasts, auxs = st.views()
@@ -154,7 +156,7 @@ class BilinearEngine(WritableOnUnpickle):
                 st.table, cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.C, self.lam, self.delta,
-                self.prox_diag, has_last, has_aux, self.mode == SORS, *scratch[tid], *entries, losses,
+                self.prox_diag, has_last, has_aux, self.mode == SORS, rebase_at, *scratch[tid], *entries, losses,
                 tid, n_threads, sync, *extra,
             )
 

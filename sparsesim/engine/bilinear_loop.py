@@ -21,10 +21,11 @@ import numba
 from sparsesim.prefetch import prefetch_item
 from .atomics import claim, meet, reset_claims
 from .primitives import sq_norms
-from .rules import ADASORS, OASIS, SORS, catch_up, merge_difference, oasis_tau, proximal_entry
+from .rules import (ADASORS, OASIS, SORS, at_base, catch_up, merge_difference, oasis_tau, proximal_entry,
+                    soft_threshold)
 from .primitives import U
-from .rowstore import field, learner_mode, set_field
-from .segments import (EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_hash, fitted_cap, move_planned,
+from .rowstore import field, learner_mode, set_field, set_value_at, value_at
+from .segments import (BASE, EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_hash, fitted_cap, move_planned,
                        needs_room, plan_moves, probe, release_planned, remove_at, row_homes)
 
 # The kernels below allocate nothing, so they are compiled without numba's reference counting
@@ -42,6 +43,30 @@ ROW_PREFETCH_DISTANCE = 20
 ROWS_PER_CLAIM = 4
 # the threads' work counters (atomics.claim): rows short of room to sweep, rows of x for pass 1
 SWEEPS, ROWS = 0, 1
+# A SORS row is rebased once the shrinkage pending on it passes this threshold: its stored values
+# then carry an offset of at most ~0.25, so a float32 record holds an entry to within ~1.5e-8
+# (a margin over ~10^4 entries to within ~10^-6), and at lam = 1e-6, eta = 1 a row is rebased
+# once per 250,000 steps at most.
+REBASE_AT = 0.25
+
+
+@numba.njit(cache=True, inline="always")
+def pending(rows, i, cum_target, cum_eta, lam):
+    """The threshold of the shrinkage pending on every entry of SORS row i at the step whose
+    ``cum_eta`` is ``cum_target`` (see :func:`~sparsesim.engine.rules.at_base`)."""
+    return lam * (cum_target - cum_eta[U(rows[i, BASE])])
+
+
+@numba.njit(cache=True, inline="always")
+def to_sweep(rows, i, extra, mode, step, cum_eta, lam, rebase_at):
+    """Row i is short of room for ``extra`` inserts or, under SORS, its pending threshold at
+    ``step`` has passed ``rebase_at`` (its stored values would carry a large offset: float32
+    loses their low digits) or it was rebased at ``step`` already. The last case makes the
+    answer the same before and after another thread sweeps row i (the threads list the rows to
+    sweep while they sweep them); such a sweep changes nothing."""
+    if needs_room(rows, i, extra):
+        return True
+    return mode == SORS and (rows[i, BASE] == step or pending(rows, i, cum_eta[step], cum_eta, lam) > rebase_at)
 
 
 @numba.njit(cache=True, _nrt=False, nogil=True)
@@ -58,6 +83,7 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
     mode = learner_mode(table)
     lazy = mode != OASIS
     cum_target = cum_eta[target]
+    th_row = 0.0
     for h in range(min(ROW_PREFETCH_DISTANCE, m)):
         if homes[h] >= 0:
             prefetch_item(table, homes[h])
@@ -71,6 +97,8 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
         claimed_empty = 0
         claimed = 0
         e = k * nz
+        if mode == SORS:
+            th_row = pending(rows, i, cum_target, cum_eta, lam)
         for jj in range(nz):
             ahead = h + ROW_PREFETCH_DISTANCE
             if ahead < m and homes[U(ahead)] >= 0:
@@ -96,16 +124,18 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
                 if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
                     enter = proximal_entry(0.0, yx * zv[U(jj)], eta, th, mode, delta, 0.0)[0] != 0.0
                 claim_slot = enter and not found
-                v = table[us]["val"] if found else 0.0
-                if lazy:
-                    aux = 0.0
-                    if mode == ADASORS:
-                        aux = field(table, s, "aux", 0.0) if found else 0.0
-                        set_field(table, s, "aux", aux)
+                stored = value_at(table, us) if found else 0.0
+                v = stored
+                if mode == SORS:  # (the row's pending shrinkage; the record stays as it is)
+                    v = soft_threshold(stored, th_row)
+                elif mode == ADASORS:
+                    aux = field(table, s, "aux", 0.0) if found else 0.0
+                    set_field(table, s, "aux", aux)
                     v = catch_up(v, field(table, s, "last", target) if found else target, aux, cum_target,
                                  cum_eta, lam, mode, delta)
                     set_field(table, s, "last", target)
-                table[us]["val"] = v
+                    stored = v
+                set_value_at(table, us, stored)
                 table[us]["col"] = j if claim_slot else c
                 claimed += 1 if claim_slot else 0
                 claimed_empty += 1 if claim_slot and c == EMPTY else 0
@@ -125,7 +155,7 @@ def train_triplets(
     diag, diag_last, diag_aux,
     indptr, indices, data,
     triplets, signs, start, stop, step,
-    etas, cum_eta, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros,
+    etas, cum_eta, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros, rebase_at,
     zi, zv, zh, own, homes, slots, prev, accs, plan, order, losses,
     tid, n_threads, sync,
 ):
@@ -188,14 +218,14 @@ def train_triplets(
         if drop_zeros and not shared:
             for k in range(n_rows):
                 i = indices[lo + k]
-                if needs_room(rows, i, nz):
+                if to_sweep(rows, i, nz, mode, step, cum_eta, lam, rebase_at):
                     sweep_row(table, rows, i, step, cum_eta, lam, mode, delta)
         elif drop_zeros:
-            # every thread lists the same rows short of room (a sweep changes no row's load),
-            # then they take them one at a time
+            # every thread lists the same rows to sweep (a sweep changes no row's load, and
+            # to_sweep answers the same for a row rebased meanwhile), then they take them one at a time
             n_short = 0
             for k in range(n_rows):
-                if needs_room(rows, indices[lo + k], nz):
+                if to_sweep(rows, indices[lo + k], nz, mode, step, cum_eta, lam, rebase_at):
                     own[n_short] = k
                     n_short += 1
             while True:
@@ -281,10 +311,12 @@ def train_triplets(
             # no update: the inserted slots go back to what they held (all of them, so no probe
             # path that passed one of them breaks); under SORS entries that shrank to zero while
             # catching up leave the table
+            cum_target = cum_eta[target]
             for q in range(n_own):
                 k = own[q]
                 i = indices[lo + k]
                 e = k * nz
+                th_row = pending(rows, i, cum_target, cum_eta, lam) if mode == SORS else 0.0
                 for jj in range(nz):
                     s = slots[e]
                     if s >= 0:
@@ -292,7 +324,7 @@ def train_triplets(
                             table[s]["col"] = prev[e]
                             rows[i, USED] -= 1 if prev[e] == EMPTY else 0
                             rows[i, LIVE] -= 1
-                        elif mode == SORS and table[s]["val"] == 0.0:
+                        elif mode == SORS and soft_threshold(value_at(table, s), th_row) == 0.0:
                             remove_at(table, rows, i, s)
                     e += 1
             continue
@@ -306,11 +338,16 @@ def train_triplets(
         # pass 2: write the update through the slots pass 1 found or filled (they stay valid:
         # inserts and tombstones never move other entries), on the rows this thread took
         n_entries = n_rows * nz
+        cum_target, cum_step = cum_eta[target], cum_eta[step]
+        th_row, th_next = 0.0, 0.0
         for q in range(n_own):
             k = own[q]
             i = indices[lo + k]
             xi = data[lo + k]
             e = k * nz
+            if mode == SORS:  # the row's pending threshold before and after this step
+                th_row = pending(rows, i, cum_target, cum_eta, lam)
+                th_next = pending(rows, i, cum_step, cum_eta, lam)
             # the entry ROW_PREFETCH_DISTANCE ahead in this thread's order: in this row or the next
             ahead_next = own[q + 1] * nz + ROW_PREFETCH_DISTANCE - nz if q + 1 < n_own else -(1 << 40)
             for jj in range(nz):
@@ -330,13 +367,19 @@ def train_triplets(
                             diag_aux[i] = h
                             diag_last[i] = step
                 else:
+                    stored = value_at(table, s)
                     if mode == OASIS:
-                        v = table[U(s)]["val"] + g
+                        v = stored + g
+                        stored = v
+                    elif mode == SORS:
+                        v = proximal_entry(soft_threshold(stored, th_row), g, eta, th, mode, delta, 0.0)[0]
+                        stored = at_base(v, th_next)
                     else:
-                        v, h = proximal_entry(table[U(s)]["val"], g, eta, th, mode, delta, field(table, s, "aux", 0.0))
+                        v, h = proximal_entry(stored, g, eta, th, mode, delta, field(table, s, "aux", 0.0))
                         set_field(table, s, "last", step)
                         set_field(table, s, "aux", h)
-                    table[U(s)]["val"] = v
+                        stored = v
+                    set_value_at(table, s, stored)
                     if v == 0.0 and mode != ADASORS:
                         remove_at(table, rows, i, s)
                 e += 1
@@ -346,7 +389,8 @@ def train_triplets(
 @numba.njit(cache=True, _nrt=False)
 def sweep_row(table, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True):
     """Apply the pending shrinkage of row i's entries up to step ``target``; with ``drop_zeros``
-    zero entries leave a sparse row (a dense row keeps its zero records).
+    zero entries leave a sparse row (a dense row keeps its zero records). A SORS row is rebased:
+    its records hold their values at ``target``, which becomes its base step.
 
     One pass over the segment without a data-dependent branch: a free slot goes through the
     same arithmetic as an entry (its ``last`` read as ``target``, so nothing to apply) and keeps
@@ -356,19 +400,24 @@ def sweep_row(table, rows, i, target, cum_eta, lam, mode, delta, drop_zeros=True
     lo = rows[i, OFF]
     drop = drop_zeros and rows[i, SHIFT] >= 0
     cum_target = cum_eta[target]
+    th_row = pending(rows, i, cum_target, cum_eta, lam) if learner_mode(table) == SORS else 0.0
     removed = 0
     for s in range(lo, lo + rows[i, CAP]):
         us = U(s)
         c = table[us]["col"]
         live = c >= 0
-        v = catch_up(table[us]["val"], field(table, s, "last", target) if live else target, field(table, s, "aux", 0.0),
-                     cum_target, cum_eta, lam, mode, delta)
-        table[us]["val"] = v
-        set_field(table, s, "last", target)
+        if learner_mode(table) == SORS:
+            v = soft_threshold(value_at(table, us), th_row)
+        else:
+            v = catch_up(value_at(table, us), field(table, s, "last", target) if live else target,
+                         field(table, s, "aux", 0.0), cum_target, cum_eta, lam, mode, delta)
+            set_field(table, s, "last", target)
+        set_value_at(table, us, v)
         dead = drop and live and v == 0.0
         table[us]["col"] = TOMBSTONE if dead else c
         removed += 1 if dead else 0
     rows[i, LIVE] -= removed
+    rows[i, BASE] = target
 
 
 @numba.njit(cache=True, _nrt=False)

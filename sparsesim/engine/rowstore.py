@@ -1,7 +1,7 @@
 """A compiled sparse store for a d x d matrix that keeps the entries of one row together.
 
 Each row i owns one segment of a shared record pool (an arena): ``rows[i] = (off, cap, used,
-live, shift)``. A sparse row is an open-addressing hash table of ``cap`` slots (a power of two)
+live, shift, base)``. A sparse row is an open-addressing hash table of ``cap`` slots (a power of two)
 keyed by the column j alone (home slot: Fibonacci hash of j, top bits; linear probing inside
 the segment). A row whose table would reach d slots becomes a dense row instead: d records
 indexed directly by j (``shift = -1``), no hashing and no probing, and no more memory than the
@@ -14,9 +14,10 @@ segment per row the ~nnz(z) accesses of row i land in one segment (a few KiB for
 so they share cache lines and pages, and the column part of the hash is computed once per
 update instead of once per entry.
 
-A record holds ``col`` (int32; ``EMPTY``/``TOMBSTONE`` mark free slots), ``val`` and, for the
-lazy learners, ``last`` and ``aux`` (see :mod:`sparsesim.engine.store`, whose field layouts
-this shares). Rows grow by moving to a larger segment (x4 while small, x2 when large); the old
+A record holds ``col`` (int32; ``EMPTY``/``TOMBSTONE`` mark free slots) and ``val`` (OASIS),
+``at_base`` (SORS: the value as of the row's base step ``base``, whose shrinkage since is pending
+for the whole row; :mod:`sparsesim.engine.rules`) or ``val``, ``last`` and ``aux`` (AdaSORS); see
+:mod:`sparsesim.engine.store`, whose field layouts this shares. Rows grow by moving to a larger segment (x4 while small, x2 when large); the old
 segment goes to a free list of its size for the next row that needs one. When neither a free
 segment nor fresh slots remain, the pool is compacted: every row is rebuilt at a load of at
 most ``REBUILD_LOAD`` into a fresh pool with room to grow. The pool is allocated
@@ -34,7 +35,7 @@ import scipy.sparse as sp
 from numba.core import types
 from numba.extending import overload
 
-from .segments import (FREE, GARBAGE, LIVE, MIN_CAP, SHIFT, TOP, compact_into, csr_of, fitted_cap,
+from .segments import (FREE, GARBAGE, LIVE, MIN_CAP, N_ROW_FIELDS, SHIFT, TOP, compact_into, csr_of, fitted_cap,
                        fitted_sizes, load_rows, offdiag_counts)
 from .rules import ADASORS, OASIS, SORS
 from .store import COMPACT_FIELDS_BY_LAYOUT, FIELDS_BY_LAYOUT, DiagonalStore
@@ -48,7 +49,8 @@ def record_dtype(layout: str, compact: bool) -> np.dtype:
 
 def learner_mode(table):
     """The learner the pool's records are laid out for (``MODE_LAYOUT`` of
-    :mod:`sparsesim.engine.bilinear`: OASIS's records have no ``last``, SORS's no ``aux``), as a
+    :mod:`sparsesim.engine.bilinear`: OASIS's records hold ``val``, SORS's ``at_base``,
+    AdaSORS's ``val``, ``last`` and ``aux``), as a
     constant of the compiled code: the update loop compiles once per learner, without the
     branches and the code of the other two (compiled code only)."""
     raise NotImplementedError("learner_mode is for compiled code")
@@ -57,8 +59,34 @@ def learner_mode(table):
 @overload(learner_mode, inline="always")
 def _learner_mode(table):
     fields = table.dtype.fields
-    mode = ADASORS if "aux" in fields else SORS if "last" in fields else OASIS
+    mode = ADASORS if "aux" in fields else SORS if "at_base" in fields else OASIS
     return lambda table: mode
+
+
+def value_at(table, s):
+    """The stored value of record ``s`` (its second field: ``val``, or SORS's ``at_base``) as
+    float64 (compiled code only)."""
+    raise NotImplementedError("value_at is for compiled code")
+
+
+def set_value_at(table, s, value):
+    """Set the stored value of record ``s`` (see :func:`value_at`; compiled code only)."""
+    raise NotImplementedError("set_value_at is for compiled code")
+
+
+@overload(value_at, inline="always")
+def _value_at(table, s):
+    name = list(table.dtype.fields)[1]
+    return lambda table, s: np.float64(table[np.uint64(s)][name])
+
+
+@overload(set_value_at, inline="always")
+def _set_value_at(table, s, value):
+    name = list(table.dtype.fields)[1]
+
+    def store_value(table, s, value):
+        table[np.uint64(s)][name] = value
+    return store_value
 
 
 def field(table, s, name, default):
@@ -119,8 +147,8 @@ class RowStore(DiagonalStore):
     initial_capacity : int
         Pool slots to allocate ahead.
     compact : bool
-        float32 values and statistics, int32 step counters (8 / 12 / 16 bytes per record
-        instead of 12 / 20 / 28).
+        float32 values and statistics, int32 step counters (8 / 8 / 16 bytes per record for
+        OASIS / SORS / AdaSORS instead of 12 / 12 / 28).
     """
 
     record_dtype = staticmethod(record_dtype)
@@ -129,7 +157,7 @@ class RowStore(DiagonalStore):
                  compact: bool = False):
         super().__init__(d, layout, diag_init, compact)
         self.table = np.empty(max(MIN_CAP, int(initial_capacity)), dtype=self.dtype)  # pages untouched until used
-        self.rows = np.zeros((self.d, 5), np.int64)
+        self.rows = np.zeros((self.d, N_ROW_FIELDS), np.int64)
         self.state = np.full(FREE + 64, -1, np.int64)
         self.state[TOP] = 0
         self.state[GARBAGE] = 0
@@ -206,14 +234,14 @@ class RowStore(DiagonalStore):
         """(col, val, last, aux) views of the pool, in the order the kernels take them."""
         table = self.table if table is None else table
         names = self.dtype.names
-        return (table["col"], table["val"], table["last"] if "last" in names else self.field("last"),
+        return (table["col"], table[names[1]], table["last"] if "last" in names else self.field("last"),
                 table["aux"] if "aux" in names else self.field("aux"))
 
     def compacted_size(self, extra: int, keep_dense: bool = False) -> tuple[np.ndarray, int, int]:
         """(row sizes, their total, default pool size) of a compaction with room for ``extra``
         more slots: twice the rebuilt rows. The headroom costs address space until rows move
         into it (pages are touched as they are used)."""
-        caps = fitted_sizes(self.table["val"], self.rows, self.d, keep_dense)
+        caps = fitted_sizes(self.views()[1], self.rows, self.d, keep_dense)
         total = int(caps.sum())
         room = total
         return caps, total, max(total + int(extra), total + room, MIN_CAP)
@@ -259,4 +287,4 @@ class RowStore(DiagonalStore):
         self.load_diagonal(np.repeat(np.arange(self.d), np.diff(indptr)), indices, data, diag_offset)
 
     def csr_arrays(self, diag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return csr_of(self.table["col"], self.table["val"], self.rows, self.d, diag)
+        return csr_of(self.table["col"], self.views()[1], self.rows, self.d, diag)

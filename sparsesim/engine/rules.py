@@ -19,9 +19,20 @@ when the entry is touched, so the accumulated threshold is ``lam * (cum_eta[t-1]
 follows the sparsity of M. Under AdaSORS a zero entry keeps its record, because its H_ij
 is part of the exact state (the next touch must see it): memory follows the set of entries
 ever touched, while the model (and its reported sparsity) keeps only the nonzeros.
+
+SORS in the row store keeps no ``last`` per entry: every row i has a base step b_i, and an entry
+stores its value extrapolated back to b_i, ``u = sign(v) * (|v| + lam * (cum_eta[last] -
+cum_eta[b_i]))`` (:func:`at_base`). Its value at step t is then ``soft_threshold(u, lam *
+(cum_eta[t] - cum_eta[b_i]))``, one threshold for the whole row: the composition rule above with
+the shrinkage of steps b_i+1..last added and taken off again. A record is 8 bytes (compact)
+instead of 12, and reading an entry costs no lookup of its ``last``. A row is rebased (every
+entry brought to step t, b_i = t) whenever it is swept, and when its pending threshold passes
+a limit, so that stored float32 values never carry a large offset.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -36,13 +47,13 @@ ADASORS = 2
 
 @numba.njit(cache=True, inline="always")
 def soft_threshold(v, th):
-    """sign(v) * max(|v| - th, 0): the L1 prox (SORS eq. 6/7, AdaSORS eq. 10/11).
+    """sign(v) * max(|v| - th, 0): the L1 prox (SORS eq. 6/7, AdaSORS eq. 10/11); -0.0 for a
+    negative v that reaches zero.
 
-    Written as two selects, not branches: the sign of an entry is a coin flip to the branch
-    predictor, and a mispredicted branch on a value just loaded from memory stalls the loop."""
-    a = abs(v) - th
-    r = a if v > 0.0 else -a
-    return 0.0 if a <= 0.0 else r
+    Written with copysign and max, which compile to single instructions: the sign of an entry is
+    a coin flip to the branch predictor, and selects on it were compiled to branches (a SORS
+    pass 2 with three of them ran 112 instead of 33 us per triplet)."""
+    return math.copysign(max(abs(v) - th, 0.0), v)
 
 
 @numba.njit(cache=True, inline="always")
@@ -56,6 +67,15 @@ def catch_up(v, last, aux, cum_target, cum_eta, lam, mode, delta):
     if mode == ADASORS:
         th /= delta + aux
     return soft_threshold(v, th)
+
+
+@numba.njit(cache=True, inline="always")
+def at_base(v, th):
+    """The stored form of value ``v`` of a row whose pending threshold is ``th`` (``lam *
+    (cum_eta[t] - cum_eta[b_i])`` at the step t of ``v``): ``sign(v) * (|v| + th)``, so that
+    ``soft_threshold(at_base(v, th), th') == soft_threshold(v, th' - th)`` up to rounding. A zero
+    is stored as ``+-th``, which reads as zero from then on. No branch (see :func:`soft_threshold`)."""
+    return math.copysign(abs(v) + th, v)
 
 
 @numba.njit(cache=True, inline="always")

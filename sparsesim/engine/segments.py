@@ -1,7 +1,7 @@
 """The compiled kernels of the row store's record pool (:mod:`sparsesim.engine.rowstore`): one
 open-addressing segment per row, and the arena the segments come from.
 
-A row i is ``rows[i] = (off, cap, used, live, shift)``: its segment is the pool slots
+A row i is ``rows[i] = (off, cap, used, live, shift, base)``: its segment is the pool slots
 ``[off, off + cap)``. A sparse row hashes column j to its home slot with the top ``64 - shift``
 bits of a Fibonacci product and probes linearly inside the segment; a dense row (``shift = -1``)
 holds d records indexed by j. Here: home slots and probes, inserting and removing, the load
@@ -27,8 +27,9 @@ TOMBSTONE = np.int32(store.TOMBSTONE)
 MAX_LOAD = 0.7
 REBUILD_LOAD = 0.45
 MIN_CAP = 4
-# columns of the row table
-OFF, CAP, USED, LIVE, SHIFT = 0, 1, 2, 3, 4
+# columns of the row table; BASE: the step the row's stored SORS values are as of (rules.at_base)
+OFF, CAP, USED, LIVE, SHIFT, BASE = 0, 1, 2, 3, 4, 5
+N_ROW_FIELDS = 6
 # pool state: first never-used slot, slots in freed segments, then the head of the free list of
 # each segment size 2^k (state[FREE + k]; -1: empty)
 TOP, GARBAGE, FREE = 0, 1, 2

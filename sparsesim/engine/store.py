@@ -22,6 +22,10 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: 2^64 / golden ratio
 
 FIELDS_BY_LAYOUT = {
     "plain": [("key", np.int64), ("val", np.float64)],
+    # the row store's SORS records: ``at_base`` is the entry's value extrapolated back to its
+    # row's base step (no ``last``: the shrinkage since the base step is pending for all of the
+    # row's entries at once; see sparsesim.engine.rules.at_base)
+    "row_lazy": [("key", np.int64), ("at_base", np.float64)],
     "lazy": [("key", np.int64), ("val", np.float64), ("last", np.int64)],
     "lazy_aux": [("key", np.int64), ("val", np.float64), ("last", np.int64), ("aux", np.float64)],
 }
@@ -30,6 +34,7 @@ FIELDS_BY_LAYOUT = {
 # stored is rounded. It is what lets a 10^5-triplet OASIS run on news20 (~3*10^8 entries) fit.
 COMPACT_FIELDS_BY_LAYOUT = {
     "plain": [("key", np.int64), ("val", np.float32)],
+    "row_lazy": [("key", np.int64), ("at_base", np.float32)],
     "lazy": [("key", np.int64), ("val", np.float32), ("last", np.int32)],
     "lazy_aux": [("key", np.int64), ("val", np.float32), ("last", np.int32), ("aux", np.float32)],
 }
@@ -116,7 +121,7 @@ class DiagonalStore(WritableOnUnpickle):
     ----------
     d : int
         Matrix side.
-    layout : {"plain", "lazy", "lazy_aux"}
+    layout : {"plain", "row_lazy", "lazy", "lazy_aux"}
         Which per-entry fields the learner needs (``FIELDS_BY_LAYOUT``).
     diag_init : float
         Initial diagonal value (1.0 for M_1 = I).
@@ -153,7 +158,7 @@ class DiagonalStore(WritableOnUnpickle):
         if name in self.dtype.names:
             return self.table[name]
         return np.zeros(1, self.dtype["last"] if "last" in self.dtype.names else np.int64) if name == "last" \
-            else np.zeros(1, self.dtype["val"])
+            else np.zeros(1, self.dtype[1])
 
     def square_csr(self, M) -> sp.csr_matrix:
         """``M`` as CSR, checked to be d x d (what ``load_csr`` takes)."""
