@@ -121,8 +121,9 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
                 us = U(s)
                 c = table[us]["col"]  # j, or the free slot's EMPTY / TOMBSTONE
                 enter = True
-                if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry)
-                    enter = proximal_entry(0.0, yx * zv[U(jj)], eta, th, mode, delta, 0.0)[0] != 0.0
+                if mode == SORS:  # (the first step of SORS, eq. 5-7, of a zero entry, is not zero:
+                    # soft_threshold(eta * g, th) != 0 exactly when |eta * g| > th)
+                    enter = abs(eta * (yx * zv[U(jj)])) > th
                 claim_slot = enter and not found
                 stored = value_at(table, us) if found else 0.0
                 v = stored
