@@ -23,12 +23,12 @@ the instrumented loop runs the next ``--triplets`` on the same store. The cycle 
 while the process waits for a core, so on a shared machine the phases carry other jobs' time
 in proportion; the counts are exact.
 
-``--relabel-by-frequency`` first renumbers the corpus's features by descending document
-frequency (the same corpus and triplets, M permuted), to measure what a store whose dense rows
-hold the frequent columns first would gain (docs/engine.md, "Where the entries live").
+``--feature-order given`` keeps the corpus's feature numbers in the store instead of numbering
+them by descending document frequency (the engine's default; the same model either way), to
+measure what the order gains (docs/engine.md, "Where the entries live").
 
 Run:  SPARSESIM_DATA=... python benchmarks/profile_engine.py [--corpora synthetic,news20]
-      [--algorithms sors-l1+compact,oasis] [--warm 10000] [--triplets 30000] [--relabel-by-frequency]
+      [--algorithms sors-l1+compact,oasis] [--warm 10000] [--triplets 30000] [--feature-order given]
       [--json FILE]
 Prints a table per configuration and writes every row to ``benchmarks/out/profile_engine.json``.
 """
@@ -87,14 +87,14 @@ N_COUNTERS = 20
 
 
 @numba.njit(inline="always")
-def census(rows, indices, lo, hi, nz, homes, slots, prev, prof):
+def census(rows, xr, n_rows, nz, homes, slots, prev, prof):
     """Count what the update of x z^T touched, from the slots pass 1 found (no access to the
     pool, so the timed passes see its cache as the product loop does): entries, diagonal ones,
     ones on dense rows, found ones, and the distance from its home slot of each entry's slot
     (found) or free slot (absent) in a sparse row."""
     e = 0
-    for ii in range(lo, hi):
-        i = indices[ii]
+    for k in range(n_rows):
+        i = xr[k]
         dense = rows[i, SHIFT] < 0
         mask = rows[i, CAP] - 1
         for jj in range(nz):
@@ -129,7 +129,7 @@ SPLICES = [
      "before"),
     ("        step += 1\n        target = step - 1\n",
      "        for k in range(hi - lo):\n            if plan[k, 0] >= 0:\n                prof[N_MOVES] += 1\n"
-     "                prof[N_MOVED_RECORDS] += rows[indices[lo + k], LIVE]\n", "after"),
+     "                prof[N_MOVED_RECORDS] += rows[xr[k], LIVE]\n", "after"),
     ("        # pass 1: margin", "        c3 = cycles()\n        prof[C_HOME] += c3 - c2\n        prof[N_TRIPLETS] += 1\n"
      "        prof[N_ENTRIES] += n_rows * nz\n        prof[N_X] += hi - lo\n        prof[N_Z] += nz\n", "before"),
     # a chunk of rows: their moves (room), home slots, pass 1
@@ -156,11 +156,11 @@ SPLICES = [
      "                    prev[e] = spare[e]\n", "before"),
     ("        loss = 1.0 - y * margin\n", "        c4 = cycles()\n", "after"),
     ("            continue\n        if tid == 0:\n            losses[t] = loss\n",
-     "            prof[C_PASS2] += cycles() - c4\n            census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n",
+     "            prof[C_PASS2] += cycles() - c4\n            census(rows, xr, n_rows, nz, homes, slots, prev, prof)\n",
      "before"),
     ("        if tid == 0:\n            losses[t] = loss\n", "        prof[N_UPDATES] += 1\n", "after"),
     ("    return stop, step, 0\n",
-     "        prof[C_PASS2] += cycles() - c4\n        census(rows, indices, lo, hi, nz, homes, slots, prev, prof)\n", "before"),
+     "        prof[C_PASS2] += cycles() - c4\n        census(rows, xr, n_rows, nz, homes, slots, prev, prof)\n", "before"),
 ]
 
 
@@ -223,19 +223,7 @@ def profiled_fit(engine, X, triplets, prof) -> float:
     return room[0]
 
 
-def by_frequency(X):
-    """X with its features renumbered by descending document frequency (ties: the lower id first)."""
-    import scipy.sparse as sp
-
-    order = np.argsort(-np.bincount(X.indices, minlength=X.shape[1]), kind="stable")  # new id -> old
-    new_id = np.empty_like(order)
-    new_id[order] = np.arange(order.size)
-    Y = sp.csr_matrix((X.data, new_id[X.indices], X.indptr), shape=X.shape)
-    Y.sort_indices()
-    return Y
-
-
-def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int, relabel: bool = False) -> dict:
+def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int, feature_order: str = "frequency") -> dict:
     from sparsesim.registry import make_estimator
     from sparsesim.triplets import sors_triplets
     from sparsesim.validation import check_csr
@@ -244,7 +232,15 @@ def profile(corpus_name: str, algorithm: str, warm: int, count: int, seed: int, 
     triplets = sors_triplets(data.y, warm + count, seed=seed)
     params = DEFAULT_PARAMS.get(algorithm, {})
     est = make_estimator(algorithm.split("+")[0], **params, initial_capacity=1 << 20)
-    X = by_frequency(data.X) if relabel else data.X
+    X = data.X
+    make_engine = est._make_engine
+
+    def engine_in_order(d):
+        engine = make_engine(d)
+        engine.feature_order = feature_order
+        return engine
+
+    est._make_engine = engine_in_order
     for chunk in np.array_split(triplets[:warm], max(1, warm // 5000)):
         est.partial_fit_triplets(X, chunk)
     engine = est.engine_
@@ -317,15 +313,15 @@ def main(argv=None):
     parser.add_argument("--warm", type=int, default=10_000, help="triplets trained before the measurement")
     parser.add_argument("--triplets", type=int, default=30_000, help="triplets measured")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--relabel-by-frequency", action="store_true",
-                        help="renumber the features by descending document frequency first")
+    parser.add_argument("--feature-order", choices=("frequency", "given"), default="frequency",
+                        help="how the store numbers the features (the engine's default: frequency)")
     parser.add_argument("--json", default=str(HERE.parent / "out" / "profile_engine.json"))
     args = parser.parse_args(argv)
     rows = []
     for name in args.corpora.split(","):
         for algorithm in args.algorithms.split(","):
-            row = profile(name, algorithm, args.warm, args.triplets, args.seed, args.relabel_by_frequency)
-            row["relabel_by_frequency"] = args.relabel_by_frequency
+            row = profile(name, algorithm, args.warm, args.triplets, args.seed, args.feature_order)
+            row["feature_order"] = args.feature_order
             print_row(row)
             rows.append(row)
     path = Path(args.json)

@@ -106,6 +106,69 @@ def test_sors_rows_rebased_at_any_threshold_learn_the_same_model(compact):
         np.testing.assert_allclose(models[np.inf], ref, rtol=0, atol=tol)
 
 
+def zipf_problem(d=80, n=60, T=400, seed=17):
+    """Rows whose features follow a skewed frequency (feature 79 the most frequent), so that
+    ordering the store's features by frequency is far from the identity."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, d + 1)
+    p = p[::-1] / p.sum()
+    rows = [np.unique(rng.choice(d, size=12, p=p)) for _ in range(n)]
+    X = sp.csr_matrix((rng.normal(size=sum(map(len, rows))), np.concatenate(rows),
+                       np.concatenate([[0], np.cumsum(list(map(len, rows)))])), shape=(n, d))
+    return X, rng.integers(0, n, size=(T, 3)), rng
+
+
+@pytest.mark.parametrize("mode,params", [(0, {"C": 0.3}), (SORS_MODE, {"lam": 0.01}), (2, {"lam": 0.01, "delta": 0.1})])
+def test_features_numbered_by_frequency_learn_the_same_model_bit_for_bit(mode, params):
+    """The store numbers features by descending document frequency; the arithmetic is the same
+    in any numbering, so the model is too, and exports are in X's numbering. Bit for bit but for
+    SORS, whose rows are rebased (a shrinkage split into two subtractions) when they fill up,
+    which depends on where in a segment the hash puts each column."""
+    X, triplets, _ = zipf_problem()
+    engines = {}
+    for order in ("frequency", "given"):
+        eng = BilinearEngine(X.shape[1], mode, schedule=StepSchedule(0.5), initial_capacity=16, feature_order=order,
+                             **params)
+        eng.partial_fit(X, triplets[:150])
+        eng.partial_fit(X, triplets[150:])
+        engines[order] = eng
+    freq, given = engines["frequency"], engines["given"]
+    df = np.bincount(X.indices, minlength=X.shape[1])
+    assert freq.store.relabel[np.argmax(df)] == 0 and not freq.store.identity_order
+    assert given.store.identity_order
+    W_f, W_g = freq.export_W(), given.export_W()
+    assert W_f.nnz > 100 and W_f.has_sorted_indices
+    for name in ("indptr", "indices"):
+        np.testing.assert_array_equal(getattr(W_f, name), getattr(W_g, name))
+    if mode == SORS_MODE:
+        np.testing.assert_allclose(W_f.data, W_g.data, rtol=0, atol=1e-12)
+    else:
+        np.testing.assert_array_equal(W_f.data, W_g.data)
+    np.testing.assert_array_equal(freq.export()[1], given.export()[1])
+
+
+def test_a_warm_start_is_renumbered_with_the_first_update():
+    """A model loaded before the first update (a served model that keeps learning) is reloaded
+    in the frequency numbering when that update fixes it: the same model as in X's numbering."""
+    X, triplets, _ = zipf_problem(seed=19)
+    start = sp.random(80, 80, density=0.05, random_state=3, format="csr")
+    models = []
+    for order in ("frequency", "given"):
+        eng = BilinearEngine(80, SORS_MODE, lam=0.01, schedule=StepSchedule(0.5), initial_capacity=16,
+                             feature_order=order)
+        eng.store.load_csr(start, diag_offset=1.0)
+        np.testing.assert_allclose(eng.export_W().toarray(), start.toarray(), rtol=0, atol=1e-15)  # (diag + 1 - 1)
+        eng.partial_fit(X, triplets)
+        assert eng.store.identity_order == (order == "given")
+        models.append(eng.export_W())
+    np.testing.assert_allclose(models[0].toarray(), models[1].toarray(), rtol=0, atol=1e-12)
+    assert models[0].nnz == models[1].nnz
+    with pytest.raises(ValueError, match="permutation"):
+        BilinearEngine(5).store.set_order(np.array([0, 0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="feature_order"):
+        BilinearEngine(5, feature_order="alphabetical")
+
+
 def test_table_growth_and_sweeps_keep_the_model_exact():
     # the learner reserves its pool up front; an engine started at 16 slots without a reserve
     # goes through many row moves, pool growths and sweeps

@@ -88,11 +88,17 @@ class BilinearEngine(WritableOnUnpickle):
     n_threads : int
         Threads that update M together, each its own rows (see :func:`train_triplets`); the
         model is the same as with one thread.
+    feature_order : {"frequency", "given"}
+        How the store numbers the features, fixed at the first :meth:`partial_fit`: by
+        descending document frequency in its ``X`` (the columns most updates touch then share
+        a few cache lines of a dense row), or as given. The model is the same either way (bit
+        for bit, but for SORS's rounding: its rows are rebased when they fill up, which depends
+        on where the hash puts each column); every export is in X's numbering.
     """
 
     def __init__(self, d, mode=OASIS, C=0.1, lam=0.0, prox_diag=True, delta=1e-2, schedule=None,
                  identity=True, initial_capacity=1 << 16, compact=False, budget=None, drop_zero_state=False,
-                 expected_triplets=None, n_threads=1):
+                 expected_triplets=None, n_threads=1, feature_order="frequency"):
         self.d = int(d)
         self.n_threads = int(n_threads)
         self.mode = int(mode)
@@ -111,6 +117,9 @@ class BilinearEngine(WritableOnUnpickle):
         self.store = RowStore(self.d, MODE_LAYOUT[self.mode], 1.0 if identity else 0.0, initial_capacity, compact)
         self.expected_triplets = None if expected_triplets is None else int(expected_triplets)
         self.rebase_at = REBASE_AT  # (SORS: the pending threshold at which a row is rebased)
+        if feature_order not in ("frequency", "given"):
+            raise ValueError(f"unknown feature_order {feature_order!r}; use 'frequency' or 'given'")
+        self.feature_order = feature_order
         self.n_seen = 0
         self.n_updates = 0
 
@@ -123,6 +132,7 @@ class BilinearEngine(WritableOnUnpickle):
         if n == 0:
             return losses
         if self.n_seen == 0:
+            self._order_features(X)
             self._reserve(X)
         self.schedule.ensure(self.store.step + n)
         run_growing(self.kernel(X, triplets, signs, losses), 0, n, self._compact)
@@ -138,12 +148,13 @@ class BilinearEngine(WritableOnUnpickle):
         n = triplets.shape[0]
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         n_threads = getattr(self, "n_threads", 1)  # (an engine pickled before threads existed)
-        # per thread: z, its column hashes, the rows of x the thread took (zi holds a z of up to
-        # 2 r + 1 entries, so it is long enough for the rows of any x); shared: one slot per entry
+        # per thread: z, its column hashes, the rows of x the thread took, the store's numbers of
+        # x's features (zi holds a z of up to 2 r + 1 entries, so it is long enough for the rows
+        # of any x); shared: one slot per entry
         # of x z^T (homes, slots, prev), per row of x (accs, plan), the threads' meeting points
         scratch = [triplet_scratch(X, 0) for _ in range(n_threads)]
-        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64), triplet_scratch(X)[2])
-                   for zi, zv in scratch]
+        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64), triplet_scratch(X)[2],
+                    np.empty(len(zi), np.int64)) for zi, zv in scratch]
         slots, prev = triplet_scratch(X, 2)[2:]
         longest = len(scratch[0][0])
         entries = (slots, prev, np.empty(longest), np.empty((longest, 4), np.int64), np.empty(longest, np.int64))
@@ -154,7 +165,7 @@ class BilinearEngine(WritableOnUnpickle):
             cols, vals, lasts, auxs = st.views()
             out[tid] = train(
                 st.table, cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag,
-                st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, triplets, signs, pos, n, st.step,
+                st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, st.relabel, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, rebase_at, *scratch[tid], *entries, losses,
                 tid, n_threads, sync, *extra,
@@ -174,6 +185,28 @@ class BilinearEngine(WritableOnUnpickle):
 
         return kernel
 
+
+    def _order_features(self, X) -> None:
+        """Number the store's features by descending document frequency in ``X`` (ties: the
+        lower feature first), before the first update; a matrix loaded into the store before
+        (a warm start) is reloaded in the new numbering."""
+        st = self.store
+        if getattr(self, "feature_order", "given") != "frequency" or not st.identity_order:
+            return
+        df = np.bincount(X.indices, minlength=self.d)
+        relabel = np.empty(self.d, np.int64)
+        relabel[np.argsort(-df, kind="stable")] = np.arange(self.d)
+        if st.used_slots or (st.diag != st.diag[0]).any() or st.step:
+            held = st.to_csr(0.0)  # (no update yet: per-entry statistics are all zero)
+            step = st.step
+            st.rows[:] = 0
+            st.state[:] = -1
+            st.state[0] = st.state[1] = 0
+            st.set_order(relabel)
+            st.load_csr(held)
+            st.step = step
+        else:
+            st.set_order(relabel)
 
     def _reserve(self, X) -> None:
         """Reserve the pool for ``expected_triplets`` updates on the rows of ``X``, within half the budget."""
@@ -229,7 +262,7 @@ class BilinearEngine(WritableOnUnpickle):
     def export(self):
         """(off-diagonal CSR, diagonal copy) of the current M, all shrinkage applied."""
         self.finalize()
-        return self.store.offdiag_csr(), self.store.diag.copy()
+        return self.store.offdiag_csr(), self.store.diagonal()
 
     def export_W(self, identity: bool = True):
         """M - I (``identity``) or M as one CSR matrix, all shrinkage applied."""

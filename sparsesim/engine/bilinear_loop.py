@@ -70,11 +70,11 @@ def to_sweep(rows, i, extra, mode, step, cum_eta, lam, rebase_at):
 
 
 @numba.njit(cache=True, _nrt=False, nogil=True)
-def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, slots, prev, accs, diag,
+def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, slots, prev, accs, diag,
                diag_last, diag_aux, target, cum_eta, eta, th, lam, delta, prox_diag):
-    """Pass 1 of :func:`train_triplets` on the rows ``own[q0:q1]`` of x (positions in
-    ``indices[lo:]``; ``homes[:m]``: the home slots of their entries, in that order): each row's
-    sum of ``z_j * M_ij`` into ``accs``, every entry caught up to step ``target``, the absent ones
+    """Pass 1 of :func:`train_triplets` on the rows ``own[q0:q1]`` of x (positions k in ``xr``,
+    the store's numbers of x's features, and in ``data[lo:]``, their values; ``homes[:m]``: the
+    home slots of their entries, in that order): each row's sum of ``z_j * M_ij`` into ``accs``, every entry caught up to step ``target``, the absent ones
     the update will write inserted (``slots``, ``prev``: see there).
 
     A function of its own (called, not inlined): the loop compiles apart from the rest of the
@@ -90,9 +90,8 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
     h = 0
     for q in range(q0, q1):
         k = own[q]
-        ii = lo + k
-        i = indices[ii]
-        yx = y * data[ii]
+        i = xr[k]
+        yx = y * data[lo + k]
         acc = 0.0
         claimed_empty = 0
         claimed = 0
@@ -154,10 +153,10 @@ def pass1_rows(table, rows, indices, data, lo, own, q0, q1, y, zi, zv, nz, homes
 def train_triplets(
     table, cols, vals, lasts, auxs, rows, state, d,
     diag, diag_last, diag_aux,
-    indptr, indices, data,
+    indptr, indices, data, relabel,
     triplets, signs, start, stop, step,
     etas, cum_eta, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros, rebase_at,
-    zi, zv, zh, own, homes, slots, prev, accs, plan, order, losses,
+    zi, zv, zh, own, homes, xr, slots, prev, accs, plan, order, losses,
     tid, n_threads, sync,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
@@ -211,6 +210,12 @@ def train_triplets(
         nz = merge_difference(indptr, indices, data, triplets[t, 1], triplets[t, 2], zi, zv)
         lo, hi = indptr[a], indptr[a + 1]
         n_rows = hi - lo
+        # the store numbers features by descending document frequency (``relabel``: X's feature
+        # -> the store's); z's order stays X's, so the arithmetic is the same in any numbering
+        for jj in range(nz):
+            zi[jj] = relabel[zi[jj]]
+        for k in range(n_rows):
+            xr[k] = relabel[indices[lo + k]]
         seq = 4 * (t - start)
         if shared and t > start:  # every thread is done with the rows of the previous triplet
             meet(sync, tid, n_threads, seq, False)
@@ -218,7 +223,7 @@ def train_triplets(
         # the rows that must move; each row moves when a thread takes it for pass 1
         if drop_zeros and not shared:
             for k in range(n_rows):
-                i = indices[lo + k]
+                i = xr[k]
                 if to_sweep(rows, i, nz, mode, step, cum_eta, lam, rebase_at):
                     sweep_row(table, rows, i, step, cum_eta, lam, mode, delta)
         elif drop_zeros:
@@ -226,27 +231,27 @@ def train_triplets(
             # to_sweep answers the same for a row rebased meanwhile), then they take them one at a time
             n_short = 0
             for k in range(n_rows):
-                if to_sweep(rows, indices[lo + k], nz, mode, step, cum_eta, lam, rebase_at):
+                if to_sweep(rows, xr[k], nz, mode, step, cum_eta, lam, rebase_at):
                     own[n_short] = k
                     n_short += 1
             while True:
                 u = claim(sync, n_threads, 1, SWEEPS)
                 if u >= n_short:
                     break
-                sweep_row(table, rows, indices[lo + own[u]], step, cum_eta, lam, mode, delta)
+                sweep_row(table, rows, xr[own[u]], step, cum_eta, lam, mode, delta)
         short = False
         if shared:
             meet(sync, tid, n_threads, seq + 1, False)
         if tid == 0:
-            short = not plan_moves(cols, rows, state, indices, lo, hi, nz, d, plan)
+            short = not plan_moves(cols, rows, state, xr, 0, n_rows, nz, d, plan)
             if shared:
                 reset_claims(sync, n_threads, ROWS)
         if shared:
             short = meet(sync, tid, n_threads, seq + 2, short)
         if short:
             need = 0  # room for every row of x (a compaction may shrink rows moved just now)
-            for i2 in range(lo, hi):
-                need += fitted_cap(rows[indices[i2], LIVE] + nz, d)
+            for k in range(n_rows):
+                need += fitted_cap(rows[xr[k], LIVE] + nz, d)
             return t, step, need
         step += 1
         target = step - 1
@@ -287,13 +292,13 @@ def train_triplets(
             h = 0
             for p in range(k0, k1):
                 k = order[p] if shared else p
-                i = indices[lo + k]
+                i = xr[k]
                 move_planned(cols, vals, lasts, auxs, rows, i, d, plan, k, has_last, has_aux)
                 own[n_own + p - k0] = k
                 row_homes(rows, i, zi, zh, nz, homes, h)
                 h += nz
             m = h
-            pass1_rows(table, rows, indices, data, lo, own, n_own, n_own + k1 - k0, y, zi, zv, nz, homes, m, slots,
+            pass1_rows(table, rows, xr, data, lo, own, n_own, n_own + k1 - k0, y, zi, zv, nz, homes, m, slots,
                        prev, accs, diag, diag_last, diag_aux, target, cum_eta, eta, th, lam, delta, prox_diag)
             n_own += k1 - k0
         if shared:
@@ -315,7 +320,7 @@ def train_triplets(
             cum_target = cum_eta[target]
             for q in range(n_own):
                 k = own[q]
-                i = indices[lo + k]
+                i = xr[k]
                 e = k * nz
                 th_row = pending(rows, i, cum_target, cum_eta, lam) if mode == SORS else 0.0
                 for jj in range(nz):
@@ -343,7 +348,7 @@ def train_triplets(
         th_row, th_next = 0.0, 0.0
         for q in range(n_own):
             k = own[q]
-            i = indices[lo + k]
+            i = xr[k]
             xi = data[lo + k]
             e = k * nz
             if mode == SORS:  # the row's pending threshold before and after this step

@@ -161,6 +161,27 @@ class RowStore(DiagonalStore):
         self.state = np.full(FREE + 64, -1, np.int64)
         self.state[TOP] = 0
         self.state[GARBAGE] = 0
+        self.set_order(np.arange(self.d))
+
+    def set_order(self, relabel: np.ndarray) -> None:
+        """Number the store's rows and columns ``relabel[f]`` for the caller's feature f (a
+        permutation of 0..d-1), e.g. by descending document frequency (so that the columns an
+        update touches most share a few cache lines of a dense row). Only on an empty store
+        (:meth:`load_csr` fills one in the new numbering); every export answers in the
+        caller's numbering."""
+        relabel = np.asarray(relabel, np.int64)
+        if self.used_slots:
+            raise ValueError("the numbering of a store is set while it is empty")
+        if relabel.shape != (self.d,) or not np.array_equal(np.sort(relabel), np.arange(self.d)):
+            raise ValueError(f"relabel must be a permutation of 0..{self.d - 1}")
+        self.relabel = relabel
+        self.unlabel = np.empty_like(relabel)
+        self.unlabel[relabel] = np.arange(self.d)
+        self.identity_order = bool((relabel == np.arange(self.d)).all())
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal (a copy) in the caller's numbering."""
+        return self.diag[self.relabel]
 
     @property
     def capacity(self) -> int:
@@ -185,7 +206,7 @@ class RowStore(DiagonalStore):
     @property
     def nbytes(self) -> int:
         """Bytes allocated: the whole pool (untouched headroom included) and the row and diagonal arrays."""
-        return self.table.nbytes + self.rows.nbytes + self.diag_nbytes
+        return self.table.nbytes + self.rows.nbytes + self.diag_nbytes + self.relabel.nbytes + self.unlabel.nbytes
 
     @property
     def held_nbytes(self) -> int:
@@ -209,6 +230,8 @@ class RowStore(DiagonalStore):
         depends on, so a learner continued in a worker learns what it would have here."""
         capacity = state.pop("_pool_capacity", None)
         super().__setstate__(state)
+        if "relabel" not in state:  # (a store pickled before it had a numbering)
+            self.set_order(np.arange(self.d))
         if capacity is not None and capacity > len(self.table):
             table = np.empty(capacity, dtype=self.table.dtype)
             table[:len(self.table)] = self.table
@@ -283,8 +306,11 @@ class RowStore(DiagonalStore):
         self.state[GARBAGE] = 0
         names = self.dtype.names
         c, v, l, a = self.views()
-        load_rows(c, v, l, a, self.rows, self.state, indptr, indices, data, self.d, "last" in names, "aux" in names)
-        self.load_diagonal(np.repeat(np.arange(self.d), np.diff(indptr)), indices, data, diag_offset)
+        load_rows(c, v, l, a, self.rows, self.state, indptr, indices, data, self.d, "last" in names, "aux" in names,
+                  self.relabel, self.unlabel)
+        self.load_diagonal(self.relabel[np.repeat(np.arange(self.d), np.diff(indptr))], self.relabel[indices], data,
+                           diag_offset)
 
     def csr_arrays(self, diag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return csr_of(self.table["col"], self.views()[1], self.rows, self.d, diag)
+        return csr_of(self.table["col"], self.views()[1], self.rows, self.d, diag, self.relabel, self.unlabel,
+                      self.identity_order)

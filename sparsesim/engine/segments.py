@@ -291,38 +291,39 @@ def compact_into(cols, vals, lasts, auxs, rows, caps, ncols, nvals, nlasts, naux
 
 
 @numba.njit(cache=True)
-def csr_of(cols, vals, rows, d, diag):
+def csr_of(cols, vals, rows, d, diag, relabel, unlabel, identity):
     """CSR arrays (sorted columns) of the nonzero records plus the nonzero entries of ``diag``
-    (an empty array for none)."""
+    (an empty array for none), numbered as the caller's features: row and column f of the
+    result are the store's ``relabel[f]`` (``unlabel`` its inverse; ``identity``: both are)."""
     counts = np.zeros(d + 1, np.int64)
     for i in range(d):
-        lo = rows[i, OFF]
-        for s in range(lo, lo + rows[i, CAP]):
+        r = relabel[i]
+        lo = rows[r, OFF]
+        for s in range(lo, lo + rows[r, CAP]):
             if cols[s] >= 0 and vals[s] != 0.0:
                 counts[i + 1] += 1
-        if diag.shape[0] and diag[i] != 0.0:
+        if diag.shape[0] and diag[r] != 0.0:
             counts[i + 1] += 1
     indptr = np.cumsum(counts)
     indices = np.empty(indptr[d], np.int32)
     data = np.empty(indptr[d], np.float64)
     for i in range(d):
+        r = relabel[i]
         f = indptr[i]
-        lo = rows[i, OFF]
-        for s in range(lo, lo + rows[i, CAP]):
+        lo = rows[r, OFF]
+        for s in range(lo, lo + rows[r, CAP]):
             if cols[s] >= 0 and vals[s] != 0.0:
-                indices[f] = cols[s]
+                indices[f] = unlabel[cols[s]]
                 data[f] = vals[s]
                 f += 1
-        if diag.shape[0] and diag[i] != 0.0:
+        with_diag = diag.shape[0] and diag[r] != 0.0
+        if with_diag:
             indices[f] = i
-            data[f] = diag[i]
+            data[f] = diag[r]
             f += 1
         lo, hi = indptr[i], indptr[i + 1]
-        if hi - lo > 1 and rows[i, SHIFT] >= 0:  # dense rows come out sorted (bar the diagonal)
-            order = np.argsort(indices[lo:hi])
-            indices[lo:hi] = indices[lo:hi][order]
-            data[lo:hi] = data[lo:hi][order]
-        elif hi - lo > 1 and diag.shape[0] and diag[i] != 0.0:
+        # (a dense row of the identity numbering comes out sorted, bar the diagonal)
+        if hi - lo > 1 and (rows[r, SHIFT] >= 0 or with_diag or not identity):
             order = np.argsort(indices[lo:hi])
             indices[lo:hi] = indices[lo:hi][order]
             data[lo:hi] = data[lo:hi][order]
@@ -341,15 +342,17 @@ def offdiag_counts(indptr, indices, data, d):
 
 
 @numba.njit(cache=True)
-def load_rows(cols, vals, lasts, auxs, rows, state, indptr, indices, data, d, has_last, has_aux):
+def load_rows(cols, vals, lasts, auxs, rows, state, indptr, indices, data, d, has_last, has_aux, relabel, unlabel):
     """Fill an empty pool with the off-diagonal nonzeros of a CSR matrix, one fitted segment per
-    row (per-entry statistics at zero)."""
+    row (per-entry statistics at zero); row and column f of the matrix go to the store's
+    ``relabel[f]`` (``unlabel``: its inverse)."""
     k = offdiag_counts(indptr, indices, data, d)
     top = 0
     src_l = np.zeros(1, np.int64)
     src_a = np.zeros(1)
-    for i in range(d):
-        rows[i, OFF] = top
+    for r in range(d):
+        i = unlabel[r]
+        rows[r, OFF] = top
         if k[i] == 0:
             continue
         cap = fitted_cap(k[i], d)
@@ -358,10 +361,10 @@ def load_rows(cols, vals, lasts, auxs, rows, state, indptr, indices, data, d, ha
         n = 0
         for q in range(indptr[i], indptr[i + 1]):
             if indices[q] != i and data[q] != 0.0:
-                src_c[n] = indices[q]
+                src_c[n] = relabel[indices[q]]
                 src_v[n] = data[q]
                 n += 1
-        place_row(cols, vals, lasts, auxs, rows, i, d, top, cap, src_c, src_v, src_l, src_a, 0, n, False, False)
+        place_row(cols, vals, lasts, auxs, rows, r, d, top, cap, src_c, src_v, src_l, src_a, 0, n, False, False)
         for s in range(top, top + cap):
             if has_last:
                 lasts[s] = 0
