@@ -33,10 +33,11 @@ from .segments import (BASE, EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_
 # callers ...) left an atomic incref/decref pair, a call and a register spill in the per-entry loop
 # (two thirds of pass 1's time with its records in cache). A kernel that tried to allocate would
 # fail to compile, not misbehave.
-# Entries ahead the loop below prefetches: 20 instead of the hash-store kernels' 12
-# (rules.PREFETCH_DISTANCE) gave 1.11x (SORS-I) and 1.15x (OASIS) updates/s, synthetic, 2*10^4
-# triplets, three interleaved A/B pairs, same W; 32-96 measured no better (docs/engine.md, "Prefetching").
-ROW_PREFETCH_DISTANCE = 20
+# Entries ahead the loop below prefetches: 32 (pass 1 222-224 vs 228-241 us per triplet with 20, 226
+# with 48: SORS-I synthetic, three interleaved runs; news20 279 vs 286), once the loop ran ~9.5 ns
+# per entry; with the 12-byte records of an earlier engine 20 had measured best (docs/engine.md,
+# "Prefetching").
+ROW_PREFETCH_DISTANCE = 32
 # Rows of x a training thread takes at a time for pass 1 (with more threads than one): small
 # enough that the threads end pass 1 together, large enough to amortise the shared counter and
 # the prefetch's warm-up at the start of every chunk.
