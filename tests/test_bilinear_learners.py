@@ -119,7 +119,7 @@ def zipf_problem(d=80, n=60, T=400, seed=17):
 
 
 @pytest.mark.parametrize("mode,params", [(0, {"C": 0.3}), (SORS_MODE, {"lam": 0.01}), (2, {"lam": 0.01, "delta": 0.1})])
-def test_features_numbered_by_frequency_learn_the_same_model_bit_for_bit(mode, params):
+def test_features_numbered_by_frequency_learn_the_same_model(mode, params):
     """The store numbers features by descending document frequency; the arithmetic is the same
     in any numbering, so the model is too, and exports are in X's numbering. Bit for bit but for
     SORS, whose rows are rebased (a shrinkage split into two subtractions) when they fill up,
