@@ -62,12 +62,7 @@ def check_float(value, name: str, low=None, high=None, low_open: bool = False, h
     rng = _range_text(low, high, low_open, high_open)
     if low == 0 and low_open and high is None:
         return _check_positive(value, name, rng)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a number in {rng}, got {bounded(repr(value), 80)}")
-    try:
-        out = float(value)
-    except OverflowError:
-        raise InvalidParameterError(f"{name} must be a finite number in {rng}, got a value too large") from None
+    out = _real(value, f"{name} must be a number in {rng}", f"{name} must be a finite number in {rng}")
     if not math.isfinite(out):
         raise InvalidParameterError(f"{name} must be a finite number in {rng}, got {out}")
     if low is not None and (out < low or (low_open and out == low)):
@@ -77,14 +72,20 @@ def check_float(value, name: str, low=None, high=None, low_open: bool = False, h
     return out
 
 
-def _check_positive(value, name, rng):
-    what = f"{name} must be positive (a finite number in {rng})"
+def _real(value, what, what_finite) -> float:
+    """``value`` (a real number, not a bool) as a float; ``what`` / ``what_finite`` start the
+    message for a value of another type / one too large for a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
         raise InvalidParameterError(f"{what}, got {bounded(repr(value), 80)}")
     try:
-        out = float(value)
+        return float(value)
     except OverflowError:
-        raise InvalidParameterError(f"{what}, got a value too large") from None
+        raise InvalidParameterError(f"{what_finite}, got a value too large") from None
+
+
+def _check_positive(value, name, rng):
+    what = f"{name} must be positive (a finite number in {rng})"
+    out = _real(value, what, what)
     if not math.isfinite(out) or out <= 0:
         raise InvalidParameterError(f"{what}, got {out}")
     return out
