@@ -196,17 +196,7 @@ class BilinearEngine(WritableOnUnpickle):
         df = np.bincount(X.indices, minlength=self.d)
         relabel = np.empty(self.d, np.int64)
         relabel[np.argsort(-df, kind="stable")] = np.arange(self.d)
-        if st.used_slots or (st.diag != st.diag[0]).any() or st.step:
-            held = st.to_csr(0.0)  # (no update yet: per-entry statistics are all zero)
-            step = st.step
-            st.rows[:] = 0
-            st.state[:] = -1
-            st.state[0] = st.state[1] = 0
-            st.set_order(relabel)
-            st.load_csr(held)
-            st.step = step
-        else:
-            st.set_order(relabel)
+        st.renumber(relabel)
 
     def _reserve(self, X) -> None:
         """Reserve the pool for ``expected_triplets`` updates on the rows of ``X``, within half the budget."""

@@ -158,10 +158,15 @@ class RowStore(DiagonalStore):
         super().__init__(d, layout, diag_init, compact)
         self.table = np.empty(max(MIN_CAP, int(initial_capacity)), dtype=self.dtype)  # pages untouched until used
         self.rows = np.zeros((self.d, N_ROW_FIELDS), np.int64)
-        self.state = np.full(FREE + 64, -1, np.int64)
-        self.state[TOP] = 0
-        self.state[GARBAGE] = 0
+        self.state = np.empty(FREE + 64, np.int64)
+        self._reset_pool(0)
         self.set_order(np.arange(self.d))
+
+    def _reset_pool(self, top: int) -> None:
+        """Pool state of a pool whose first ``top`` slots hold rows: no free segments, no garbage."""
+        self.state[:] = -1
+        self.state[TOP] = top
+        self.state[GARBAGE] = 0
 
     def set_order(self, relabel: np.ndarray) -> None:
         """Number the store's rows and columns ``relabel[f]`` for the caller's feature f (a
@@ -178,6 +183,20 @@ class RowStore(DiagonalStore):
         self.unlabel = np.empty_like(relabel)
         self.unlabel[relabel] = np.arange(self.d)
         self.identity_order = bool((relabel == np.arange(self.d)).all())
+
+    def renumber(self, relabel: np.ndarray) -> None:
+        """:meth:`set_order` on a store that may hold a matrix (e.g. a warm start loaded before
+        the first update): the matrix is reloaded in the new numbering. Per-entry statistics
+        restart at zero, as after :meth:`load_csr`: call it before any update."""
+        if not self.used_slots and (self.diag == self.diag[0]).all():
+            self.set_order(relabel)
+            return
+        held, step = self.to_csr(0.0), self.step
+        self.rows[:] = 0
+        self._reset_pool(0)
+        self.set_order(relabel)
+        self.load_csr(held)
+        self.step = step
 
     def diagonal(self) -> np.ndarray:
         """The diagonal (a copy) in the caller's numbering."""
@@ -278,9 +297,7 @@ class RowStore(DiagonalStore):
         nc, nv, nl, na = self.views(new)
         top = compact_into(c, v, l, a, self.rows, caps, nc, nv, nl, na, self.d, "last" in names, "aux" in names)
         self.table = new
-        self.state[:] = -1
-        self.state[TOP] = top
-        self.state[GARBAGE] = 0
+        self._reset_pool(top)
 
     def extend_pool(self, size: int) -> None:
         """Move the pool into a larger one of ``size`` slots as it is (one copy of the used part;
@@ -301,9 +318,7 @@ class RowStore(DiagonalStore):
         need = sum(int(fitted_cap(int(n), self.d)) for n in k[k > 0])
         self.table = np.empty(max(need, MIN_CAP, self.capacity), dtype=self.dtype)
         self.rows[:] = 0
-        self.state[:] = -1
-        self.state[TOP] = 0
-        self.state[GARBAGE] = 0
+        self._reset_pool(0)
         names = self.dtype.names
         c, v, l, a = self.views()
         load_rows(c, v, l, a, self.rows, self.state, indptr, indices, data, self.d, "last" in names, "aux" in names,
