@@ -104,13 +104,14 @@ def census(rows, xr, n_rows, nz, homes, slots, prev, prof):
             if h < 0:
                 prof[N_DIAG] += 1
                 continue
+            if dense:  # (every entry of a dense row has its record; pass 1 leaves its prev as is)
+                prof[N_DENSE] += 1
+                prof[N_FOUND] += 1
+                continue
             if code >= 0 and prev[e - 1] >= 0:  # (pass 1 inserted the absent ones: prev < 0)
                 prof[N_FOUND] += 1
-            if dense:
-                prof[N_DENSE] += 1
-            else:
-                if code >= 0:
-                    prof[N_PROBE_STEPS] += (code - h) & mask
+            if code >= 0:
+                prof[N_PROBE_STEPS] += (code - h) & mask
 
 
 # Timing and counting lines spliced into the product loop's source, each after (or before) a line

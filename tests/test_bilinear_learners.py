@@ -46,6 +46,47 @@ def test_sors_matches_dense_reference(regularizer, schedule):
     assert est.model_.nnz() == np.count_nonzero(ref)
 
 
+def skewed_problem(d=150, n=60, T=400, seed=5):
+    """Features 0..7 in most documents, the rest rare: the frequent features' rows of M turn
+    dense, the others stay sparse, and z often holds the row's own feature (the diagonal)."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.04, random_state=seed, format="lil")
+    X[:, :8] = rng.normal(size=(n, 8)) * (rng.random((n, 8)) < 0.8)
+    X = sp.csr_matrix(X)
+    X.data = np.where(X.data == 0, 0.5, X.data)
+    X.eliminate_zeros()
+    triplets = rng.integers(0, n, size=(T, 3))
+    return X, triplets[triplets[:, 1] != triplets[:, 2]], rng
+
+
+@pytest.mark.parametrize("learner", ["oasis", "sors-l1", "sors-offdiag", "adasors"])
+def test_dense_and_sparse_rows_together_match_dense_reference(learner):
+    """Pass 1 reads a dense row without probing (its records at off + j, the diagonal's value in
+    place of its column's record), and the give-back of a zero-loss triplet skips dense rows:
+    on a problem where some rows are dense and the others sparse, every learner still learns
+    the literal dense update."""
+    X, triplets, rng = skewed_problem()
+    signs = rng.choice([-1.0, 1.0], size=len(triplets))
+    Xd = X.toarray()
+    if learner == "oasis":
+        est = OASIS(C=0.3, compact=False).partial_fit_triplets(X, triplets, signs)
+        ref = dense_oasis(Xd, triplets, 0.3, signs=signs)
+    elif learner.startswith("sors"):
+        reg = learner.split("-")[1]
+        est = SORS(regularizer=reg, lam=0.02, eta=0.1, compact=False).partial_fit_triplets(X, triplets)
+        etas = est.engine_.schedule.etas[1:len(triplets) + 1]
+        ref = dense_sors(Xd, triplets, 0.02, etas, offdiag=reg == "offdiag")
+    else:
+        est = AdaSORS(lam=0.02, eta=0.1, delta=0.1, compact=False, keep_zero_state=True).partial_fit_triplets(X, triplets)
+        etas = est.engine_.schedule.etas[1:len(triplets) + 1]
+        ref = dense_adasors(Xd, triplets, 0.02, etas, 0.1, offdiag=False)
+    rows = est.engine_.store.rows
+    n_dense = est.engine_.store.n_dense_rows
+    assert 0 < n_dense < np.count_nonzero(rows[:, 1]), "the test needs dense and sparse rows"
+    np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
+    assert 0 < est.n_updates_ < len(triplets) or learner == "oasis"
+
+
 @pytest.mark.parametrize("regularizer", ["l1", "offdiag"])
 @pytest.mark.parametrize("schedule", ["constant", "invsqrt"])
 def test_adasors_matches_dense_reference(regularizer, schedule):
@@ -115,7 +156,8 @@ def zipf_problem(d=80, n=60, T=400, seed=17):
     rows = [np.unique(rng.choice(d, size=12, p=p)) for _ in range(n)]
     X = sp.csr_matrix((rng.normal(size=sum(map(len, rows))), np.concatenate(rows),
                        np.concatenate([[0], np.cumsum(list(map(len, rows)))])), shape=(n, d))
-    return X, rng.integers(0, n, size=(T, 3)), rng
+    triplets = rng.integers(0, n, size=(T, 3))
+    return X, triplets[triplets[:, 1] != triplets[:, 2]], rng
 
 
 @pytest.mark.parametrize("mode,params", [(0, {"C": 0.3}), (SORS_MODE, {"lam": 0.01}), (2, {"lam": 0.01, "delta": 0.1})])

@@ -99,6 +99,37 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
         e = k * nz
         if mode == SORS:
             th_row = pending(rows, i, cum_target, cum_eta, lam)
+        if mode != ADASORS and rows[i, SHIFT] < 0:
+            # a dense row: every entry has its record at off + j, found; no probe, no insert,
+            # and no ``prev`` (pass 2 and the give-back skip what only sparse rows need). Its
+            # record of column i is never written (the diagonal lives in ``diag``), so it reads
+            # as a zero; the diagonal's value is selected in its place, in the same order
+            off = rows[i, OFF]
+            dv = diag[i]
+            if lazy and prox_diag:
+                dv = catch_up(dv, diag_last[i], diag_aux[i], cum_target, cum_eta, lam, mode, delta)
+            with_diag = False
+            for jj in range(nz):
+                ahead = h + ROW_PREFETCH_DISTANCE
+                if ahead < m and homes[U(ahead)] >= 0:
+                    prefetch_item(table, homes[U(ahead)])
+                j = zi[U(jj)]
+                on_diag = j == i
+                s = off + j
+                v = value_at(table, U(s))
+                if mode == SORS:
+                    v = soft_threshold(v, th_row)
+                v = dv if on_diag else v
+                with_diag |= on_diag
+                slots[U(e)] = -1 if on_diag else s
+                acc += zv[U(jj)] * v
+                e += 1
+                h += 1
+            if with_diag and lazy and prox_diag:
+                diag[i] = dv
+                diag_last[i] = target
+            accs[k] = acc
+            continue
         for jj in range(nz):
             ahead = h + ROW_PREFETCH_DISTANCE
             if ahead < m and homes[U(ahead)] >= 0:
@@ -322,6 +353,8 @@ def train_triplets(
             for q in range(n_own):
                 k = own[q]
                 i = xr[k]
+                if rows[i, SHIFT] < 0 and mode != ADASORS:
+                    continue  # (a dense row: nothing inserted, no zero record leaves it)
                 e = k * nz
                 th_row = pending(rows, i, cum_target, cum_eta, lam) if mode == SORS else 0.0
                 for jj in range(nz):
