@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from .atomics import sync_array
-from .bilinear_loop import REBASE_AT, finalize_lazy, train_triplets
+from .bilinear_loop import REBASE_AT, finalize_lazy, padded_homes, train_triplets
 from .driver import run_growing, triplet_scratch
 from .rowstore import RowStore, planned_slots, record_dtype
 from .rules import ADASORS, OASIS, SORS
@@ -153,9 +153,11 @@ class BilinearEngine(WritableOnUnpickle):
         # of any x); shared: one slot per entry
         # of x z^T (homes, slots, prev), per row of x (accs, plan), the threads' meeting points
         scratch = [triplet_scratch(X, 0) for _ in range(n_threads)]
-        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64), triplet_scratch(X)[2],
-                    np.empty(len(zi), np.int64)) for zi, zv in scratch]
+        # (``homes`` runs ROW_PREFETCH_DISTANCE past its last entry: pass 1 prefetches ahead without a bounds test)
+        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64),
+                    padded_homes(triplet_scratch(X)[2]), np.empty(len(zi), np.int64)) for zi, zv in scratch]
         slots, prev = triplet_scratch(X, 2)[2:]
+        prev = np.empty(len(prev), np.int32)  # (what a slot's column held: an int32 like the column)
         longest = len(scratch[0][0])
         entries = (slots, prev, np.empty(longest), np.empty((longest, 4), np.int64), np.empty(longest, np.int64))
         sync = sync_array(n_threads)

@@ -17,6 +17,7 @@ that apply pending shrinkage. The engine object that runs it is
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 from sparsesim.prefetch import prefetch_item
 from .atomics import claim, meet, reset_claims
@@ -38,6 +39,13 @@ from .segments import (BASE, EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_
 # per entry; with the 12-byte records of an earlier engine 20 had measured best (docs/engine.md,
 # "Prefetching").
 ROW_PREFETCH_DISTANCE = 32
+
+
+def padded_homes(homes):
+    """A zeroed array like ``homes`` with ROW_PREFETCH_DISTANCE more entries, so that pass 1
+    reads the slot to prefetch ahead without testing for the end (past its m entries it finds
+    zeros or slots of an earlier triplet: valid addresses, whose prefetch is only wasted)."""
+    return np.zeros(len(homes) + ROW_PREFETCH_DISTANCE, homes.dtype)
 # Rows of x a training thread takes at a time for pass 1 (with more threads than one): small
 # enough that the threads end pass 1 together, large enough to amortise the shared counter and
 # the prefetch's warm-up at the start of every chunk.
@@ -86,8 +94,7 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
     cum_target = cum_eta[target]
     th_row = 0.0
     for h in range(min(ROW_PREFETCH_DISTANCE, m)):
-        if homes[h] >= 0:
-            prefetch_item(table, homes[h])
+        prefetch_item(table, homes[h])
     h = 0
     for q in range(q0, q1):
         k = own[q]
@@ -110,9 +117,7 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
                 dv = catch_up(dv, diag_last[i], diag_aux[i], cum_target, cum_eta, lam, mode, delta)
             with_diag = False
             for jj in range(nz):
-                ahead = h + ROW_PREFETCH_DISTANCE
-                if ahead < m and homes[U(ahead)] >= 0:
-                    prefetch_item(table, homes[U(ahead)])
+                prefetch_item(table, homes[U(h + ROW_PREFETCH_DISTANCE)])
                 j = zi[U(jj)]
                 on_diag = j == i
                 s = off + j
@@ -131,9 +136,9 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
             accs[k] = acc
             continue
         for jj in range(nz):
-            ahead = h + ROW_PREFETCH_DISTANCE
-            if ahead < m and homes[U(ahead)] >= 0:
-                prefetch_item(table, homes[U(ahead)])
+            # (no test: ``homes`` runs ROW_PREFETCH_DISTANCE past m, and a prefetch of the
+            # diagonal's -1 or of a stale slot is a hint that cannot fault)
+            prefetch_item(table, homes[U(h + ROW_PREFETCH_DISTANCE)])
             hs = homes[U(h)]
             if hs < 0:
                 v = diag[i]
