@@ -46,6 +46,8 @@ def padded_homes(homes):
     reads the slot to prefetch ahead without testing for the end (past its m entries it finds
     zeros or slots of an earlier triplet: valid addresses, whose prefetch is only wasted)."""
     return np.zeros(len(homes) + ROW_PREFETCH_DISTANCE, homes.dtype)
+
+
 # Rows of x a training thread takes at a time for pass 1 (with more threads than one): small
 # enough that the threads end pass 1 together, large enough to amortise the shared counter and
 # the prefetch's warm-up at the start of every chunk.
