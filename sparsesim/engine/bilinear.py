@@ -153,11 +153,11 @@ class BilinearEngine(WritableOnUnpickle):
         # of any x); shared: one slot per entry
         # of x z^T (homes, slots, prev), per row of x (accs, plan), the threads' meeting points
         scratch = [triplet_scratch(X, 0) for _ in range(n_threads)]
+        slots = triplet_scratch(X)[2]
+        prev = np.empty(len(slots), np.int32)  # (what a slot's column held: an int32 like the column)
         # (``homes`` runs ROW_PREFETCH_DISTANCE past its last entry: pass 1 prefetches ahead without a bounds test)
-        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64),
-                    padded_homes(triplet_scratch(X)[2]), np.empty(len(zi), np.int64)) for zi, zv in scratch]
-        slots, prev = triplet_scratch(X, 2)[2:]
-        prev = np.empty(len(prev), np.int32)  # (what a slot's column held: an int32 like the column)
+        scratch = [(zi, zv, np.empty(len(zi), np.uint64), np.empty(len(zi), np.int64), padded_homes(len(slots)),
+                    np.empty(len(zi), np.int64)) for zi, zv in scratch]
         longest = len(scratch[0][0])
         entries = (slots, prev, np.empty(longest), np.empty((longest, 4), np.int64), np.empty(longest, np.int64))
         sync = sync_array(n_threads)

@@ -41,11 +41,11 @@ from .segments import (BASE, EMPTY, LIVE, OFF, SHIFT, TOMBSTONE, USED, CAP, col_
 ROW_PREFETCH_DISTANCE = 32
 
 
-def padded_homes(homes):
-    """A zeroed array like ``homes`` with ROW_PREFETCH_DISTANCE more entries, so that pass 1
+def padded_homes(n_entries):
+    """A zeroed ``homes`` for ``n_entries`` entries with ROW_PREFETCH_DISTANCE more, so that pass 1
     reads the slot to prefetch ahead without testing for the end (past its m entries it finds
     zeros or slots of an earlier triplet: valid addresses, whose prefetch is only wasted)."""
-    return np.zeros(len(homes) + ROW_PREFETCH_DISTANCE, homes.dtype)
+    return np.zeros(n_entries + ROW_PREFETCH_DISTANCE, np.int64)
 
 
 # Rows of x a training thread takes at a time for pass 1 (with more threads than one): small
@@ -59,6 +59,14 @@ SWEEPS, ROWS = 0, 1
 # (a margin over ~10^4 entries to within ~10^-6), and at lam = 1e-6, eta = 1 a row is rebased
 # once per 250,000 steps at most.
 REBASE_AT = 0.25
+
+
+@numba.njit(cache=True, inline="always")
+def read_directly(rows, i, mode):
+    """Pass 1 reads row i without probing: a dense row, under OASIS or SORS (AdaSORS's entries
+    carry state that the generic path catches up). Such a row gets no insert and no ``prev``, so
+    the give-back of a zero-loss triplet skips it."""
+    return mode != ADASORS and rows[i, SHIFT] < 0
 
 
 @numba.njit(cache=True, inline="always")
@@ -108,9 +116,9 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
         e = k * nz
         if mode == SORS:
             th_row = pending(rows, i, cum_target, cum_eta, lam)
-        if mode != ADASORS and rows[i, SHIFT] < 0:
+        if read_directly(rows, i, mode):
             # a dense row: every entry has its record at off + j, found; no probe, no insert,
-            # and no ``prev`` (pass 2 and the give-back skip what only sparse rows need). Its
+            # and no ``prev`` (the give-back skips the row). Its
             # record of column i is never written (the diagonal lives in ``diag``), so it reads
             # as a zero; the diagonal's value is selected in its place, in the same order
             off = rows[i, OFF]
@@ -123,7 +131,7 @@ def pass1_rows(table, rows, xr, data, lo, own, q0, q1, y, zi, zv, nz, homes, m, 
                 j = zi[U(jj)]
                 on_diag = j == i
                 s = off + j
-                v = value_at(table, U(s))
+                v = value_at(table, s)
                 if mode == SORS:
                     v = soft_threshold(v, th_row)
                 v = dv if on_diag else v
@@ -360,7 +368,7 @@ def train_triplets(
             for q in range(n_own):
                 k = own[q]
                 i = xr[k]
-                if rows[i, SHIFT] < 0 and mode != ADASORS:
+                if read_directly(rows, i, mode):
                     continue  # (a dense row: nothing inserted, no zero record leaves it)
                 e = k * nz
                 th_row = pending(rows, i, cum_target, cum_eta, lam) if mode == SORS else 0.0
