@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from .exceptions import SparsesimError
+from .embedding import EmbeddingSimilarity
 from .models import BilinearSimilarity, MultiTaskLinearModel, MultiTaskSimilarity
 from .triplets import omtrsl_triplets, sors_triplets
 
@@ -224,7 +225,7 @@ def check_partial_fit_chunks(estimator):
     _assert_same(problem.scores(one), problem.scores(two), "chunked learning differs from one call")
 
 
-_MODEL_CLASSES = {"triplet": BilinearSimilarity, "multitask-triplet": MultiTaskSimilarity,
+_MODEL_CLASSES = {"triplet": (BilinearSimilarity, EmbeddingSimilarity), "multitask-triplet": MultiTaskSimilarity,
                   "multitask-classifier": MultiTaskLinearModel}
 
 

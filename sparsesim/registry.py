@@ -97,6 +97,10 @@ register(AlgorithmSpec("adasors-l1", "sparsesim.learners.bilinear:AdaSORS", "sim
 register(AlgorithmSpec("adasors-offdiag", "sparsesim.learners.bilinear:AdaSORS", "similarity",
                        "AdaSORS-II: AdaGrad proximal L1 on the off-diagonal entries", {"regularizer": "offdiag"}))
 
+register(AlgorithmSpec("proxy-ssi", "sparsesim.learners.embedding:ProxySSI", "similarity",
+                       "low-rank S = alpha cos + <e(x),e(x')> from class-proxy and mined triplets (SSI, proxies), "
+                       "alpha and passes chosen on held-out data"))
+
 # --- online heterogeneous transfer (OHT) ---------------------------------------------------
 # Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
 # parameter) PA / PA-I / PA-II target learner; paper settings sigma = 8, C = 5, K = 100.
