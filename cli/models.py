@@ -56,10 +56,12 @@ def train(
 
 
 def _size_text(summary: dict) -> str:
-    """A model's size as a summary reports it (bilinear: nnz(M) and sparsity; embedding: width, bytes)."""
+    """A model's size as a summary reports it (bilinear: nnz(M) and sparsity; embedding: width, bytes; BM25)."""
     if "nnz" in summary:
         return f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%"
-    return f"embedding of {summary['n_components']} dimensions, {summary['model_bytes']:,} bytes"
+    if "n_components" in summary:
+        return f"embedding of {summary['n_components']} dimensions, {summary['model_bytes']:,} bytes"
+    return "no stored weights (BM25 weighs the corpus searched)"
 
 
 @app.command()
@@ -73,7 +75,8 @@ def tune(
     n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Trials run at once (joblib; with SPARSESIM_SCHEDULER set, a Dask cluster)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split, the validation part and the triplet streams."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training (the rest is the test split, never seen)."),
-    validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials."),
+    validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials (of its classes with --validation classes)."),
+    validation: str = typer.Option("documents", "--validation", help="documents: hold out part of every class; classes: hold out whole classes (for models that must serve classes unseen in training)."),
     scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
 ):
@@ -103,7 +106,8 @@ def tune(
     with bar:
         summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
-                             validation_fraction=validation_fraction, scheduler=scheduler, progress=advance)
+                             validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
+                             validation=validation)
     if json_out:
         _emit(summary)
         return

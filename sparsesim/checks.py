@@ -8,6 +8,7 @@ The kind comes from the estimator's tags (:class:`sparsesim.learners.base.Sparse
 kind                     ``fit`` arguments                             scores compared
 =======================  ============================================  ==========================
 ``triplet``              ``X`` (CSR), ``y`` (classes)                  ``model_.score_matrix``
+``triplet-counts``       ``X`` (CSR of term counts), ``y`` (classes)   ``model_.score_matrix``
 ``multitask-triplet``    ``X``, ``y``, ``tasks``                       ``model_.score_matrix`` per task
 ``multitask-classifier`` one CSR and one ±1 vector per task            ``model_.decision_function``
 ``online-classifier``    ``X``, ``y`` ±1, ``source_scores``            ``decision_function``
@@ -37,8 +38,8 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from .exceptions import SparsesimError
-from .embedding import EmbeddingSimilarity
-from .models import BilinearSimilarity, MultiTaskLinearModel, MultiTaskSimilarity
+from .model_files import SIMILARITY_MODEL_CLASSES
+from .models import MultiTaskLinearModel, MultiTaskSimilarity
 from .triplets import omtrsl_triplets, sors_triplets
 
 __all__ = ["Problem", "make_problem", "common_checks", "fast_params"]
@@ -94,6 +95,12 @@ def make_problem(kind: str, seed: int = 0, n_features: int = 12) -> Problem:
     d = n_features
     if kind == "triplet":
         X = _sparse(rng, 40, d)
+        y = np.repeat(np.arange(4), 10)
+        Q = X[:5]
+        return Problem((X, y), {}, d, lambda est: est.model_.score_matrix(Q, X))
+    if kind == "triplet-counts":
+        X = sp.csr_matrix(rng.poisson(0.6, size=(40, d)).astype(np.float64))
+        X = X + sp.csr_matrix((np.ones(40), (np.arange(40), rng.integers(0, d, 40))), shape=(40, d))
         y = np.repeat(np.arange(4), 10)
         Q = X[:5]
         return Problem((X, y), {}, d, lambda est: est.model_.score_matrix(Q, X))
@@ -225,8 +232,9 @@ def check_partial_fit_chunks(estimator):
     _assert_same(problem.scores(one), problem.scores(two), "chunked learning differs from one call")
 
 
-_MODEL_CLASSES = {"triplet": (BilinearSimilarity, EmbeddingSimilarity), "multitask-triplet": MultiTaskSimilarity,
-                  "multitask-classifier": MultiTaskLinearModel}
+_MODEL_CLASSES = {"triplet": tuple(SIMILARITY_MODEL_CLASSES.values()),
+                  "triplet-counts": tuple(SIMILARITY_MODEL_CLASSES.values()),
+                  "multitask-triplet": MultiTaskSimilarity, "multitask-classifier": MultiTaskLinearModel}
 
 
 def check_save_load_round_trip(estimator):

@@ -8,6 +8,7 @@ file kind                  class
 =========================  ==================================================
 ``bilinear-similarity``    :class:`sparsesim.models.BilinearSimilarity`
 ``embedding-similarity``   :class:`sparsesim.embedding.EmbeddingSimilarity`
+``bm25-similarity``        :class:`sparsesim.lexical.BM25Similarity`
 =========================  ==================================================
 """
 
@@ -17,14 +18,16 @@ import os
 
 from .embedding import EMBEDDING_MODEL_KIND, EmbeddingSimilarity
 from .exceptions import FileFormatError
+from .lexical import BM25_MODEL_KIND, BM25Similarity
 from .models import LINEAR_MODEL_KIND, MODEL_KIND, MULTITASK_MODEL_KIND, BilinearSimilarity
 from .persistence import bundle_kind
 from .validation import bounded
 
-__all__ = ["SIMILARITY_MODEL_CLASSES", "load_similarity_model"]
+__all__ = ["SIMILARITY_MODEL_CLASSES", "load_similarity_model", "model_nbytes"]
 
 #: File kind -> the class that loads it (single-task similarity models).
-SIMILARITY_MODEL_CLASSES = {MODEL_KIND: BilinearSimilarity, EMBEDDING_MODEL_KIND: EmbeddingSimilarity}
+SIMILARITY_MODEL_CLASSES = {MODEL_KIND: BilinearSimilarity, EMBEDDING_MODEL_KIND: EmbeddingSimilarity,
+                            BM25_MODEL_KIND: BM25Similarity}
 
 
 def load_similarity_model(path: str | os.PathLike):
@@ -32,7 +35,7 @@ def load_similarity_model(path: str | os.PathLike):
 
     Returns
     -------
-    BilinearSimilarity or EmbeddingSimilarity
+    BilinearSimilarity, EmbeddingSimilarity or BM25Similarity
 
     Raises
     ------
@@ -47,3 +50,12 @@ def load_similarity_model(path: str | os.PathLike):
         raise FileFormatError(f"{path}: holds a {bounded(repr(kind), 60)}, expected one of "
                               f"{', '.join(map(repr, SIMILARITY_MODEL_CLASSES))}{hint}")
     return cls.load(path)
+
+
+def model_nbytes(model) -> int:
+    """Bytes of a similarity model's arrays (a bilinear model: W's CSR arrays; the text featuriser not counted)."""
+    nbytes = getattr(model, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    W = model.W
+    return int(W.data.nbytes + W.indices.nbytes + W.indptr.nbytes)

@@ -24,7 +24,8 @@ class AlgorithmSpec:
     factory : str
         ``"module:Class"``; the class follows the scikit-learn estimator contract.
     kind : str
-        ``"similarity"`` (learns S from triplets), ``"baseline"`` (fixed similarity),
+        ``"similarity"`` (learns S from triplets), ``"baseline"`` (a similarity fitted without
+        triplets: fixed ones, BM25, LSA, classifier embeddings),
         ``"multitask-similarity"``, ``"multitask-classifier"``, ``"transfer"``.
     summary : str
         One line for ``--help`` and the README.
@@ -86,6 +87,18 @@ register(AlgorithmSpec("dot", "sparsesim.learners.baselines:DotProduct", "baseli
                        "plain dot product x.x' (M = I), no training"))
 register(AlgorithmSpec("cosine", "sparsesim.learners.baselines:Cosine", "baseline",
                        "cosine similarity, no training"))
+register(AlgorithmSpec("bm25", "sparsesim.learners.batch_baselines:BM25", "baseline",
+                       "BM25 (bm25s) of the query document's terms over the corpus searched; needs term counts"))
+register(AlgorithmSpec("lsa", "sparsesim.learners.batch_baselines:LSA", "baseline",
+                       "LSA: cosine in a 300-dimensional truncated SVD of the training documents"))
+register(AlgorithmSpec("logreg-proba", "sparsesim.learners.batch_baselines:LogRegEmbedding", "baseline",
+                       "logistic-regression class probabilities as embedding (L2-normalised, dot product); "
+                       "supervised", {"output": "proba"}))
+register(AlgorithmSpec("logreg-scores", "sparsesim.learners.batch_baselines:LogRegEmbedding", "baseline",
+                       "logistic-regression decision scores as embedding (L2-normalised, dot product); supervised",
+                       {"output": "scores"}))
+register(AlgorithmSpec("svm-scores", "sparsesim.learners.batch_baselines:LinearSVMEmbedding", "baseline",
+                       "linear-SVM decision scores as embedding (L2-normalised, dot product); supervised"))
 register(AlgorithmSpec("oasis", "sparsesim.learners.bilinear:OASIS", "similarity",
                        "OASIS: passive-aggressive bilinear similarity (Chechik et al. 2010)"))
 register(AlgorithmSpec("sors-l1", "sparsesim.learners.bilinear:SORS", "similarity",

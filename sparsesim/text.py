@@ -194,6 +194,10 @@ def featurizer_from_arrays(arrays: dict, meta: dict, source: str = "model file")
         vec = TfidfVectorizer(**params)
         if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms) or len(set(terms)) != len(terms):
             raise ValueError("vocabulary must be a list of distinct strings")
+        if not vec.use_idf:  # no statistics to restore: fitting on the stored vocabulary rebuilds it exactly
+            if not terms:
+                raise ValueError("empty vocabulary")
+            vec = TfidfVectorizer(vocabulary=terms, **params).fit([""])
         vec.vocabulary_ = {t: i for i, t in enumerate(terms)}
         if vec.use_idf:
             idf = np.asarray(arrays.pop(_ARRAY_IDF), dtype=np.float64)

@@ -33,6 +33,7 @@ DEFAULT_CHUNK = 65536
 
 __all__ = [
     "stratified_split",
+    "class_split",
     "stratified_kfold",
     "sors_triplets",
     "iter_sors_triplets",
@@ -97,6 +98,47 @@ def _codes(y, name: str = "y", min_per_class: int = 2) -> tuple[np.ndarray, np.n
 
 
 # --------------------------------------------------------------------------- splits
+
+
+def class_split(y, unseen_fraction: float, seed=None) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of the *classes* of ``y``: the open-set (metric-learning) protocol's split.
+
+    ``round(unseen_fraction * n_classes)`` classes, drawn uniformly without replacement, are
+    unseen; the others are seen. Both sides keep at least two classes.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Class labels.
+    unseen_fraction : float in (0, 1)
+    seed : int, Generator or None
+
+    Returns
+    -------
+    seen, unseen : ndarray
+        The class labels of each side, sorted.
+
+    Raises
+    ------
+    InvalidInputError
+        A fraction outside (0, 1), or fewer than two classes on one side.
+
+    Examples
+    --------
+    >>> seen, unseen = class_split([0, 0, 1, 1, 2, 2, 3, 3], 0.5, seed=0)
+    >>> len(seen), len(unseen), sorted(np.concatenate([seen, unseen]).tolist())
+    (2, 2, [0, 1, 2, 3])
+    """
+    if isinstance(unseen_fraction, bool) or not 0.0 < float(unseen_fraction) < 1.0:
+        raise InvalidInputError(f"the unseen-class fraction must be in (0, 1), got {unseen_fraction!r}")
+    classes = np.unique(np.asarray(y))
+    n_unseen = int(round(float(unseen_fraction) * classes.size))
+    if n_unseen < 2 or classes.size - n_unseen < 2:
+        raise InvalidInputError(f"holding out {unseen_fraction:g} of {classes.size} classes leaves {n_unseen} unseen and "
+                                f"{classes.size - n_unseen} seen; each side needs at least two classes")
+    pick = np.zeros(classes.size, dtype=bool)
+    pick[_rng(seed).choice(classes.size, n_unseen, replace=False)] = True
+    return classes[~pick], classes[pick]
 
 
 def stratified_split(y, train_fraction: float = 0.7, seed=None) -> tuple[np.ndarray, np.ndarray]:

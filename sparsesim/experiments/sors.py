@@ -20,6 +20,10 @@ Options (``ExperimentConfig.options``):
 * ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
   every learner's parameters per seed by the same successive-halving search as ``sparsesim
   tune`` on a validation part of the training split; ``grid`` then gives its grid.
+* ``unseen_classes``: a fraction in (0, 1) turns on the open-set protocol: per seed, that share of
+  the classes (:func:`sparsesim.triplets.class_split`) is unseen; learners train on the training
+  documents of the other classes only, and the test documents of the unseen classes query each
+  other. With ``tune``, the search validates on classes held out from its training part.
 """
 
 from __future__ import annotations
@@ -38,20 +42,28 @@ from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
 from ..registry import get_algorithm
-from ..triplets import stratified_split
+from ..triplets import class_split, stratified_split
+from ..model_files import model_nbytes
 from ..tuning import tune_similarity
+from ..workflows.corpus import representation_options
 from . import ExperimentConfig
 from .runner import figure, grid_points, protocol_options, write_report
 from .runner import summarize as run_summary
 
 DEFAULT_TRIPLETS = 100_000
-DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
+DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "unseen_classes": None,
+                   "progress_callback": None}
 
 
 @functools.lru_cache(maxsize=2)
-def _dataset(name: str):
+def _dataset(name: str, representation: str = "default"):
     # cached per process: a worker running several jobs loads the corpus once
-    return load_dataset(name)
+    return load_dataset(name, **representation_options(name, representation))
+
+
+def _representation(algorithm: str) -> str:
+    """How ``algorithm`` reads rows: ``"raw"`` (term counts, e.g. BM25) or ``"default"``."""
+    return getattr(get_algorithm(algorithm).make(), "input_representation", "default")
 
 
 def _peak_rss_mb() -> float:
@@ -60,7 +72,7 @@ def _peak_rss_mb() -> float:
 
 def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
             train_fraction: float = 0.7, k: int = 10, tune: dict | None = None,
-            scale: dict | None = None) -> dict:
+            scale: dict | None = None, unseen_classes: float | None = None) -> dict:
     """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row.
 
     ``dataset`` is a name (loaded once per process) or the loaded :class:`LabelledData` (what a
@@ -68,14 +80,25 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     :func:`sparsesim.tuning.tune_similarity`, e.g. a grid), the parameters are chosen first by the
     search on a validation part of the training split (the test split is never seen) and the row
     records the search. With ``scale`` (``{param: multiplier}``) the learner's resolved ``"auto"``
-    values, multiplied, are passed explicitly (the row records them under ``scale``).
+    values, multiplied, are passed explicitly (the row records them under ``scale``). With
+    ``unseen_classes`` (a fraction of the classes), the open-set protocol: the seed also splits the
+    classes (:func:`sparsesim.triplets.class_split`); the learner sees only the training documents of
+    the seen classes, and the test documents of the unseen classes query each other (a search, if
+    any, validates on classes held out from its training part).
     """
-    data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset)
+    data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset, _representation(algorithm))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
+    open_set = None
+    if unseen_classes:
+        seen, unseen = class_split(data.y, unseen_classes, seed=seed)
+        train, test = train[np.isin(data.y[train], seen)], test[np.isin(data.y[test], unseen)]
+        open_set = {"unseen_fraction": float(unseen_classes), "seen_classes": [_label(c) for c in seen],
+                    "unseen_classes": [_label(c) for c in unseen]}
     spec = get_algorithm(algorithm)
     kwargs = dict(params)
     if spec.kind == "similarity":
         kwargs.setdefault("n_triplets", n_triplets)
+    if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     if scale:
         resolve = getattr(spec.make(**kwargs), "resolve_params", None)
@@ -90,7 +113,7 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     if tune is not None and spec.kind == "similarity":
         fixed = {key: value for key, value in kwargs.items() if key not in ("n_triplets", "random_state")}
         search = tune_similarity(algorithm, data.X[train], data.y[train], n_triplets, params=fixed, seed=seed,
-                                 **tune)
+                                 **({"validation": "classes"} if open_set else {}), **tune)
         est = search.estimator
     else:
         est = spec.make(**kwargs)
@@ -111,8 +134,9 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "map": float(scores["map"]),
         f"ap@{k}": float(scores[f"ap@{k}"]),
         f"map@{k}": float(scores[f"map@{k}"]),
-        "sparsity": float(model.sparsity()),
-        "nnz": int(model.nnz()),
+        "sparsity": float(model.sparsity()) if hasattr(model, "sparsity") else None,
+        "nnz": int(model.nnz()) if hasattr(model, "nnz") else None,
+        "model_bytes": model_nbytes(model),
         "train_seconds": train_seconds,
         "updates_per_second": seen / train_seconds if seen and train_seconds > 0 else None,
         "n_triplets": seen,
@@ -125,10 +149,16 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     }
     if scale:
         row["scale"] = dict(scale)
+    if open_set is not None:
+        row["open_set"] = open_set
     if search is not None:
         row.update(tuned_params=search.best_params, validation_map=search.best_score, wall_seconds=wall,
                    tuning=search.to_dict())
     return row
+
+
+def _label(value):
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def run(config: ExperimentConfig) -> dict:
@@ -139,6 +169,8 @@ def run(config: ExperimentConfig) -> dict:
             raise InvalidInputError(f"algorithm {name!r} ({spec.kind}) does not fit the 'sors' protocol")
     opts = protocol_options("sors", config.options, DEFAULT_OPTIONS)
     data = _dataset(config.dataset)  # fail fast (and clearly) before starting workers
+    representations = {name: _representation(name) for name in config.algorithms}
+    inputs = {rep: data if rep == "default" else _dataset(config.dataset, rep) for rep in set(representations.values())}
     n_triplets = config.triplets or DEFAULT_TRIPLETS
     train_fraction = float(opts["train_fraction"])
     k = int(opts["k"])
@@ -153,6 +185,14 @@ def run(config: ExperimentConfig) -> dict:
     if tune is not None and opts["grid"]:
         tune = dict(tune, grid=opts["grid"])
     scales = grid_points(opts["scale"], "scale")
+    unseen = opts["unseen_classes"]
+    if unseen in (None, 0, False):
+        unseen = None
+    else:
+        if isinstance(unseen, bool) or not isinstance(unseen, (int, float)):
+            raise InvalidInputError(f"option 'unseen_classes' must be a fraction of the classes in (0, 1), got "
+                                    f"{unseen!r}")
+        class_split(data.y, unseen, seed=0)  # refuses a fraction that leaves fewer than two classes a side
     if tune is not None and scales != [{}]:
         raise InvalidInputError("options 'tune' and 'scale' exclude each other")
     jobs = []
@@ -163,15 +203,15 @@ def run(config: ExperimentConfig) -> dict:
             for scale in (scales if kind == "similarity" else [{}]):
                 for seed in config.seeds:
                     jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune,
-                                 scale or None])
+                                 scale or None, unseen])
     progress = opts["progress_callback"]
-    with dask_jobs(config.scheduler, scatter=[data], n_jobs=config.n_jobs) as session:
+    with dask_jobs(config.scheduler, scatter=list(inputs.values()), n_jobs=config.n_jobs) as session:
         if session.distributed:  # the loaded data set travels once, as one scattered object
             for job in jobs:
-                job[0] = data
+                job[0] = inputs[representations[job[1]]]
         results = session.call(run_parallel, run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
-              "train_fraction": train_fraction, "results": results}
+              "train_fraction": train_fraction, "unseen_classes": unseen, "results": results}
     if config.out_dir is not None:
         out = write_report(report, config.out_dir, "sors_results.json").parent
         if len(points) * len(scales) > 1:
@@ -182,7 +222,8 @@ def run(config: ExperimentConfig) -> dict:
 def summarize(results: list[dict], k: int = 10) -> list[dict]:
     """Mean and std over seeds of each (algorithm, params) group, in first-seen order
     (:func:`.runner.summarize`); a metric no run of the group has is ``None``."""
-    metrics = ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "train_seconds", "updates_per_second", "peak_rss_mb")
+    metrics = ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "model_bytes", "train_seconds", "updates_per_second",
+               "peak_rss_mb")
     rows = [{**{m: r.get(m) for m in metrics}, "group": (r["algorithm"], json.dumps(r.get("params", {}),
                                                                                       sort_keys=True))}
             for r in results]
@@ -201,7 +242,10 @@ def format_table(report: dict) -> str:
              f"{'sparsity %':>12}{'nnz(M)':>14}{'train s':>10}{'upd/s':>9}"
     lines = [f"SORS protocol on {report['dataset']}: {report['triplets']} triplets, "
              f"{int(report['train_fraction'] * 100)}/{100 - int(report['train_fraction'] * 100)} split "
-             f"per class, seeds: {rows[0]['n_seeds'] if rows else 0}", header, "-" * len(header)]
+             f"per class, seeds: {rows[0]['n_seeds'] if rows else 0}"
+             + (f"; open set: {100 * report['unseen_classes']:g}% of the classes unseen in training, test documents "
+                "of those classes query each other" if report.get("unseen_classes") else ""),
+             header, "-" * len(header)]
 
     def pct(pair, digits=2):
         return "-" if pair is None else f"{100 * pair[0]:.{digits}f}±{100 * pair[1]:.{digits}f}"
@@ -211,17 +255,23 @@ def format_table(report: dict) -> str:
         ups = "-" if row["updates_per_second"] is None else f"{row['updates_per_second'][0]:.0f}"
         lines.append(
             f"{row['algorithm']:<18}{params[:25]:<26}{pct(row['map']):>14}{pct(row['ap@10']):>14}"
-            f"{pct(row['map@10']):>14}{100 * row['sparsity'][0]:>12.3f}{row['nnz'][0]:>14.0f}"
+            f"{pct(row['map@10']):>14}{_num(row['sparsity'], 100, '.3f'):>12}{_num(row['nnz'], 1, '.0f'):>14}"
             f"{row['train_seconds'][0]:>10.1f}{ups:>9}"
         )
     return "\n".join(lines)
+
+
+def _num(pair, scale, fmt) -> str:
+    return "-" if pair is None else format(scale * pair[0], fmt)
 
 
 def plot_sparsity_vs_map(results: list[dict], path: Path, dataset: str) -> Path:
     """Sparsity (x) against MAP (y), one line per algorithm over the grid (like SORS Fig. 5)."""
     with figure(path, figsize=(6, 4), dpi=110) as (fig, (ax,)):
         for algorithm in dict.fromkeys(r["algorithm"] for r in results):
-            rows = [r for r in summarize(results) if r["algorithm"] == algorithm]
+            rows = [r for r in summarize(results) if r["algorithm"] == algorithm and r["sparsity"] is not None]
+            if not rows:
+                continue
             pts = sorted((100 * r["sparsity"][0], 100 * r["map"][0]) for r in rows)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algorithm)
         ax.set_xlabel("sparsity of M (%)")

@@ -47,7 +47,7 @@ class SparsesimTags(Tags):
     Attributes
     ----------
     learner_kind : str
-        ``"triplet"``, ``"multitask-triplet"``, ``"online-classifier"`` or
+        ``"triplet"``, ``"triplet-counts"`` (rows of term counts), ``"multitask-triplet"``, ``"online-classifier"`` or
         ``"multitask-classifier"``: selects the checks of :mod:`sparsesim.checks`.
     skipped_checks : dict of str to str
         Common-check name -> the reason it does not apply to this estimator. Names of

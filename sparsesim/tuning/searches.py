@@ -9,7 +9,7 @@ import numpy as np
 
 from ..exceptions import InvalidInputError
 from ..registry import get_algorithm
-from ..triplets import omtrsl_triplets, sors_triplets, stratified_split, usable_rows
+from ..triplets import class_split, omtrsl_triplets, sors_triplets, stratified_split, usable_rows
 from ..validation import check_csr, check_labels, check_task_streams
 from .candidates import TUNABLE_KINDS
 from .halving import TuneResult, _check_search, _check_threads_fit, _search, _trial_base
@@ -19,7 +19,7 @@ from .trials import _StreamProblem, _TaskTripletProblem, _TripletProblem
 def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = None, params: dict | None = None,
                     seed: int = 0, n_jobs: int = 1, validation_fraction: float = 0.2, factor: int = 3,
                     min_budget: int = 500, scheduler: str | None = None, park_bytes: int = 2 << 30,
-                    progress=None, final: bool = True) -> TuneResult:
+                    progress=None, final: bool = True, validation: str = "documents") -> TuneResult:
     """Choose the parameters of a triplet-learned similarity by successive halving, then train it.
 
     Parameters
@@ -41,7 +41,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     n_jobs : int
         Trials run at once (joblib); with a Dask ``scheduler`` every worker thread is used.
     validation_fraction : float
-        Share of every class held out for validation.
+        Share of every class held out for validation (with ``validation="classes"``: share of the
+        classes).
     factor : int
         Successive-halving reduction factor (budget x factor, candidates / factor per rung).
     min_budget : int
@@ -56,6 +57,12 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         ``progress(done_trial_steps, total_trial_steps)``.
     final : bool
         Train the final model on all of ``X`` (else ``estimator`` is ``None``).
+    validation : {"documents", "classes"}
+        ``"documents"``: trials learn from part of every class and are scored on retrieval among
+        the held-out documents of the same classes. ``"classes"`` (class-disjoint, for models that
+        must serve classes never seen in training): a seeded share of the classes
+        (:func:`sparsesim.triplets.class_split`) is held out whole; trials learn from the other
+        classes and are scored on retrieval among the held-out classes' documents.
 
     Returns
     -------
@@ -66,11 +73,15 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         raise InvalidInputError(f"tuning supports similarity learners from triplets; {algorithm!r} is a "
                                 f"{spec.kind} algorithm (its protocol has its own search: sparsesim experiment)")
     _check_search(n_triplets, validation_fraction, factor)
+    if validation not in ("documents", "classes"):
+        raise InvalidInputError(f"validation must be 'documents' or 'classes', got {validation!r}")
     X = check_csr(X)
     y = check_labels(y, X.shape[0], min_per_class=1)
     rows = usable_rows(y, warn=True)
     if rows is not None:
         X, y = X[rows], y[rows]
+    if validation == "classes":
+        fit_classes, _ = class_split(y, validation_fraction, seed=seed)  # refuses too few classes, before any work
     base = dict(params or {})
     start_all = time.perf_counter()
     if spec.kind == "baseline":
@@ -80,7 +91,11 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     _check_threads_fit(base.get("n_threads", 1), n_jobs, scheduler)
 
     # validation part of the training part; classes too small to keep a validation pair stay in fit
-    fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
+    if validation == "classes":
+        in_fit = np.isin(y, fit_classes)
+        fit_rows, val_rows = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
+    else:
+        fit_rows, val_rows = stratified_split(y, 1.0 - validation_fraction, seed=seed)
     X_fit, y_fit, X_val, y_val = X[fit_rows], y[fit_rows], X[val_rows], y[val_rows]
     keep = usable_rows(y_fit, warn=False)
     if keep is not None:
@@ -98,7 +113,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
         result.estimator = spec.make(**dict(base, **result.best_params)).fit(X, y)
         result.final_seconds = time.perf_counter() - t0
     result.search_seconds = time.perf_counter() - start_all - result.final_seconds
-    result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), n_triplets=int(n_triplets))
+    result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), n_triplets=int(n_triplets),
+                       validation=validation)
     return result
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from ..data import LabelledData, load_dataset
+from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
 from ..validation import bounded
@@ -38,6 +39,28 @@ def model_data_options(model: BilinearSimilarity | None, options: dict | None = 
     return out
 
 
+#: TfidfVectorizer settings that make a text featuriser count terms (the raw representation of text)
+COUNT_SETTINGS = {"use_idf": False, "norm": None}
+
+
+def representation_options(name_or_path, representation: str = "default", options: dict | None = None) -> dict:
+    """``load_dataset`` options that read ``name_or_path`` in ``representation``.
+
+    ``"raw"`` means term counts where the data has them: a registered corpus's stored values
+    (``representation="raw"``), a text file or folder counted by a featuriser without idf and
+    normalisation; a vector file is read as stored. ``"default"`` changes nothing.
+    """
+    out = dict(options or {})
+    if representation != "raw":
+        return out
+    if not _looks_like_path(str(name_or_path)):
+        out["representation"] = "raw"
+    elif Path(str(name_or_path)).exists() and (out.get("format") or detect_format(str(name_or_path))) in (
+            "folder", "csv", "tsv", "jsonl"):
+        out["tfidf"] = dict(out.get("tfidf") or {}, **COUNT_SETTINGS)
+    return out
+
+
 def _load_labelled(name_or_path, **options) -> LabelledData:
     """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
     (multi-view and multi-task sets are for ``sparsesim experiment``)."""
@@ -57,6 +80,8 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
         opts.setdefault("n_features", n_features)
     if not _looks_like_path(str(name_or_path)):
         opts = {}
+    if model is not None and model.metadata.get("input_representation") == "raw":
+        opts = representation_options(name_or_path, "raw", opts)
     return _load_labelled(name_or_path, **opts)
 
 

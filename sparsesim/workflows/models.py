@@ -11,14 +11,14 @@ from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
-from ..model_files import load_similarity_model
+from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_file, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
 from ..validation import check_float, check_int, check_n_triplets
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
-from .corpus import _load_labelled, _looks_like_path, _record_data, load_corpus
+from .corpus import _load_labelled, _looks_like_path, _record_data, load_corpus, representation_options
 
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
@@ -46,21 +46,32 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
     out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
-    train, test = stratified_split(data.y, train_fraction, seed=seed)
     kwargs = dict(params or {})
     if spec.kind == "similarity":
         kwargs.setdefault("n_triplets", n_triplets)
+    if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
+    data, representation = _load_for(est, dataset, data_options)
+    train, test = stratified_split(data.y, train_fraction, seed=seed)
     est.fit(data.X[train], data.y[train], progress=progress)
     model = est.model_
     model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
                           n_train=int(train.size))
+    if representation != "default":
+        model.metadata["input_representation"] = representation
     _record_data(model, data, data_options)
     with replacing_unchanged(out, out_state):
         model.save(out)
     return _fit_summary(algorithm, dataset, out, train, est, model)
+
+
+def _load_for(est, dataset, data_options):
+    """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
+    counts for BM25); returns the data and the representation."""
+    representation = getattr(est, "input_representation", "default")
+    opts = data_options if _looks_like_path(str(dataset)) else {}
+    return _load_labelled(dataset, **representation_options(dataset, representation, opts)), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
@@ -76,23 +87,28 @@ def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
 
 
 def model_size(model) -> dict:
-    """What a summary reports of a model's size: nnz(M) and sparsity for a bilinear model, the
-    embedding width and bytes for an embedding model."""
+    """What a summary reports of a model's size: bytes of its arrays, and nnz(M) and sparsity for a
+    bilinear model, the width of an embedding model."""
     if hasattr(model, "nnz"):
-        return {"nnz": model.nnz(), "sparsity": model.sparsity()}
-    return {"n_components": model.n_components, "model_bytes": model.nbytes}
+        return {"nnz": model.nnz(), "sparsity": model.sparsity(), "model_bytes": model_nbytes(model)}
+    out = {"model_bytes": model_nbytes(model)}
+    if hasattr(model, "n_components"):
+        out["n_components"] = model.n_components
+    return out
 
 
 def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
                grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
                validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
-               data_options: dict | None = None) -> dict:
+               data_options: dict | None = None, validation: str = "documents") -> dict:
     """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
 
     The per-class ``train_fraction`` split is the one ``train`` and ``evaluate`` use (same seed),
     so ``evaluate`` scores the saved model on a test split the search never saw. The search is
     :func:`sparsesim.tuning.tune_similarity` (successive halving; survivors continue training);
     the final model is trained on the whole training split with the chosen parameters.
+    ``validation="classes"`` scores trials on classes held out whole from the search's training
+    part (for models meant for classes unseen in training; similarity learners only).
 
     Returns
     -------
@@ -109,6 +125,9 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
     out_state = file_state(out)
     if spec.kind in ("multitask-similarity", "multitask-classifier"):
+        if validation != "documents":
+            raise InvalidInputError("class-disjoint validation (--validation classes) is for single-task similarity "
+                                    f"learners; {algorithm!r} is a {spec.kind} algorithm")
         tuner = _tune_multitask_model if spec.kind == "multitask-similarity" else _tune_online_model
         summary, model = tuner(algorithm, dataset, int(n_triplets), seed, grid, params, n_jobs, train_fraction,
                                validation_fraction, scheduler, progress)
@@ -116,17 +135,19 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
             model.save(out)
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data = _load_labelled(dataset, **data_options) if _looks_like_path(str(dataset)) else _load_labelled(dataset)
+    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options)
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
     result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
                              seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
-                             scheduler=scheduler, progress=progress)
+                             scheduler=scheduler, progress=progress, validation=validation)
     est = result.estimator
     model = est.model_
     model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
                           n_train=int(train.size),
                           tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
                                   "n_trials": len(result.trials), "rungs": result.rungs})
+    if representation != "default":
+        model.metadata["input_representation"] = representation
     _record_data(model, data, data_options)
     with replacing_unchanged(out, out_state):
         model.save(out)
