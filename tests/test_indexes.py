@@ -55,6 +55,31 @@ def test_exact_equals_brute_force(model, split, strategy):
     np.testing.assert_array_equal(np.array(ids), top)
 
 
+
+@pytest.mark.parametrize("numpy_path", [True, False])
+@pytest.mark.parametrize("kind,params", [("exact", {"strategy": "query"}), ("exact", {"strategy": "corpus"}),
+                                         ("ann", {"target_recall": None})])
+def test_queries_whose_terms_all_have_empty_rows_in_w(split, monkeypatch, numpy_path, kind, params):
+    """A model whose W has no entry in the query's rows (``train -a dot``: W empty) answers exactly
+    on the numpy path of the first queries and on the kernels (issue 40, family 14)."""
+    from sparsesim.indexes import small_batch
+
+    X, Q, _ = split
+    d = X.shape[1]
+    half = sp.random(d, d, density=0.001, random_state=4, format="csr")
+    half = sp.csr_matrix(sp.diags((np.arange(d) >= d // 2).astype(float)) @ half)  # rows of the first half empty
+    Q_low = sp.csr_matrix(Q[:6].multiply((np.arange(d) < d // 2)[None, :]))  # terms in the empty rows only
+    monkeypatch.setattr(small_batch, "take", lambda n: numpy_path)
+    for W, queries in ((sp.csr_matrix((d, d)), Q[:6]), (half, Q_low)):
+        model = BilinearSimilarity(W)
+        index = build_index(model, X, kind=kind, **params)
+        top, vals, _ = brute_top(model, queries, X, 10)
+        ids, scores = index.query(queries, top_k=10)
+        np.testing.assert_allclose(scores, vals, rtol=0, atol=1e-10)
+        assert recall(ids, top) == 1.0
+        ids, scores = index.query_similar([0, 1], top_k=5)
+        assert scores.shape == (2, 5) and np.isfinite(scores).all()
+
 def test_exact_threads_and_normalize(split):
     X, Q, _ = split
     W = sp.random(X.shape[1], X.shape[1], density=0.002, random_state=0, format="csr")
