@@ -50,9 +50,16 @@ def train(
         _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
                    f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
                    f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
-                   f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%; saved {out}")
+                   f"{_size_text(summary)}; saved {out}")
         if summary.get("resolved_params"):
             typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
+
+
+def _size_text(summary: dict) -> str:
+    """A model's size as a summary reports it (bilinear: nnz(M) and sparsity; embedding: width, bytes)."""
+    if "nnz" in summary:
+        return f"nnz(M) = {summary['nnz']}, sparsity {100 * summary['sparsity']:.3f}%"
+    return f"embedding of {summary['n_components']} dimensions, {summary['model_bytes']:,} bytes"
 
 
 @app.command()
@@ -118,7 +125,7 @@ def tune(
                    f"{100 * summary['online_error_rate']:.2f}%; saved {out}")
     else:
         typer.echo(f"final model: {summary['n_triplets']} triplets on {summary['n_train']} documents in "
-                   f"{summary['train_seconds']:.1f} s; nnz(M) = {summary['nnz']}; saved {out}")
+                   f"{summary['train_seconds']:.1f} s; {_size_text(summary)}; saved {out}")
 
 
 def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out):
@@ -168,7 +175,7 @@ def evaluate(
     else:
         _echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
                    f"MAP {100 * result['map']:.2f}%  AP@{k} {100 * result[f'ap@{k}']:.2f}%  "
-                   f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  sparsity {100 * result['sparsity']:.3f}%")
+                   f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  {_size_text(result)}")
 
 
 @app.command()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 # private names too: code written against the single module imported some of them from here
 from .arrays import _check_header, _npy_header, csr_arrays, csr_from_arrays, read_npy, read_npz  # noqa: F401
-from .bundles import _META_KEY, FORMAT_VERSION, load_bundle, save_bundle  # noqa: F401
+from .bundles import _META_KEY, FORMAT_VERSION, bundle_kind, load_bundle, save_bundle  # noqa: F401
 from .checksums import _update_arrays, arrays_checksum, bundle_checksum, file_sha256  # noqa: F401
 from .files import (  # noqa: F401
     _TEMP_RE,

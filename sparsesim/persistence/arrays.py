@@ -43,8 +43,9 @@ def _check_header(shape, dtype, what: str, available: int | None):
     return nbytes
 
 
-def read_npz(path: str | os.PathLike, what: str | None = None) -> dict[str, np.ndarray]:
-    """Read every array of an ``.npz`` file, refusing what could not be ours before reading it.
+def read_npz(path: str | os.PathLike, what: str | None = None, only=None) -> dict[str, np.ndarray]:
+    """Read every array of an ``.npz`` file (or the members named in ``only``), refusing what could
+    not be ours before reading it.
 
     Each member must be an uncompressed (stored) or deflated ``.npy`` whose header declares a
     numeric or unicode dtype and exactly as many bytes as the member holds; the decompressed
@@ -72,6 +73,8 @@ def read_npz(path: str | os.PathLike, what: str | None = None) -> dict[str, np.n
             if not name.endswith(".npy") or "/" in name or "\\" in name or name.startswith("."):
                 raise FileFormatError(f"{what}: unexpected archive member {bounded(name, 80)!r}")
             key = name[:-4]
+            if only is not None and key not in only:
+                continue
             if key in arrays:
                 raise FileFormatError(f"{what}: duplicate archive member {bounded(name, 80)!r}")
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):

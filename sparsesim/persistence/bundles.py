@@ -41,6 +41,28 @@ def save_bundle(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: di
     return full_meta
 
 
+def bundle_kind(path: str | os.PathLike) -> str:
+    """The ``kind`` a file written by :func:`save_bundle` declares, read from its metadata alone
+    (the arrays are not read and the checksum is not verified: :func:`load_bundle` does that).
+
+    Raises
+    ------
+    FileFormatError
+        Missing or unreadable file, no metadata, metadata without a string ``kind``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileFormatError(f"{path}: no such file")
+    raw = read_npz(path, what=str(path), only={_META_KEY}).get(_META_KEY)
+    if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
+        raise FileFormatError(f"{path}: not a sparsesim model file (no metadata)")
+    meta = loads_strict(raw.tobytes(), str(path))
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    if not isinstance(kind, str):
+        raise FileFormatError(f"{path}: not a sparsesim model file (its metadata names no kind)")
+    return kind
+
+
 def load_bundle(path: str | os.PathLike, kind: str) -> tuple[dict[str, np.ndarray], dict]:
     """Read a file written by :func:`save_bundle`, verifying format, kind and checksum.
 

@@ -11,7 +11,7 @@ from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
-from ..models import BilinearSimilarity
+from ..model_files import load_similarity_model
 from ..persistence import check_output_file, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
@@ -70,9 +70,17 @@ def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
         "algorithm": algorithm, "dataset": str(dataset), "model": str(out), "n_train": int(train.size),
         "n_triplets": seen, "n_updates": int(getattr(est, "n_updates_", 0)), "train_seconds": seconds,
         "updates_per_second": seen / seconds if seen and seconds > 0 else None,
-        "nnz": model.nnz(), "sparsity": model.sparsity(),
+        **model_size(model),
         "resolved_params": dict(getattr(est, "resolved_params_", {})),
     }
+
+
+def model_size(model) -> dict:
+    """What a summary reports of a model's size: nnz(M) and sparsity for a bilinear model, the
+    embedding width and bytes for an embedding model."""
+    if hasattr(model, "nnz"):
+        return {"nnz": model.nnz(), "sparsity": model.sparsity()}
+    return {"n_components": model.n_components, "model_bytes": model.nbytes}
 
 
 def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
@@ -193,7 +201,7 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
     """
     if split not in ("auto", "test", "all"):
         raise InvalidInputError(f"--split must be auto, test or all, got {split!r}")
-    model = BilinearSimilarity.load(model_path)
+    model = load_similarity_model(model_path)
     data = load_corpus(dataset, model=model, options=data_options)
     meta = model.metadata
     trained_here = meta.get("dataset") == str(dataset) and "split_seed" in meta
@@ -208,8 +216,7 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
     scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k, progress=progress)
     return {"model": str(model_path), "dataset": str(dataset), "split": "test" if use_test else "all",
             "n_queries": int(scores["n_queries"]), "map": scores["map"], f"ap@{k}": scores[f"ap@{k}"],
-            f"map@{k}": scores[f"map@{k}"], "sparsity": model.sparsity(), "nnz": model.nnz(),
-            "algorithm": meta.get("algorithm")}
+            f"map@{k}": scores[f"map@{k}"], **model_size(model), "algorithm": meta.get("algorithm")}
 
 
 def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from ..data import LabelledData
 from ..data.readers import _read_text_file, detect_format, open_maybe_compressed, table_format
 from ..exceptions import InvalidInputError
+from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
 from ..topk import top_k_rows
 from ..validation import bounded
@@ -126,7 +127,7 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
     A corpus document used as a query is left out of its own results.
     """
     k = top_k
-    model = BilinearSimilarity.load(model_path)
+    model = load_similarity_model(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     if sum(x is not None for x in (queries_path, query_ids, texts)) != 1:
         raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")

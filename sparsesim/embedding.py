@@ -1,0 +1,338 @@
+"""Similarities computed through a dense low-dimensional embedding of sparse documents.
+
+:class:`EmbeddingSimilarity` scores two documents as
+
+.. math::
+
+    S(x, x') = \\alpha \\langle n(x), n(x') \\rangle + \\langle e(x), e(x') \\rangle,\\qquad
+    e(x) = \\mathrm{post}(\\mathrm{act}(n(x) P + b))
+
+with ``n(x) = x / |x|`` when ``normalize`` (else ``x``), ``P`` a dense ``(d, r)`` matrix, ``b`` an
+optional bias of length ``r``, ``act`` the identity (``"linear"``) or a row softmax
+(``"softmax"``) and ``post`` an L2 normalisation of the embedding when ``normalize_embedding``.
+One class covers
+
+* LSA: ``P`` = the top right singular vectors, ``normalize_embedding=True``;
+* classifier embeddings: ``P`` = the classifier's ``coef_.T``, ``bias`` = its intercept, softmax
+  (class probabilities) or linear (decision scores), ``normalize_embedding=True``;
+* low-rank bilinear models M = alpha I + P P^T: linear, no bias, ``normalize_embedding=False``,
+  ``identity_weight`` = alpha.
+
+The model file is the project's checksummed npz bundle (kind ``"embedding-similarity"``, no
+pickle); :meth:`EmbeddingSimilarity.load` trusts nothing in it. Corpora are embedded in row blocks:
+only ``(rows, r)`` dense arrays are formed, never a dense ``(rows, d)`` one.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from .exceptions import FileFormatError, InvalidInputError
+from .persistence import arrays_checksum, load_bundle, save_bundle
+from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
+from .validation import MAX_FEATURES, bounded, check_csr, check_meta
+
+__all__ = ["EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS", "EmbeddingSimilarity"]
+
+EMBEDDING_MODEL_KIND = "embedding-similarity"
+ACTIVATIONS = ("linear", "softmax")
+#: The largest embedding width a model file may declare.
+MAX_COMPONENTS = 1 << 16
+
+#: What an embedding model file's metadata must hold (see :func:`sparsesim.validation.check_meta`);
+#: other keys (algorithm, parameters, training facts) are kept as stored and never steer computation.
+EMBEDDING_META_SCHEMA = {
+    "n_features": ("int", 1, MAX_FEATURES),
+    "n_components": ("int", 1, MAX_COMPONENTS),
+    "activation": ("choice", ACTIVATIONS),
+    "normalize": ("bool",),
+    "normalize_embedding": ("bool",),
+    "identity_weight": ("float", None, None),
+    "has_bias": ("bool",),
+    "algorithm": ("str?",),
+    "dataset": ("str?",),
+    "split_seed": ("int?", 0, 2**32 - 1),
+    "train_fraction": ("float?", 0.0, 1.0, {"low_open": True, "high_open": True}),
+    "n_train": ("int?", 0, None),
+    "checksum": ("str",),
+}
+
+_BLOCK = 4096
+
+
+def _row_normalize(X: sp.csr_matrix) -> sp.csr_matrix:
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    return (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
+
+
+class EmbeddingSimilarity:
+    """S(x, x') = identity_weight * <n(x), n(x')> + <e(x), e(x')> with e(x) = post(act(n(x) P + bias)).
+
+    Parameters
+    ----------
+    P : array, shape (n_features, n_components)
+        The dense projection (finite values).
+    bias : array, shape (n_components,), optional
+        Added to ``n(x) P`` before the activation.
+    activation : {"linear", "softmax"}, default "linear"
+        ``"softmax"`` turns each embedded row into a probability vector (numerically stable).
+    normalize : bool, default False
+        L2-normalise documents before anything else (``n(x) = x / |x|``).
+    normalize_embedding : bool, default False
+        L2-normalise each embedding after the activation (a zero embedding stays zero).
+    identity_weight : float, default 0.0
+        Weight alpha of the (normalised) dot product added to the embedding's inner product.
+    metadata : dict, optional
+        Algorithm, parameters and training facts (saved with the model).
+    featurizer : TextFeaturizer, optional
+        The fitted text featuriser the model's features come from (saved in the model file).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> m = EmbeddingSimilarity(np.array([[1.0], [1.0], [0.0]]), identity_weight=0.5)
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]]))
+    >>> m.score_matrix(X, X).round(2).tolist()
+    [[1.5, 1.0], [1.0, 3.5]]
+    """
+
+    def __init__(self, P, bias=None, activation: str = "linear", normalize: bool = False,
+                 normalize_embedding: bool = False, identity_weight: float = 0.0, metadata: dict | None = None,
+                 featurizer: TextFeaturizer | None = None):
+        if sp.issparse(P):
+            raise InvalidInputError("P must be a dense (n_features, n_components) array, got a sparse matrix")
+        try:
+            P = np.array(P, dtype=np.float64, order="C")
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"P must hold real numbers ({bounded(exc, 120)})") from None
+        if P.ndim != 2 or P.shape[0] < 1 or P.shape[1] < 1:
+            raise InvalidInputError(f"P must be a non-empty (n_features, n_components) matrix, got shape {P.shape}")
+        if not np.all(np.isfinite(P)):
+            raise InvalidInputError("P contains NaN or infinite values")
+        if bias is not None:
+            try:
+                bias = np.array(bias, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise InvalidInputError(f"bias must hold real numbers ({bounded(exc, 120)})") from None
+            if bias.shape != (P.shape[1],):
+                raise InvalidInputError(f"bias must have shape ({P.shape[1]},), got {bias.shape}")
+            if not np.all(np.isfinite(bias)):
+                raise InvalidInputError("bias contains NaN or infinite values")
+        if activation not in ACTIVATIONS:
+            raise InvalidInputError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {bounded(repr(activation), 40)}")
+        try:
+            identity_weight = float(identity_weight)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"identity_weight must be a real number, got {bounded(repr(identity_weight), 40)}") from None
+        if not np.isfinite(identity_weight):
+            raise InvalidInputError(f"identity_weight must be finite, got {identity_weight}")
+        self.P = P
+        self.bias = bias
+        self.activation = activation
+        self.normalize = bool(normalize)
+        self.normalize_embedding = bool(normalize_embedding)
+        self.identity_weight = identity_weight
+        self.metadata = dict(metadata or {})
+        self.featurizer = None
+        if featurizer is not None:
+            self.set_featurizer(featurizer)
+
+    # -- text -----------------------------------------------------------------------------
+    def set_featurizer(self, featurizer) -> "EmbeddingSimilarity":
+        """Attach a fitted :class:`~sparsesim.text.TextFeaturizer` (or fitted ``TfidfVectorizer``)."""
+        if not isinstance(featurizer, TextFeaturizer):
+            featurizer = TextFeaturizer(featurizer)
+        if featurizer.n_features != self.n_features:
+            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
+                                    f"{self.n_features}")
+        self.featurizer = featurizer
+        return self
+
+    def transform(self, texts) -> sp.csr_matrix:
+        """Feature rows (CSR) of ``texts`` through the model's text featuriser.
+
+        Raises
+        ------
+        InvalidInputError
+            The model was not trained on text (it has no featuriser).
+        """
+        if self.featurizer is None:
+            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
+                                    "query it with feature vectors")
+        return self.featurizer.transform(texts)
+
+    # -- structure ------------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self.P.shape[0]
+
+    @property
+    def n_components(self) -> int:
+        return self.P.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the model's arrays (P and bias; the text featuriser not counted)."""
+        return int(self.P.nbytes + (0 if self.bias is None else self.bias.nbytes))
+
+    # -- scoring --------------------------------------------------------------------------
+    def _check(self, X, name) -> sp.csr_matrix:
+        X = check_csr(X, name=name, n_features=self.n_features)
+        return _row_normalize(X) if self.normalize else X
+
+    def _embed_checked(self, X: sp.csr_matrix, block_size: int = _BLOCK) -> np.ndarray:
+        out = np.empty((X.shape[0], self.n_components))
+        for lo in range(0, X.shape[0], block_size):
+            Z = np.asarray(X[lo:lo + block_size] @ self.P)
+            if self.bias is not None:
+                Z += self.bias
+            if self.activation == "softmax":
+                Z -= Z.max(axis=1, keepdims=True)
+                np.exp(Z, out=Z)
+                Z /= Z.sum(axis=1, keepdims=True)
+            if self.normalize_embedding:
+                norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+                Z /= np.where(norms > 0, norms, 1.0)[:, None]
+            out[lo:lo + Z.shape[0]] = Z
+        return out
+
+    def embed(self, X, block_size: int = _BLOCK) -> np.ndarray:
+        """The embeddings e(x) of the rows of ``X``: a dense ``(n_rows, n_components)`` array.
+
+        Rows are embedded ``block_size`` at a time (sparse rows times the dense ``P``).
+        """
+        return self._embed_checked(self._check(X, "X"), block_size)
+
+    def score(self, x, x2) -> float:
+        """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""
+        return float(self.score_pairs(x, x2)[0])
+
+    def score_pairs(self, A, B) -> np.ndarray:
+        """Row-wise S(A[i], B[i])."""
+        A = self._check(A, "A")
+        B = self._check(B, "B")
+        if A.shape[0] != B.shape[0]:
+            raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
+        out = np.einsum("ij,ij->i", self._embed_checked(A), self._embed_checked(B))
+        if self.identity_weight != 0.0:
+            out += self.identity_weight * np.asarray(A.multiply(B).sum(axis=1)).ravel()
+        return out
+
+    def score_matrix(self, Q, X, block_size: int = 2048) -> np.ndarray:
+        """Dense (n_queries, n_corpus) scores S(Q[i], X[j]), computed in query blocks."""
+        Q = self._check(Q, "queries")
+        X = self._check(X, "corpus")
+        score_fn = self._scorer_checked(X)
+        out = np.empty((Q.shape[0], X.shape[0]))
+        for lo in range(0, Q.shape[0], block_size):
+            out[lo:lo + block_size] = score_fn(None, Q[lo:lo + block_size])
+        return out
+
+    def _scorer_checked(self, X: sp.csr_matrix):
+        EX = self._embed_checked(X)
+        XT = X.T.tocsc() if self.identity_weight != 0.0 else None
+
+        def score_fn(rows, Qrows=None):
+            if Qrows is None:
+                Qrows, EQ = X[rows], EX[rows]
+            else:
+                EQ = self._embed_checked(Qrows)
+            scores = EQ @ EX.T
+            if XT is not None:
+                scores += self.identity_weight * (Qrows @ XT).toarray()
+            return scores
+
+        return score_fn
+
+    def scorer(self, X):
+        """``score_fn(rows)`` for :func:`sparsesim.evaluation.evaluate_retrieval` over corpus ``X``.
+
+        The corpus is embedded once (a dense ``(n, n_components)`` array); each call scores the
+        requested rows against every document.
+        """
+        score_fn = self._scorer_checked(self._check(X, "corpus"))
+        return lambda rows: score_fn(rows)
+
+    # -- persistence ----------------------------------------------------------------------
+    def _arrays(self) -> dict:
+        arrays = {"P": self.P}
+        if self.bias is not None:
+            arrays["bias"] = self.bias
+        return arrays
+
+    def checksum(self) -> str:
+        """Hash of the model's arrays (P and bias)."""
+        return arrays_checksum(self._arrays())
+
+    def save(self, path: str | os.PathLike) -> dict:
+        """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata."""
+        meta = dict(self.metadata)
+        meta.update(n_features=self.n_features, n_components=self.n_components, activation=self.activation,
+                    normalize=self.normalize, normalize_embedding=self.normalize_embedding,
+                    identity_weight=self.identity_weight, has_bias=self.bias is not None, nbytes=self.nbytes)
+        arrays = self._arrays()
+        meta.pop("text_featurizer", None)
+        if self.featurizer is not None:
+            text_arrays, text_meta = featurizer_arrays(self.featurizer)
+            arrays.update(text_arrays)
+            meta["text_featurizer"] = text_meta
+        return save_bundle(path, arrays, meta, kind=EMBEDDING_MODEL_KIND)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "EmbeddingSimilarity":
+        """Read a model written by :meth:`save`, verifying format, checksum, metadata schema and arrays.
+
+        Nothing in the file is trusted: the metadata must match :data:`EMBEDDING_META_SCHEMA`; ``P``
+        must be a finite float64 array of exactly ``(n_features, n_components)`` and ``bias`` (present
+        exactly when ``has_bias``) a finite float64 array of ``(n_components,)``; nothing is coerced.
+
+        Raises
+        ------
+        FileFormatError
+            Missing, truncated, corrupt or inconsistent file.
+        """
+        arrays, meta = load_bundle(path, kind=EMBEDDING_MODEL_KIND)
+        check_meta(meta, EMBEDDING_META_SCHEMA, str(path))
+        if ("split_seed" in meta) != ("train_fraction" in meta):
+            raise FileFormatError(f"{path}: metadata holds only one of split_seed / train_fraction")
+        d, r = meta["n_features"], meta["n_components"]
+        P = arrays.pop("P", None)
+        if P is None:
+            raise FileFormatError(f"{path}: the embedding model has no P array")
+        if P.dtype != np.float64 or P.shape != (d, r):
+            raise FileFormatError(f"{path}: P is a {P.dtype} array of shape {bounded(P.shape, 60)}; expected float64 "
+                                  f"({d}, {r})")
+        if not np.all(np.isfinite(P)):
+            raise FileFormatError(f"{path}: P contains NaN or infinite values")
+        bias = arrays.pop("bias", None)
+        if (bias is not None) != meta["has_bias"]:
+            raise FileFormatError(f"{path}: has_bias is {meta['has_bias']} but the file "
+                                  f"{'holds' if bias is not None else 'lacks'} a bias array")
+        if bias is not None and (bias.dtype != np.float64 or bias.shape != (r,) or not np.all(np.isfinite(bias))):
+            raise FileFormatError(f"{path}: bias must be a finite float64 array of shape ({r},), got a {bias.dtype} "
+                                  f"array of shape {bounded(bias.shape, 60)}")
+        featurizer = None
+        if meta.get("text_featurizer") is not None:
+            if not isinstance(meta["text_featurizer"], dict):
+                raise FileFormatError(f"{path}: invalid text_featurizer metadata")
+            try:
+                featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
+            except RecursionError:
+                raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
+            if featurizer.n_features != d:
+                raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
+        if arrays:
+            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        try:
+            return cls(P, bias=bias, activation=meta["activation"], normalize=meta["normalize"],
+                       normalize_embedding=meta["normalize_embedding"], identity_weight=meta["identity_weight"],
+                       metadata=meta, featurizer=featurizer)
+        except InvalidInputError as exc:
+            raise FileFormatError(f"{path}: inconsistent embedding model ({bounded(exc, 200)})") from None
+
+    def __repr__(self):
+        return (f"EmbeddingSimilarity(d={self.n_features}, r={self.n_components}, activation={self.activation!r}, "
+                f"identity_weight={self.identity_weight:g}, algorithm={self.metadata.get('algorithm')!r})")
