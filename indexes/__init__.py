@@ -25,7 +25,8 @@ from .ann import AnnIndex
 from .base import Index
 from .exact import ExactIndex
 from .array_checks import check_faiss
-from .storage import derived_arrays_checked, mark_derived_arrays_checked, read_index, read_manifest, save_index
+from .storage import (check_stored_model, derived_arrays_checked, mark_derived_arrays_checked, read_index,
+                      read_manifest, save_index)
 from .verify import verify_derived
 
 __all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
@@ -78,7 +79,9 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     once per index content: an index this user saved or loaded with that check passing is
     recorded by its manifest checksum in the user's cache directory
     (:func:`~sparsesim.indexes.storage.derived_arrays_checked`), and its bytes are bound to that
-    checksum by the file and block checksums (``verify=False`` always runs the check).
+    checksum by the file and block checksums (``verify=False`` always runs the check). The same
+    once-per-content check hashes a memory-mapped stored model against the manifest's model
+    checksum (a load that is not memory-mapped hashes it at every load).
     """
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
     if stored.kind not in INDEX_KINDS:
@@ -99,6 +102,8 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
             verify_derived(index, record_checks=check_calibration)
         except FileFormatError as exc:
             raise FileFormatError(f"{stored.directory}: {bounded(exc, 300)}") from None
+        # a memory-mapped stored W: its checksum against the manifest's (``index.model`` verifies every block)
+        check_stored_model(stored, index.model)
         if verify and check_calibration:
             mark_derived_arrays_checked(stored.manifest.get("manifest_checksum"))
     return index

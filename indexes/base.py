@@ -17,9 +17,9 @@ from sparsesim.persistence import csr_from_arrays
 from sparsesim.topk import top_k_rows  # noqa: F401 (the one top-k; indexes use it from here)
 from sparsesim.validation import bounded
 
-from .execution import (QueryScratch, drop_own_rows, kernels, merge_top_k, query_scratch,  # noqa: F401
-                        resolve_jobs, threaded)
-from .inputs import check_top_k, normalize_ids, prepare_rows
+from .execution import (QueryScratch, drop_own_rows, faiss_layout, kernels, merge_top_k,  # noqa: F401
+                        query_scratch, resolve_jobs, threaded)
+from .inputs import check_search_k, check_top_k, normalize_ids, prepare_rows
 from .storage import StoredIndex, save_index
 
 __all__ = ["Index", "prepare_rows", "normalize_ids"]
@@ -181,6 +181,57 @@ class Index:
         rows, scores = self._query_rows(Qp, k, jobs, **options)
         ids = self.ids_[rows]
         return list(ids), scores
+
+    def search(self, Q, k: int = 10, n_jobs: int | None = None, **options) -> tuple[np.ndarray, np.ndarray]:
+        """faiss-style top-k: ``(scores, ids)``, the layout of faiss's ``index.search(x, k)``.
+
+        Parameters
+        ----------
+        Q : sparse matrix or array, shape (n_queries, n_features)
+            Queries; the width must match the model.
+        k : int, default 10
+            Answers per query; may exceed the number of documents (the rest is padding).
+        n_jobs : int, optional
+            Threads for this call (default: the index's ``n_jobs``).
+        **options
+            Index-specific search options, as in :meth:`query`.
+
+        Returns
+        -------
+        scores : ndarray of float64, shape (n_queries, k)
+            Similarities, best first (the scores of :meth:`query`); ``-inf`` past the last document.
+        ids : ndarray, shape (n_queries, k)
+            The documents' user ids (int64, or unicode for an index of string ids); ``-1``
+            (``""`` for string ids) past the last document.
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> from sparsesim.indexes import build_index
+        >>> from sparsesim.models import BilinearSimilarity
+        >>> X = sp.random(5, 8, density=0.5, format="csr", random_state=0)
+        >>> index = build_index(BilinearSimilarity(sp.csr_matrix((8, 8))), X)
+        >>> scores, ids = index.search(X[:2], k=7)
+        >>> scores.shape, ids.shape, len(index), index.ntotal
+        ((2, 7), (2, 7), 5, 5)
+        >>> ids[:, 5:].tolist(), scores[:, 5:].tolist()
+        ([[-1, -1], [-1, -1]], [[-inf, -inf], [-inf, -inf]])
+        """
+        k = check_search_k(k)
+        n = self.n_documents
+        id_dtype = np.int64 if self.ids_ is None else self.ids_.dtype
+        if n == 0:
+            return faiss_layout([], np.empty((0, 0)), k, prepare_rows(self._model, Q, "queries").shape[0], id_dtype)
+        ids, scores = self.query(Q, top_k=min(k, n), n_jobs=n_jobs, **options)
+        return faiss_layout(ids, scores, k, len(ids), id_dtype)
+
+    @property
+    def ntotal(self) -> int:
+        """Documents in the index (faiss's name; also ``len(index)``)."""
+        return self.n_documents
+
+    def __len__(self) -> int:
+        return self.n_documents
 
     def query_records(self, Q, top_k: int = 10, query_ids=None, n_jobs: int | None = None, **options) -> list[dict]:
         """Query results as JSON-ready dicts ``{"query": ID, "results": [{"id": ..., "score": ...}]}``.

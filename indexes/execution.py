@@ -4,7 +4,8 @@ compiled kernels, and the merge of candidates into each query's top k.
 :func:`resolve_jobs` turns ``n_jobs`` into a thread count, :func:`threaded` runs jobs on a
 process-wide thread pool, :data:`query_scratch` holds each thread's reusable kernel scratch
 (:class:`QueryScratch`), :func:`kernels` imports the numba kernels on first use, and
-:func:`merge_top_k` / :func:`drop_own_rows` shape candidate lists into answers.
+:func:`merge_top_k` / :func:`drop_own_rows` shape candidate lists into answers, and
+:func:`faiss_layout` an answer into faiss's ``(scores, ids)`` arrays.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from sparsesim.validation import available_cores
 
-__all__ = ["resolve_jobs", "kernels", "QueryScratch", "query_scratch", "threaded", "merge_top_k", "drop_own_rows"]
+__all__ = ["resolve_jobs", "kernels", "QueryScratch", "query_scratch", "threaded", "merge_top_k", "drop_own_rows",
+           "faiss_layout"]
 
 
 def resolve_jobs(n_jobs) -> int:
@@ -133,3 +135,18 @@ def drop_own_rows(rows, scores, exclude, k):
         out_rows[r] = rows[r][keep][:k]
         out_scores[r] = scores[r][keep][:k]
     return out_rows, out_scores
+
+
+def faiss_layout(ids, scores, k: int, n_queries: int, id_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """An answer ``(ids: list of arrays, scores)`` of at most ``k`` documents per query as faiss
+    lays out ``index.search``: ``(scores, ids)``, both of shape (n_queries, k), columns past the
+    answer padded with ``-inf`` scores and id ``-1`` (``""`` for an index of string ids)."""
+    out_scores = np.full((n_queries, k), -np.inf)
+    integer = np.dtype(id_dtype).kind in "iu"
+    out_ids = np.full((n_queries, k), -1, dtype=np.int64) if integer else np.full((n_queries, k), "", dtype=id_dtype)
+    scores = np.asarray(scores, dtype=np.float64)
+    if n_queries and scores.size:
+        width = scores.shape[1]
+        out_scores[:, :width] = scores
+        out_ids[:, :width] = np.asarray(list(ids)).reshape(n_queries, width)
+    return out_scores, out_ids

@@ -2,7 +2,8 @@
 
 :func:`prepare_rows` brings rows into the model's form (canonical CSR, the model's width,
 L2-normalised when the model says so), :func:`normalize_ids` checks and numbers user ids,
-:func:`check_top_k` checks a requested answer length against the index's size.
+:func:`check_top_k` checks a requested answer length against the index's size, and
+:func:`check_search_k` the ``k`` of a faiss-style search (any positive count: answers are padded).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.validation import check_csr
 
-__all__ = ["prepare_rows", "normalize_ids", "check_top_k"]
+__all__ = ["prepare_rows", "normalize_ids", "check_top_k", "check_search_k"]
 
 
 def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
@@ -83,3 +84,12 @@ def check_top_k(top_k, n_documents: int) -> int:
     if top_k > n_documents:
         raise InvalidInputError(f"top_k={top_k} is larger than the index ({n_documents} documents)")
     return int(top_k)
+
+
+def check_search_k(k) -> int:
+    """The ``k`` of :meth:`Index.search`: a positive integer (larger than the index is allowed)."""
+    if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)) or k < 1:
+        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    if k > 2**31:
+        raise InvalidInputError(f"k={k} is too large (at most 2^31)")
+    return int(k)

@@ -51,7 +51,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 
 from . import INDEX_KINDS
-from .base import check_top_k, normalize_ids, prepare_rows, resolve_jobs
+from .base import check_search_k, check_top_k, faiss_layout, normalize_ids, prepare_rows, resolve_jobs
 from .placement import InProcess, OnCluster
 from .shard import MODEL_FILE as _MODEL, Shard, build_shard, build_shard_from_file, call_shard, load_shard, merge_parts
 from .sharded_format import SHARDED_VERSION as SHARDED_VERSION  # the format version, for readers of this module
@@ -262,6 +262,29 @@ class ShardedIndex:
             parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
         ids, scores = merge_parts(parts, k)
         return list(ids), scores
+
+    def search(self, Q, k: int = 10, **options) -> tuple[np.ndarray, np.ndarray]:
+        """faiss-style top-k over all shards: ``(scores, ids)`` of shape (n_queries, k), padded
+        with ``-inf`` / ``-1`` (``""`` for string ids) past the last document (see
+        :meth:`Index.search`)."""
+        k = check_search_k(k)
+        self._check_built()
+        n = self.n_documents
+        id_dtype = np.int64 if self.id_kind_ == "int" else str
+        if n == 0:
+            return faiss_layout([], np.empty((0, 0)), k, prepare_rows(self.model, Q, "queries").shape[0], id_dtype)
+        ids, scores = self.query(Q, top_k=min(k, n), **options)
+        if id_dtype is str and ids:
+            id_dtype = np.asarray(ids).dtype
+        return faiss_layout(ids, scores, k, len(ids), id_dtype)
+
+    @property
+    def ntotal(self) -> int:
+        """Documents in all shards (faiss's name; also ``len(index)``)."""
+        return self.n_documents
+
+    def __len__(self) -> int:
+        return self.n_documents
 
     def query_records(self, Q, top_k: int = 10, query_ids=None, **options) -> list[dict]:
         """Query results as JSON-ready dicts (see :meth:`Index.query_records`)."""

@@ -53,6 +53,12 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(starts, dtype=np.int64) - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
+def _sums(bins: np.ndarray, weights: np.ndarray, minlength: int) -> np.ndarray:
+    """``np.bincount(bins, weights, minlength)`` as float64 also when ``bins`` is empty (where
+    numpy returns int64 zeros)."""
+    return np.bincount(bins, weights=weights, minlength=minlength).astype(np.float64, copy=False)
+
+
 def _best(docs: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     """Positions of the (up to) k best (docs, vals): higher value first, then lower document."""
     return np.lexsort((docs, -vals))[:k]
@@ -90,7 +96,7 @@ def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool =
         pos = _ranges(starts, lengths)
         weights = np.repeat(q, lengths) * P.data[pos].astype(np.float64)
         touched, slot = np.unique(P.indices[pos], return_inverse=True)
-        acc = np.bincount(slot, weights=weights, minlength=touched.size)
+        acc = _sums(slot, weights, touched.size)
         best = _best(touched, acc, pool)
         out[r, :best.size] = touched[best]
     return out
@@ -124,7 +130,7 @@ def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands:
             order = np.argsort(term_of, kind="stable")  # each term's row first, then its own q_i
             targets = np.concatenate([targets, light])[order]
             contrib = np.concatenate([contrib, lw])[order]
-        qm = np.bincount(targets, weights=contrib, minlength=d)
+        qm = _sums(targets, contrib, d)
         # the distinct candidates, and documents 0, 1, ... when fewer than k exist
         docs = np.unique(cands[r][cands[r] >= 0])
         if docs.size < k:
@@ -137,7 +143,7 @@ def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands:
         light_part = X.data[pos] * qm[X.indices[pos]]
         heavy_part = (np.asarray(Z[docs][:, h_pos], dtype=np.float64) * h_val).ravel()
         owner = np.concatenate([np.repeat(np.arange(docs.size), lengths), np.repeat(np.arange(docs.size), h_pos.size)])
-        scores = np.bincount(owner, weights=np.concatenate([light_part, heavy_part]), minlength=docs.size)
+        scores = _sums(owner, np.concatenate([light_part, heavy_part]), docs.size)
         best = _best(docs, scores, k)
         out_docs[r, :best.size] = docs[best]
         out_scores[r, :best.size] = scores[best]
@@ -154,7 +160,7 @@ def posting_scores(Q, P, n_docs: int) -> np.ndarray:
         lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
         pos = _ranges(starts, lengths)
         weights = np.repeat(Q.data[Q.indptr[r]:Q.indptr[r + 1]], lengths) * P.data[pos]
-        out[r] = np.bincount(P.indices[pos], weights=weights, minlength=n_docs)
+        out[r] = _sums(P.indices[pos], weights, n_docs)
     return out
 
 
@@ -170,7 +176,7 @@ def expanded_scores(Q, W, identity: bool, X) -> np.ndarray:
         starts = np.asarray(W.indptr[terms], dtype=np.int64)
         lengths = np.asarray(W.indptr[terms + 1], dtype=np.int64) - starts
         pos = _ranges(starts, lengths)
-        qm = np.bincount(W.indices[pos], weights=np.repeat(weights, lengths) * W.data[pos], minlength=d)
+        qm = _sums(W.indices[pos], np.repeat(weights, lengths) * W.data[pos], d)
         if identity:
             qm[terms] += weights
         out[r] = X @ qm  # scipy's CSR product sums each row from 0.0 in stored order, like the kernel

@@ -29,7 +29,8 @@ version into a new ``v-*`` directory inside it, then replaces ``manifest.json`` 
 ``os.replace`` -- the single atomic step; a kill at any moment leaves the old complete version
 or the new one. Old versions and temporaries of killed writers are removed by the next write.
 Writers of one target are serialised by a lock file (:func:`sparsesim.persistence.target_lock`).
-Format 1 directories (files beside the manifest) are still read, and replaced by format 2.
+Format 2 directories (W inside ``model.npz``, no block checksums) are still read, checked whole;
+format 1 (no manifest checksum, files beside the manifest) is refused: rebuild such an index.
 
 ``load_index`` trusts nothing in the directory: the manifest is validated against a schema
 (types, ranges, known values) and its own checksum; every file's size (always) and sha256
@@ -58,7 +59,7 @@ from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT
                              STATE_SCHEMA, _checked_dir, derived_arrays_checked, manifest_checksum,
                              mark_derived_arrays_checked)
 from .storage_read import (StoredIndex, _block_digests, _check_model, _data_path, _stored_w,  # noqa: F401
-                           _verify_files, lazy_checks, read_index, read_manifest)
+                           _verify_files, check_stored_model, lazy_checks, read_index, read_manifest)
 from .storage_write import (_check_unchanged_since_load, _is_index_dir, _model_facts, _model_shell,  # noqa: F401
                             _read_manifest_loose, _save_npy, _sweep_inside, _write_manifest, _write_version,
                             check_index_target, save_index)

@@ -15,6 +15,7 @@ from sparsesim.validation import MAX_FEATURES
 
 FORMAT_NAME = "sparsesim-index"
 FORMAT_VERSION = 3
+OLDEST_READ_VERSION = 2  # format 1 (no manifest checksum, files beside it) is refused
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"
 MODEL_W = "model.W"  # format 3: the model's W as memory-mappable arrays beside a model.npz without W

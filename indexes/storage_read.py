@@ -16,7 +16,8 @@ from sparsesim.validation import bounded, check_csr_arrays, check_meta
 from .array_checks import _F64, _I32, _I64, check_csr_structure, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
 from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA,
-                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, STATE_SCHEMA, manifest_checksum)
+                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, OLDEST_READ_VERSION, STATE_SCHEMA,
+                             manifest_checksum)
 
 
 def read_manifest(directory) -> dict:
@@ -43,13 +44,16 @@ def read_manifest(directory) -> dict:
     if version > FORMAT_VERSION:
         raise FileFormatError(f"{path}: index format version {version} is newer than this sparsesim "
                               f"({FORMAT_VERSION}); upgrade sparsesim")
+    if version < OLDEST_READ_VERSION:
+        # format 1 had no manifest checksum and no data directory: nothing would bind its files
+        raise FileFormatError(f"{path}: index format version {version} is no longer read (it carries no "
+                              f"manifest checksum); rebuild the index with `sparsesim index build`")
     check_meta(manifest, MANIFEST_SCHEMA, str(path))
-    if version >= 2:
-        if manifest.get("manifest_checksum") != manifest_checksum(manifest):
-            raise FileFormatError(f"{path}: manifest checksum mismatch (file corrupt or modified)")
-        data_dir = manifest.get("data_dir")
-        if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
-            raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
+    if manifest.get("manifest_checksum") != manifest_checksum(manifest):
+        raise FileFormatError(f"{path}: manifest checksum mismatch (file corrupt or modified)")
+    data_dir = manifest.get("data_dir")
+    if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
+        raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
     check_meta(manifest["model"], MODEL_FACTS_SCHEMA, f"{path} (model)")
     check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
     if manifest["model"]["n_features"] != manifest["n_features"]:
@@ -68,8 +72,8 @@ def read_manifest(directory) -> dict:
 
 def _data_path(directory: Path, manifest: dict) -> Path:
     data_dir = manifest.get("data_dir")
-    if data_dir is None:
-        return directory
+    if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):  # (read_manifest refused it already)
+        raise FileFormatError(f"{directory / MANIFEST}: invalid data_dir {bounded(repr(data_dir), 60)}")
     path = directory / data_dir
     if path.is_symlink() or not path.is_dir():
         raise FileFormatError(f"{path}: missing (the index directory is incomplete)")
@@ -148,6 +152,9 @@ class StoredIndex:
         For a memory-mapped load, the arrays (by ``NAME``, including ``model.W.indices`` and
         ``model.W.data`` of the stored model) whose blocks are checked on first use; their
         values have not been read yet.
+    model_checksum_deferred : bool
+        The stored model's W is memory-mapped and checked on use: its checksum against the
+        manifest is left to :func:`check_stored_model`.
     """
 
     manifest: dict
@@ -156,6 +163,7 @@ class StoredIndex:
     extra_files: dict
     directory: Path
     guards: dict = field(default_factory=dict)
+    model_checksum_deferred: bool = False
 
     @property
     def kind(self) -> str:
@@ -197,7 +205,7 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     data = _data_path(directory, manifest)
     n, d = manifest["n_documents"], manifest["n_features"]
     files = dict(manifest["files"])
-    split_model = f"{MODEL_W}.indptr.npy" in files
+    split_model = _model_w_layout(manifest, directory)
     if model is not None:  # the caller's model replaces the stored copy
         for fname in (MODEL_FILE, *(f"{MODEL_W}.{part}.npy" for part in ("indptr", "indices", "data"))):
             files.pop(fname, None)
@@ -232,18 +240,55 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
                 model.metadata.pop(key, None)
             if isinstance(stored.get("nnz"), int):
                 model.metadata["nnz"] = stored["nnz"]
+        # a W checked block by block on use is hashed against the manifest's model checksum by
+        # load_index, once its blocks are verified (check_stored_model), not here: that reads all of W
+        deferred_checksum = any(k.startswith(MODEL_W) for k in guards)
         try:
-            # a W checked block by block on use is verified against the manifest's block digests instead
-            _check_model(model, stored, directory, checksum=not any(k.startswith(MODEL_W) for k in guards))
+            _check_model(model, stored, directory, checksum=False)
         except ModelMismatchError as exc:
             raise FileFormatError(f"{exc} (stored model file inconsistent with the manifest)") from None
+        if not deferred_checksum:
+            _check_stored_checksum(model, stored["checksum"], directory)
     else:
+        deferred_checksum = False
         _check_model(model, stored, directory)
     try:
         check_index_arrays(manifest["kind"], arrays, n, d, manifest, lazy=set(guards))
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
-    return StoredIndex(manifest, model, arrays, extra, directory, guards)
+    return StoredIndex(manifest, model, arrays, extra, directory, guards, deferred_checksum)
+
+
+def check_stored_model(stored: StoredIndex, model: BilinearSimilarity) -> None:
+    """The stored model whose checksum :func:`read_index` deferred (a memory-mapped W), against the
+    manifest's model checksum; ``model`` must be the index's model with every W block verified.
+
+    Raises
+    ------
+    FileFormatError
+        The stored W is not the model the manifest names (altered, every checksum recomputed).
+    """
+    if stored.model_checksum_deferred:
+        _check_stored_checksum(model, stored.manifest["model"]["checksum"], stored.directory)
+
+
+def _check_stored_checksum(model: BilinearSimilarity, want: str, directory: Path):
+    got = model.checksum()
+    if got != want:
+        raise FileFormatError(f"{directory}: the stored model ({got[:12]}) is not the model the manifest "
+                              f"names ({want[:12]}); the file was altered")
+
+
+def _model_w_layout(manifest: dict, directory: Path) -> bool:
+    """Whether W is stored beside ``model.npz`` (all three CSR arrays ``model.W.*.npy``) rather than
+    inside it or not at all (none of them; a shard's model is stored once above it); a manifest
+    listing some of the three is refused."""
+    files = manifest["files"]
+    present = [part for part in ("indptr", "indices", "data") if f"{MODEL_W}.{part}.npy" in files]
+    if len(present) not in (0, 3):
+        raise FileFormatError(f"{directory / MANIFEST}: lists {', '.join(f'{MODEL_W}.{p}.npy' for p in present)} "
+                              f"but not all of {MODEL_W}.indptr/indices/data (the stored model is incomplete)")
+    return bool(present)
 
 
 def lazy_checks(n: int, d: int) -> dict:

@@ -139,6 +139,31 @@ def test_sharded_in_process_equals_one_exact_index_with_ties(corpus, strategy):
     assert list(ids[0]) == [0, X.shape[0] - 25] and scores[0, 0] == scores[0, 1]
 
 
+
+@pytest.mark.parametrize("kind,params", [("exact", {}), ("ann", {"target_recall": None, "dim": 8})])
+def test_sharded_search_is_faiss_shaped_and_equals_query(corpus, kind, params, tmp_path):
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.indexes.sharded import ShardedIndex, load_sharded
+
+    model, X = corpus
+    X, Q = X[:60], X[100:104]
+    for ids in (None, [f"d{i}" for i in range(60)]):
+        sharded = ShardedIndex(model, kind=kind, n_shards=3, **params).fit(X, ids=ids)
+        assert len(sharded) == sharded.ntotal == 60
+        for k in (5, 60, 64):
+            scores, found = sharded.search(Q, k)
+            assert scores.shape == found.shape == (4, k)
+            want_ids, want_scores = sharded.query(Q, top_k=min(k, 60))
+            np.testing.assert_array_equal(found[:, :60], np.array(want_ids))
+            np.testing.assert_array_equal(scores[:, :60], want_scores)
+            assert (found[:, 60:] == (-1 if ids is None else "")).all() and np.isneginf(scores[:, 60:]).all()
+        with pytest.raises(InvalidInputError, match="k must be a positive integer"):
+            sharded.search(Q, 0)
+    sharded.save(tmp_path / "s")
+    back = load_sharded(tmp_path / "s")
+    assert len(back) == 60
+    np.testing.assert_array_equal(back.search(Q, 7)[1], sharded.search(Q, 7)[1])
+
 def test_sharded_query_strategy_transforms_each_query_block_once(corpus, monkeypatch):
     """Shards under the exact "query" strategy share one transformed block per query block."""
     from sparsesim.indexes import ExactIndex

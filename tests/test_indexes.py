@@ -55,6 +55,31 @@ def test_exact_equals_brute_force(model, split, strategy):
     np.testing.assert_array_equal(np.array(ids), top)
 
 
+
+@pytest.mark.parametrize("numpy_path", [True, False])
+@pytest.mark.parametrize("kind,params", [("exact", {"strategy": "query"}), ("exact", {"strategy": "corpus"}),
+                                         ("ann", {"target_recall": None})])
+def test_queries_whose_terms_all_have_empty_rows_in_w(split, monkeypatch, numpy_path, kind, params):
+    """A model whose W has no entry in the query's rows (``train -a dot``: W empty) answers exactly
+    on the numpy path of the first queries and on the kernels (issue 40, family 14)."""
+    from sparsesim.indexes import small_batch
+
+    X, Q, _ = split
+    d = X.shape[1]
+    half = sp.random(d, d, density=0.001, random_state=4, format="csr")
+    half = sp.csr_matrix(sp.diags((np.arange(d) >= d // 2).astype(float)) @ half)  # rows of the first half empty
+    Q_low = sp.csr_matrix(Q[:6].multiply((np.arange(d) < d // 2)[None, :]))  # terms in the empty rows only
+    monkeypatch.setattr(small_batch, "take", lambda n: numpy_path)
+    for W, queries in ((sp.csr_matrix((d, d)), Q[:6]), (half, Q_low)):
+        model = BilinearSimilarity(W)
+        index = build_index(model, X, kind=kind, **params)
+        top, vals, _ = brute_top(model, queries, X, 10)
+        ids, scores = index.query(queries, top_k=10)
+        np.testing.assert_allclose(scores, vals, rtol=0, atol=1e-10)
+        assert recall(ids, top) == 1.0
+        ids, scores = index.query_similar([0, 1], top_k=5)
+        assert scores.shape == (2, 5) and np.isfinite(scores).all()
+
 def test_exact_threads_and_normalize(split):
     X, Q, _ = split
     W = sp.random(X.shape[1], X.shape[1], density=0.002, random_state=0, format="csr")
@@ -532,3 +557,38 @@ def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, t
     assert not np.array_equal(weighted.query_rows(Q, 10)[0], uniform.query_rows(Q, 10)[0])
     with pytest.raises(InvalidInputError, match="read_allocation"):
         build_index(model, X[:50], kind="ann", read_allocation="by-magic")
+
+
+# -- faiss-style search ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,params", [("exact", {"strategy": "query"}), ("exact", {"strategy": "corpus"}),
+                                         ("ann", {"target_recall": None, "dim": 8})])
+@pytest.mark.parametrize("string_ids", [False, True])
+def test_search_is_faiss_shaped_and_equals_query(model, split, kind, params, string_ids):
+    X, Q, _ = split
+    X = X[:40]
+    ids = [f"doc-{i}" for i in range(40)] if string_ids else list(range(100, 140))
+    index = build_index(model, X, kind=kind, ids=ids, **params)
+    assert len(index) == index.ntotal == 40
+    pad = "" if string_ids else -1
+    for k in (1, 10, 40, 45):
+        scores, found = index.search(Q[:5], k)
+        assert scores.shape == found.shape == (5, k) and scores.dtype == np.float64
+        assert found.dtype.kind == ("U" if string_ids else "i")
+        want_ids, want_scores = index.query(Q[:5], top_k=min(k, 40))
+        np.testing.assert_array_equal(found[:, :min(k, 40)], np.array(want_ids))
+        np.testing.assert_array_equal(scores[:, :min(k, 40)], want_scores)
+        assert (found[:, 40:] == pad).all() and np.isneginf(scores[:, 40:]).all()
+    scores, found = index.search(Q[:0], 3)
+    assert scores.shape == found.shape == (0, 3)
+    scores, found = index.search(Q[:2].toarray().astype(np.float32), 3)  # dense queries, like faiss's x
+    np.testing.assert_array_equal(found, np.array(index.query(Q[:2], top_k=3)[0]))
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(InvalidInputError, match="k must be a positive integer"):
+            index.search(Q[:2], bad)
+    with pytest.raises(InvalidInputError):
+        index.search(Q[:2, :10], 3)  # wrong width
+    index.add(Q[5:7], ids=["new-a", "new-b"] if string_ids else [7, 8])
+    assert len(index) == index.ntotal == 42
+    if kind == "exact":  # exact: the k best of all 42, the added documents among them
+        top, vals, _ = brute_top(model, Q[5:7], sp.vstack([X, Q[5:7]]).tocsr(), 42)
+        np.testing.assert_allclose(index.search(Q[5:7], 50)[0][:, :42], vals, rtol=0, atol=1e-10)

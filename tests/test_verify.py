@@ -206,3 +206,83 @@ def test_hostile_multitask_model_files_refused(tmp_path, attack):
     _rehash_bundle(tmp_path / "mt.npz", tmp_path / "h.npz", meta_edit, arr_edit)
     with pytest.raises(FileFormatError):
         MultiTaskSimilarity.load(tmp_path / "h.npz")
+
+
+# -- hostile but self-consistent index directories (issue 40, family 14) ---------------------------
+@pytest.fixture(scope="module")
+def query_strategy_index(indexes, tmp_path_factory):
+    """An exact index of the "query" strategy: nothing derived from W is stored, so only the
+    model checksum can tell an altered W."""
+    root, model, X = indexes
+    path = tmp_path_factory.mktemp("query-strategy") / "idx"
+    build_index(model, X, kind="exact", strategy="query").save(path)
+    return path, X
+
+
+@pytest.mark.parametrize("mmap", [False, True])
+def test_altered_stored_w_refused_memory_mapped_or_not(query_strategy_index, tmp_path, mmap, monkeypatch, capsys):
+    from clitools import run_cli
+
+    src, X = query_strategy_index
+    load_index(src, mmap=mmap).query(X[:2], top_k=3)  # the genuine index loads and answers
+    d = _copy(src, tmp_path / "idx")
+    _edit(d, "model.W.data", lambda a: _one(a, lambda v: v + 0.5))  # every checksum but the model's recomputed
+    with pytest.raises(FileFormatError, match="is not the model the manifest names"):
+        load_index(d, mmap=mmap)
+    code, out, err = run_cli(["query", "--index", d, "--query-ids", "0,1"], monkeypatch, capsys)
+    assert code == 2 and err.startswith("error:") and "not the model the manifest names" in err and out == ""
+
+
+def _data_elsewhere(src: Path, tmp_path: Path, data_dir) -> Path:
+    """An index whose manifest points at a complete copy of its data outside the directory."""
+    d = _copy(src, tmp_path / "idx")
+    manifest = json.loads((d / "manifest.json").read_text())
+    shutil.copytree(d / manifest["data_dir"], tmp_path / "elsewhere")
+    target = str(tmp_path / "elsewhere") if data_dir == "absolute" else data_dir
+    rehash_index(d, lambda m: m.update(data_dir=target))
+    return d
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("data_dir", ["../elsewhere", "absolute"])
+def test_data_directory_outside_the_index_refused_whatever_the_declared_version(
+        query_strategy_index, tmp_path, monkeypatch, capsys, version, data_dir):
+    src, X = query_strategy_index
+    d = _data_elsewhere(src, tmp_path, data_dir)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["format_version"] = version
+    if version == 1:  # format 1 had no manifest checksum: a hostile one leaves it out
+        manifest.pop("manifest_checksum")
+    else:
+        from sparsesim.indexes.storage import manifest_checksum
+
+        manifest["manifest_checksum"] = manifest_checksum(manifest)
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    for mmap in (False, True):
+        with pytest.raises(FileFormatError, match="no longer read" if version == 1 else "invalid data_dir"):
+            load_index(d, mmap=mmap)
+    from clitools import run_cli
+
+    sp.save_npz(tmp_path / "new.npz", X[:2])
+    for args in (["query", "--index", d, "--query-ids", "0"],
+                 ["index", "add", "--index", d, "--data", tmp_path / "new.npz"]):
+        code, out, err = run_cli(args, monkeypatch, capsys)
+        assert code == 2 and err.startswith("error:") and "Traceback" not in err, (args, err)
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == \
+        sorted(json.loads((src / "manifest.json").read_text())["files"])  # nothing written there
+
+
+@pytest.mark.parametrize("missing", ["indptr", "indices", "data"])
+@pytest.mark.parametrize("mmap", [False, True])
+def test_manifest_listing_part_of_the_stored_w_refused(query_strategy_index, tmp_path, missing, mmap):
+    src, _ = query_strategy_index
+    d = _copy(src, tmp_path / "idx")
+    data = d / json.loads((d / "manifest.json").read_text())["data_dir"]
+    (data / f"model.W.{missing}.npy").unlink()
+
+    def drop(manifest):
+        del manifest["files"][f"model.W.{missing}.npy"]
+
+    rehash_index(d, drop)
+    with pytest.raises(FileFormatError, match="the stored model is incomplete"):
+        load_index(d, mmap=mmap)
