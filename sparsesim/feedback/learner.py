@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from ..csr_rows import take_rows
 from ..engine.bilinear import OASIS as OASIS_MODE
-from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError
+from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError, SparsesimError
 from ..indexes import load_index
 from ..indexes.base import Index
 from ..models import BilinearSimilarity
@@ -47,9 +47,15 @@ from ..topk import top_k_rows
 from ..validation import check_csr, check_float, check_int
 from .candidates import CandidateStage
 from .records import FeedbackRecords, _plain
+from .snapshots import check_resumable, check_snapshot_target, snapshot_identity
 from .versions import ModelVersion, oasis_factors
 
-__all__ = ["FeedbackLearner"]
+__all__ = ["FeedbackLearner", "LearnerStoppedError"]
+
+
+class LearnerStoppedError(SparsesimError, RuntimeError):
+    """The learner thread stopped after an internal error: feedback is refused (queries are still
+    answered by the last published version); the message names the cause."""
 
 _STOP = object()
 
@@ -66,13 +72,18 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         registered algorithm named in the model's metadata with its resolved parameters, else
         OASIS with ``C="auto"`` resolved on the corpus.
     snapshot : path-like, optional
-        Model file the learned model is saved to (and resumed from when ``resume``).
+        Model file the learned model is saved to (and resumed from when ``resume``). Checked
+        at start (:mod:`sparsesim.feedback.snapshots`): never inside the index directory, its
+        directory must exist; an existing snapshot resumes only on an index with the same
+        starting model and featuriser.
     snapshot_every : int, default 1000
         Applied triplets between snapshots.
     snapshot_seconds : float, default 60
         Seconds between snapshots while updates are pending.
     resume : bool, default True
         Start from ``snapshot`` when that file exists.
+    overwrite : bool, default False
+        With ``resume=False``: replace an existing ``snapshot`` (otherwise it is refused).
     queue_size : int, default 100000
         Triplets waiting for the learner thread; more are refused with ResourceLimitError.
     max_click_pairs : int, default 10
@@ -112,7 +123,14 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
                  max_click_pairs: int = 10, exact_limit: int = 200_000, candidate_pool: int = 200,
                  recent_queries: int = 256, publish_seconds: float = 0.05, rebase_every: int = 2000,
                  max_batch: int = 64, drift_check_every: int = 1000, drift_sample: int = 50,
-                 min_recall: float = 0.9):
+                 min_recall: float = 0.9, overwrite: bool = False):
+        index_dir = None
+        if not isinstance(index, Index):
+            index_dir = Path(index)
+        elif getattr(index, "loaded_from_", None):
+            index_dir = Path(index.loaded_from_[0])
+        if snapshot is not None:  # before the index is loaded: a refused path costs nothing
+            check_snapshot_target(snapshot, index_dir, bool(resume), bool(overwrite))
         self.index = index if isinstance(index, Index) else load_index(index, mmap=True)
         self.snapshot_every = check_int(snapshot_every, "snapshot_every", 1)
         self.snapshot_seconds = check_float(snapshot_seconds, "snapshot_seconds", 0.0, low_open=True)
@@ -131,6 +149,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self._snap_state = None if self.snapshot_path is None else file_state(self.snapshot_path)
         base = self.index.model
         self.featurizer = base.featurizer
+        self.identity = snapshot_identity(base)
         self.X = sp.csr_matrix(self.index.X_)
         self._rows = {_plain(v): r for r, v in enumerate(self.index.ids_)}
         self._int_ids = self.index.ids_.dtype.kind == "i"
@@ -142,6 +161,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             if start.n_features != base.n_features:
                 raise FileFormatError(f"{self.snapshot_path}: the snapshot has {start.n_features} features, "
                                       f"the index {base.n_features}")
+            check_resumable(self.snapshot_path, start, self.identity)
             fb = start.metadata.get("feedback")
             if isinstance(fb, dict) and isinstance(fb.get("n_applied"), int) and fb["n_applied"] >= 0:
                 counters["n_applied"] = counters["n_received"] = fb["n_applied"]
@@ -176,6 +196,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self._recent = deque(maxlen=check_int(recent_queries, "recent_queries", 1))
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._error = None
+        self.snapshot_error = None  # the last failed snapshot (retried when the next one is due)
         self._closed = False
         # the candidate stage (corpora above exact_limit) and its drift checks
         self._candidates = self.index
@@ -244,7 +265,10 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         Q = check_csr(Q, name="queries", n_features=self.index.n_features)
         n = self.X.shape[0]
         k = check_int(top_k, "top_k", 1, n)
-        rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowing scores are refused just below
+            rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
+        if not np.isfinite(vals).all():  # refused before it is remembered for ask()
+            raise InvalidInputError("the query's scores overflow float64 (values too large); scale the query down")
         if remember is not None:
             for i, item in enumerate(remember):
                 self._recent.append((item, Q[i], rows[i][: min(k, 10)]))
@@ -315,17 +339,21 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             stop = any(b is _STOP for b in batch)
             work = [b for b in batch if b is not _STOP]
             try:
-                if work:
-                    self._apply(work)
-                if self._learned != self.n_applied:
-                    snap_due = stop or self._snapshot_due(self._learned)
-                    if (self._lowrank or snap_due or self._queue.qsize() == 0
-                            or time.monotonic() - self._publish_time >= self.publish_seconds):
-                        self._publish()
-                if work or stop:
+                try:
+                    if work and self._error is None:
+                        self._apply(work)
+                    if self._learned != self.n_applied:
+                        snap_due = stop or self._snapshot_due(self._learned)
+                        if (self._lowrank or snap_due or self._queue.qsize() == 0
+                                or time.monotonic() - self._publish_time >= self.publish_seconds):
+                            self._publish()
+                except Exception as exc:  # kept and raised to callers: the thread must not die silently
+                    self._error = exc
+                if work or stop:  # the published version is saved even after a failed update
                     self._maybe_snapshot(force=stop and self._final_snapshot)
-            except Exception as exc:  # kept and raised to callers: the thread must not die silently
-                self._error = exc
+            except Exception as exc:  # a failed snapshot: reported, retried when the next one is due
+                self.snapshot_error = exc
+                self._snap_retry_at = time.monotonic() + 1.0
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -383,6 +411,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
     def _maybe_snapshot(self, force: bool = False) -> None:
         if self.snapshot_path is None:
             return
+        if not force and self.snapshot_error is not None and time.monotonic() < self._snap_retry_at:
+            return
         if (force or self._snapshot_due(self.n_applied)) and self.n_applied != self._snap_applied:
             self.snapshot()
 
@@ -394,7 +424,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         version, model = current.number, current.model()
         applied = self.n_applied
         meta = dict(model.metadata)
-        meta["feedback"] = {"n_applied": int(applied), "version": int(version)}
+        meta["feedback"] = {"n_applied": int(applied), "version": int(version), **self.identity}
         # another learner writing the same file meanwhile (a second `learn --resume`, a second server)
         # gets ConcurrentWriteError here instead of one of them silently dropping the other's triplets
         with replacing_unchanged(self.snapshot_path, self._snap_state):
@@ -407,6 +437,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             self.snapshot_info = info
             self._snap_applied = applied
             self._snap_time = time.monotonic()
+            self.snapshot_error = None
         return info
 
     def flush(self, timeout: float | None = None) -> None:
@@ -432,10 +463,34 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         if self._refresher is not None:
             self._refresher.join()
         self._raise_if_failed()
+        if self._final_snapshot and self.snapshot_error is not None:
+            exc = self.snapshot_error
+            if isinstance(exc, SparsesimError):  # e.g. another writer replaced the file: its own message
+                raise exc
+            raise FileFormatError(f"the final snapshot to {self.snapshot_path} failed ({type(exc).__name__}: "
+                                  f"{exc}); {self.n_applied - self._snap_applied} applied triplet(s) are not "
+                                  f"saved") from exc
 
     def _raise_if_failed(self):
+        exc = self._error
+        if exc is not None:
+            raise LearnerStoppedError(f"the feedback learner stopped after an internal error ({type(exc).__name__}: "
+                                      f"{str(exc)[:300]}); feedback is refused until it is restarted, queries are "
+                                      f"answered by model version {self.version}") from exc
+
+    def problems(self) -> list[str]:
+        """What keeps the learner from working fully (empty when healthy): a stopped learner
+        thread, a failed snapshot."""
+        out = []
         if self._error is not None:
-            raise self._error
+            out.append(f"the feedback learner stopped after an internal error ({type(self._error).__name__}: "
+                       f"{str(self._error)[:200]}); feedback is refused")
+        snap = self.snapshot_error
+        if snap is not None:
+            out.append(f"the last snapshot to {self.snapshot_path} failed ({type(snap).__name__}: {str(snap)[:200]}); "
+                       f"{self.n_applied - self._snap_applied} applied triplet(s) not saved yet, retried at the next "
+                       f"snapshot")
+        return out
 
     def __enter__(self):
         return self
@@ -486,6 +541,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
                     continue
                 seen.add(key)
                 margin = float(s[i] - s[i + 1])
+                if not np.isfinite(margin):  # scores that overflow under a newer version: no question
+                    continue
                 own.append((abs(margin), item, int(rows[i]), int(rows[i + 1]), margin))
             own.sort(key=lambda c: c[0])
             cands.extend(own[:per_query] if per_query else own)
