@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -133,6 +134,15 @@ def probe_scheduler(address: str, timeout: float = 10.0) -> dict:
     if scheme != "tcp":
         return {}
     target = address if "://" in address else f"tcp://{address}"
+    hint = f"check --scheduler / {SCHEDULER_ENV}, or start one with `dask scheduler`"
+    host, _, port = target.split("://", 1)[1].partition(":")
+    started = time.monotonic()
+    try:  # the TCP connection first: a refused or unroutable address is told apart from a silent one
+        socket.create_connection((host, int(port or 8786)), timeout=timeout).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else _one_line(exc)
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} ({reason}); {hint}") from None
+    given, timeout = timeout, max(timeout - (time.monotonic() - started), 1.0)
     from distributed.comm import connect as comm_connect
 
     async def ask():
@@ -163,9 +173,8 @@ def probe_scheduler(address: str, timeout: float = 10.0) -> dict:
         worker.join(timeout + 2.0)  # the loop's own deadline fires first; this bounds a stuck loop too
     finally:
         quiet.setLevel(level)
-    hint = f"check --scheduler / {SCHEDULER_ENV}, or start one with `dask scheduler`"
     if worker.is_alive() or type(result.get("error")) in (asyncio.TimeoutError, TimeoutError):
-        raise ClusterError(f"the Dask scheduler at {address} did not answer within {timeout:g} s (something "
+        raise ClusterError(f"the Dask scheduler at {address} did not answer within {given:g} s (something "
                            f"there accepts connections but does not answer as a scheduler); {hint}")
     exc = result.get("error")
     if exc is not None:
