@@ -31,6 +31,7 @@ def index_build(
     scheduler: Optional[str] = scheduler_option(),
     n_jobs: int = typer.Option(-1, "--n-jobs", "-j", help="Threads for building the index (one machine; "
                                 "default -1: every core; the index is the same whatever the count)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the index at OUT if it exists (otherwise an existing OUT is refused)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.
@@ -46,7 +47,7 @@ def index_build(
                                          params=params.get("*", {}),
                                          data_options=_data_options(zero_based, text_column, None, id_column),
                                          target_recall=target_recall, calibration_queries=calibration_queries,
-                                         shards=shards, scheduler=scheduler, n_jobs=n_jobs)
+                                         shards=shards, scheduler=scheduler, n_jobs=n_jobs, overwrite=overwrite)
     if json_out:
         _emit(summary)
     else:

@@ -26,6 +26,7 @@ def train(
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (otherwise an existing OUT is refused)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Train a similarity on the training split of a data set and save the model.
@@ -43,7 +44,8 @@ def train(
     with bar:
         summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
                               params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
-                              data_options=_data_options(zero_based, text_column, label_column, id_column))
+                              data_options=_data_options(zero_based, text_column, label_column, id_column),
+                              overwrite=overwrite)
     if json_out:
         _emit(summary)
     else:
@@ -78,6 +80,7 @@ def tune(
     validation_fraction: float = typer.Option(0.2, "--validation-fraction", help="Share of the training split held out to score trials (of its classes with --validation classes)."),
     validation: str = typer.Option("documents", "--validation", help="documents: hold out part of every class; classes: hold out whole classes (for models that must serve classes unseen in training)."),
     scheduler: Optional[str] = scheduler_option(),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (otherwise an existing OUT is refused)."),
     json_out: bool = typer.Option(False, "--json", help="Summary with every trial as one JSON object."),
 ):
     """Choose parameters by successive halving on a validation part of the training split
@@ -98,7 +101,8 @@ def tune(
     from sparsesim.registry import get_algorithm
 
     if get_algorithm(algorithm).kind == "transfer":
-        _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out)
+        _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out,
+                       overwrite)
         return
     bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out))
     if advance is not None:
@@ -107,7 +111,7 @@ def tune(
         summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
                              validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
-                             validation=validation)
+                             validation=validation, overwrite=overwrite)
     if json_out:
         _emit(summary)
         return
@@ -132,14 +136,14 @@ def tune(
                    f"{summary['train_seconds']:.1f} s; {_size_text(summary)}; saved {out}")
 
 
-def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out):
+def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out, overwrite=False):
     """`tune` for the transfer learners (no model format: the chosen values go to an experiment file)."""
     import json as _json
 
     from sparsesim.experiments.oht import tune_transfer
-    from sparsesim.persistence import atomic_write, check_output_file
+    from sparsesim.persistence import atomic_write, check_output_path
 
-    out = check_output_file(out, what="experiment file")
+    out = check_output_path(out, overwrite=overwrite, what="experiment file")
     summary = tune_transfer(algorithm, dataset, seed=seed + 1, grid=grid or None, params=params, n_jobs=n_jobs)
     experiment = {"description": f"{algorithm} on {dataset} with the values `sparsesim tune` chose on split seed "
                                  f"{seed + 1}", "protocol": "oht", "dataset": dataset, "algorithms": [algorithm],

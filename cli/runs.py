@@ -178,6 +178,8 @@ def serve(
                                             "saved to and resumed from (default: INDEX.feedback.npz beside the index)."),
     snapshot_every: int = typer.Option(1000, "--snapshot-every", help="--learn: applied triplets between snapshots."),
     snapshot_seconds: float = typer.Option(60.0, "--snapshot-seconds", help="--learn: seconds between snapshots."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="--learn: start from the index's model and replace an "
+                                   "existing --snapshot instead of resuming from it."),
     scheduler: Optional[str] = scheduler_option(),
 ):
     """Serve an index over HTTP: POST /query (texts or sparse vectors), GET /info, GET /health,
@@ -200,7 +202,13 @@ def serve(
     if learn:
         if snapshot is None:
             snapshot = index.parent / f"{index.name}.feedback.npz"
-        learn_options = {"snapshot": snapshot, "snapshot_every": snapshot_every, "snapshot_seconds": snapshot_seconds}
+        from sparsesim.feedback.snapshots import check_snapshot_target
+
+        check_snapshot_target(snapshot, index, not overwrite, overwrite)  # before the index is loaded
+        learn_options = {"snapshot": snapshot, "snapshot_every": snapshot_every, "snapshot_seconds": snapshot_seconds,
+                         "resume": not overwrite, "overwrite": overwrite}
+    elif overwrite:
+        raise InvalidInputError("--overwrite applies to --learn (it replaces the feedback snapshot)")
     _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
     run_server(index, host=host, port=port, limits=limits, learn=learn_options, scheduler=scheduler)
 
@@ -213,17 +221,21 @@ def learn(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Model file to write (default: "
                                        "INDEX.feedback.npz beside the index; what `serve --learn` resumes from)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from --out when it exists (else from the index's model)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out, learning from the index's "
+                                   "model (without it or --resume an existing --out is refused)."),
     max_click_pairs: int = typer.Option(10, "--max-click-pairs", help="Triplets taken from one click log."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Learn from a batch feedback log with the index's learner (the loop of `serve --learn`,
     without HTTP) and save the updated model. Every line is checked before anything is learned."""
     from sparsesim.feedback import FeedbackLearner
-    from sparsesim.persistence import check_output_file
+    from sparsesim.feedback.snapshots import check_snapshot_target
 
+    if resume and overwrite:
+        raise InvalidInputError("give --resume (continue from --out) or --overwrite (replace it), not both")
     if out is None:
         out = index.parent / f"{index.name}.feedback.npz"
-    check_output_file(out, inputs=(feedback,), what="--out")
+    check_snapshot_target(out, index, resume, overwrite, inputs=(feedback,))
     records, lines = [], []
     try:
         with open(feedback, encoding="utf-8") as handle:
@@ -241,7 +253,7 @@ def learn(
         raise InvalidInputError(f"{feedback}: no feedback records")
     start = time.perf_counter()
     learner = FeedbackLearner(index, snapshot=out, resume=resume, snapshot_every=1 << 62, snapshot_seconds=1e12,
-                              max_click_pairs=max_click_pairs)
+                              max_click_pairs=max_click_pairs, overwrite=overwrite)
     try:
         for record, lineno in zip(records, lines):  # check everything first: a bad line learns nothing
             try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -93,10 +94,12 @@ def connect(address: str, timeout: float = 10.0) -> Iterator[Any]:
     MissingDependencyError
         ``distributed`` is not installed.
     ClusterError
-        Nothing answers at ``address`` within ``timeout``, or the scheduler or a worker runs
-        another version of sparsesim (or none).
+        Nothing answers at ``address`` within ``timeout`` (also when something accepts the
+        connection there but never answers), what answers is not a Dask scheduler (an HTTP
+        server, garbage), or the scheduler or a worker runs another version of sparsesim (or none).
     """
     distributed = require_distributed()
+    probe_scheduler(address, timeout)
     try:
         client = distributed.Client(address, timeout=f"{timeout}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
@@ -108,6 +111,88 @@ def connect(address: str, timeout: float = 10.0) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+def probe_scheduler(address: str, timeout: float = 10.0) -> dict:
+    """Ask the scheduler at ``address`` who it is, within ``timeout`` seconds in all.
+
+    ``distributed.Client`` waits without bound for an address that accepts TCP connections but
+    never answers, and reads an answer that is not Dask's protocol as a frame of any length; this
+    one request (the scheduler's ``identity``) is bounded in time as a whole and its answer is
+    checked, so a wrong address is one clear :class:`~sparsesim.exceptions.ClusterError`.
+    Addresses other than ``tcp://`` are not probed (``{}``).
+
+    Returns
+    -------
+    dict
+        The scheduler's identity (``type``, ``id``, ``address``, ...).
+    """
+    import asyncio
+    import logging
+
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme != "tcp":
+        return {}
+    target = address if "://" in address else f"tcp://{address}"
+    hint = f"check --scheduler / {SCHEDULER_ENV}, or start one with `dask scheduler`"
+    host, _, port = target.split("://", 1)[1].partition(":")
+    started = time.monotonic()
+    try:  # the TCP connection first: a refused or unroutable address is told apart from a silent one
+        socket.create_connection((host, int(port or 8786)), timeout=timeout).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else _one_line(exc)
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} ({reason}); {hint}") from None
+    given, timeout = timeout, max(timeout - (time.monotonic() - started), 1.0)
+    from distributed.comm import connect as comm_connect
+
+    async def ask():
+        comm = await comm_connect(target, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(ask(), timeout)
+
+    result: dict = {}
+
+    def run():
+        try:
+            result["answer"] = asyncio.run(bounded())
+        except BaseException as exc:  # noqa: BLE001 - reported below as one ClusterError
+            result["error"] = exc
+
+    quiet = logging.getLogger("distributed")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # its comm warnings would be a second line beside our error
+    try:
+        worker = threading.Thread(target=run, name="sparsesim-scheduler-probe", daemon=True)
+        worker.start()
+        worker.join(timeout + 2.0)  # the loop's own deadline fires first; this bounds a stuck loop too
+    finally:
+        quiet.setLevel(level)
+    if worker.is_alive() or type(result.get("error")) in (asyncio.TimeoutError, TimeoutError):
+        raise ClusterError(f"the Dask scheduler at {address} did not answer within {given:g} s (something "
+                           f"there accepts connections but does not answer as a scheduler); {hint}")
+    exc = result.get("error")
+    if exc is not None:
+        if isinstance(exc, OSError) and not _is_protocol_error(exc):
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} ({_one_line(exc)}); {hint}") from None
+        cause = "its answer is not in Dask's message format" if isinstance(exc, MemoryError) else _one_line(exc)[:200]
+        raise ClusterError(f"{address} answers, but not as a Dask scheduler ({cause}); {hint}") from None
+    answer = result.get("answer")
+    if not isinstance(answer, dict) or answer.get("type") != "Scheduler":
+        raise ClusterError(f"{address} answers, but not as a Dask scheduler (its answer: "
+                           f"{str(answer)[:80]!r}); {hint}")
+    return answer
+
+
+def _is_protocol_error(exc: BaseException) -> bool:
+    """An OSError that distributed raised for an answer it could not read (the connection worked)."""
+    return type(exc).__module__.split(".")[0] == "distributed" and "closed" in type(exc).__name__.lower() and \
+        "connection refused" not in str(exc).lower()
 
 
 def _check_versions(client, address: str):

@@ -21,6 +21,17 @@ Families (all generated fresh from ``--seed``; everything is written under ``--w
   deep nesting, oversized bodies, wrong content types, unknown paths and methods, bad vectors,
   ``top_k`` of every type, bad feedback triplets and ``/ask`` values. Each must get a 4xx JSON
   error (or a 2xx answer when valid), and ``/health`` must answer after it.
+  A fifth of the requests are valid JSON of finite numbers that is hostile all the same
+  (:func:`fuzz_service.finite_request`: scores that overflow float64, ``compare`` with values
+  beyond 1e154, ids that are not Unicode in ``/feedback``), and every answer must keep ``/health``
+  at ``{"status": "ok"}`` (an internal error makes it "degraded").
+* ``feedback``: ``learn`` and ``serve --learn`` with random snapshot targets (inside the index,
+  the index itself, a missing directory, a FIFO, a symlink, the feedback log, a snapshot learned on
+  another index of the same width, ...) and ``--resume``/``--overwrite``: the index's files never
+  change, another index's snapshot never resumes (:func:`fuzz_service.run_feedback_case`).
+* ``dask``: ``index build``, ``query`` and ``serve`` with ``--scheduler`` at addresses that stay
+  silent, answer HTTP, send garbage or refuse: one ``error:`` line within the documented 10 s
+  plus start-up (:func:`fuzz_service.run_dask_case`).
 * ``kill``: ``kill -9`` at a random moment of ``train --out``, ``index build --out`` and
   ``index add``; the target must then hold the old complete version or the new one.
 * ``concurrent``: two ``index add`` runs on one index at once; both must succeed and keep both
@@ -35,7 +46,7 @@ over the accepted data, or non-JSON output).
 Usage::
 
     python tests/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --service 400 \
-        --kill 12 --concurrent 6 --seed 2028
+        --feedback 60 --dask 12 --kill 12 --concurrent 6 --seed 2028
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from fuzz_service import finite_request, make_service_fixtures, run_dask_case, run_feedback_case
 from fuzztools import (ASK_VALUES, COMMANDS as TEST_COMMANDS, FLAGS, METHODS, NESTING_DEPTHS, PATHS, RAW_NUMBERS,
                        nested_bodies, number_bodies)
 from indextools import rehash_index
@@ -90,7 +102,7 @@ def make_fixtures(root: Path):
     data = load_dataset("news20-sample")
     dump_svmlight_file(data.X[:20], data.y[:20], str(root / "q.svm"), zero_based=False)
     dump_svmlight_file(data.X[:300], data.y[:300], str(root / "corpus.svm"), zero_based=False)
-    train_model("oasis", "news20-sample", root / "m.npz", n_triplets=300, seed=0)
+    train_model("oasis", "news20-sample", root / "m.npz", n_triplets=300, seed=0, overwrite=True)
     from sparsesim.models import BilinearSimilarity
 
     model = BilinearSimilarity.load(root / "m.npz")
@@ -535,10 +547,15 @@ def run_service(n: int, rng, root: Path, counts, failures):
     servers = {"frozen": _start_server(root / "base-exact"),
                "learn": _start_server(learn_dir, "--learn", "--snapshot", root / "serve-snap.npz")}
     d = read_manifest(root / "base-exact")["n_features"]
-    ids = list(range(300))
+    from sparsesim.indexes import load_index
+
+    ids = [v.item() for v in load_index(root / "base-exact").ids_]
     try:
         for _ in range(n):
-            server, method, path, headers, body = service_request(rng, d, ids)
+            if rng.random() < 0.2:
+                server, method, path, headers, body, check = finite_request(rng, d, ids)
+            else:
+                (server, method, path, headers, body), check = service_request(rng, d, ids), None
             proc, client = servers[server]
             try:
                 r = client.request(method, path, headers=headers, content=body)
@@ -554,6 +571,11 @@ def run_service(n: int, rng, root: Path, counts, failures):
                         outcome = "unexpected"
                 else:
                     outcome = "ok"
+                if check is not None:
+                    try:
+                        outcome = check(status, r.json()) or outcome
+                    except ValueError:
+                        outcome = "unexpected"
                 ctype = headers.get("content-type")
                 if (method == "POST" and path in ("/query", "/feedback") and ctype is not None
                         and ctype.split(";")[0] != "application/json" and not (server == "frozen" and path == "/feedback")
@@ -850,7 +872,7 @@ def run_kill_case(rng, root: Path):
     target = root / "kill-target"
     if what == "train":
         shutil.copy(root / "m.npz", target.with_suffix(".npz"))
-        args = ["train", "-a", "oasis", "-d", "news20-sample", "-n", "2000", "--seed", "3", "-o",
+        args = ["train", "-a", "oasis", "-d", "news20-sample", "-n", "2000", "--seed", "3", "--overwrite", "-o",
                 str(target.with_suffix(".npz"))]
     elif what == "build":
         shutil.rmtree(target, ignore_errors=True)
@@ -907,6 +929,8 @@ def main():
     parser.add_argument("--cli", type=int, default=700)
     parser.add_argument("--library", type=int, default=1500)
     parser.add_argument("--service", type=int, default=400)
+    parser.add_argument("--feedback", type=int, default=60)
+    parser.add_argument("--dask", type=int, default=12)
     parser.add_argument("--kill", type=int, default=40)
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -918,6 +942,8 @@ def main():
         return
     root = args.work
     make_fixtures(root)
+    if args.service or args.feedback or args.dask:
+        make_service_fixtures(root)
     rng = np.random.default_rng(args.seed)
     counts = collections.defaultdict(collections.Counter)
     failures = []
@@ -937,6 +963,15 @@ def main():
     if args.service:
         run_service(args.service, rng, root, counts, failures)
         print(f"service done: {dict(counts['service'])} ({time.time() - start:.0f} s)", flush=True)
+    for family, count, run in (("feedback", args.feedback, lambda: run_feedback_case(rng, root, args.timeout)),
+                               ("dask", args.dask, lambda: run_dask_case(rng, root))):
+        for _ in range(count):
+            outcome, what = run()
+            counts[family][outcome] += 1
+            if outcome not in ("ok", "clean-error"):
+                failures.append((family, what, outcome))
+        if count:
+            print(f"{family} done: {dict(counts[family])} ({time.time() - start:.0f} s)", flush=True)
     for i in range(args.cli):
         outcome, cli_args, err = run_cli_case(rng, root, args.timeout)
         counts["cli"][outcome] += 1

@@ -733,3 +733,82 @@ def test_cli_scheduler_errors_are_one_line(news20_slice, tmp_path):
     res = _run([*cli, "index", "build", "--model", b / "model.npz", "--data", b / "corpus.svm", "--shards", "0",
                 "--out", tmp_path / "y"], env)
     assert res.returncode == 2 and "--shards" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+class _FakeScheduler:
+    """A TCP server at a free loopback port that accepts connections and then stays silent
+    ("silent"), answers HTTP ("http") or sends bytes that are no Dask frame ("garbage")."""
+
+    def __init__(self, mode: str):
+        import socket
+        import threading
+
+        self.mode, self.conns = mode, []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.address = f"tcp://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            try:
+                if self.mode == "http":
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                elif self.mode == "garbage":
+                    conn.sendall(bytes(range(256)) * 64)
+            except OSError:
+                pass
+
+    def close(self):
+        for conn in [self.sock, *self.conns]:
+            conn.close()
+
+
+@pytest.mark.parametrize("mode, match", [("silent", "did not answer within 3 s"),
+                                         ("http", "answers, but not as a Dask scheduler"),
+                                         ("garbage", "answers, but not as a Dask scheduler")])
+def test_connect_is_bounded_in_time_and_names_the_cause(mode, match):
+    import time
+
+    from sparsesim.distributed import connect
+
+    fake = _FakeScheduler(mode)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ClusterError, match=match) as info:
+            with connect(fake.address, timeout=3):
+                pass
+        assert time.monotonic() - start < 3 + 3  # the probe's deadline plus the thread's grace
+        assert "memory" not in str(info.value)
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize("mode", ["silent", "http"])
+def test_cli_with_a_scheduler_that_does_not_speak_dask_is_one_error_line_within_the_timeout(
+        news20_slice, tmp_path, mode):
+    import os
+    import sys
+    import time
+
+    fake = _FakeScheduler(mode)
+    env = {k: v for k, v in os.environ.items() if k != SCHEDULER_ENV}
+    b = news20_slice
+    try:
+        start = time.monotonic()
+        res = _run([sys.executable, "-m", "sparsesim.cli", "index", "build", "--model", b / "model.npz", "--data",
+                    b / "corpus.svm", "--shards", "2", "--scheduler", fake.address, "--out", tmp_path / "x"], env)
+        elapsed = time.monotonic() - start
+    finally:
+        fake.close()
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "memory" not in res.stderr, res.stderr
+    assert elapsed < 10 + 15  # the documented 10 s, plus starting the interpreter on a busy machine
+    assert not (tmp_path / "x").exists()

@@ -607,10 +607,11 @@ def test_train_out_written_meanwhile_by_another_run_is_refused(tmp_path, monkeyp
 
     monkeypatch.setattr(OASIS, "fit", fit_while_another_run_saves)
     with pytest.raises(ConcurrentWriteError, match="written by another process"):
-        workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0)
+        workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0, overwrite=True)
     assert out.read_bytes() == b"the other run's model"
     monkeypatch.setattr(OASIS, "fit", real_fit)
-    summary = workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0)  # alone: replaces
+    summary = workflows.train_model("oasis", "news20-sample", out, n_triplets=20, seed=0,
+                                    overwrite=True)  # alone, with overwrite: replaces
     assert summary["model"] == str(out) and BilinearSimilarity.load(out).n_features > 0
 
 

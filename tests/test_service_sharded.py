@@ -3,12 +3,15 @@ served by the real server (a subprocess) and spoken to over HTTP.
 
 Covers: the served answers equal one in-process exact index (ids, scores to 1e-9); a worker
 killed during a request answers 503 with a JSON error (never a partial top-k) while /health keeps
-answering, and the next request is answered again from the shards loaded onto the workers left.
+answering, and the next request is answered again from the shards loaded onto the workers left;
+every worker gone: 503 (never a 422 blaming top_k) and /health "unavailable" until a worker
+returns, then served again.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -99,7 +102,8 @@ def test_service_without_scheduler_loads_the_shards_here_and_refuses_what_it_can
     out, X, ref = sharded
     service = QueryService(out)
     try:
-        assert service.info()["sharded"] == {"shards": service.index.shard_sizes_, "scheduler": None, "workers": 0}
+        assert service.info()["sharded"] == {"shards": service.index.shard_sizes_, "scheduler": None, "workers": 0,
+                                             "loaded": True}
         Q = X[:30]
         _check_same(service.search(Q, 7), ref.query(Q, top_k=7), 30)
     finally:
@@ -131,9 +135,51 @@ def test_worker_killed_mid_request_is_a_503_and_the_server_keeps_serving(server,
     assert r.status_code == 503, r.text
     message = r.json()["error"]
     assert "was lost" in message and "no partial answer" in message and "results" not in r.json()
-    assert server.get("/health").json() == {"status": "ok"}
+    # /health answers at once: "unavailable" (503) until the shards are loaded again, then "ok"
+    health = server.get("/health")
+    assert health.status_code in (200, 503) and health.json()["status"] in ("ok", "unavailable")
     client.wait_for_workers(2, timeout=60)
     # the next request loads the shards again onto the workers there are and answers in full
     r = server.post("/query", json={"vectors": _vectors(Q), "top_k": 10})
     assert r.status_code == 200, r.text
     _check_same(r.json(), ref.query(Q, top_k=10), Q.shape[0])
+
+
+def test_all_workers_gone_is_a_503_then_the_index_recovers_when_a_worker_returns(sharded, tmp_path):
+    """Every worker leaves: /query answers 503 naming the outage (never a 422 blaming top_k),
+    /health 503 "unavailable", /info still the index's size; a new worker joins: served again."""
+    from starlette.testclient import TestClient
+
+    from sparsesim.service import QueryService, create_app
+
+    out, X, ref = sharded
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit="1GiB",
+                                  dashboard_address=":0", host="127.0.0.1") as local, \
+            distributed.Client(local, set_as_default=False) as client:
+        service = QueryService(out, scheduler=local.scheduler_address)
+        try:
+            with TestClient(create_app(service)) as http:
+                Q = X[:5]
+                body = {"vectors": _vectors(Q), "top_k": 10}
+                r = http.post("/query", json=body)
+                assert r.status_code == 200
+                local.scale(0)
+                deadline = time.monotonic() + 60
+                while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                for _ in range(2):  # the failing request and the one after it (the reload finds no worker)
+                    r = http.post("/query", json=body)
+                    assert r.status_code == 503, r.text
+                    assert "top_k" not in r.json()["error"]
+                health = http.get("/health")
+                assert health.status_code == 503 and health.json()["status"] == "unavailable"
+                assert "not loaded" in health.json()["problems"][0]
+                assert http.get("/info").json()["n_documents"] == ref.n_documents
+                local.scale(1)
+                client.wait_for_workers(1, timeout=60)
+                r = http.post("/query", json=body)
+                assert r.status_code == 200, r.text
+                _check_same(r.json(), ref.query(Q, top_k=10), Q.shape[0])
+                assert http.get("/health").json() == {"status": "ok"}
+        finally:
+            service.close()

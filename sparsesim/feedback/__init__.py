@@ -6,6 +6,9 @@
 * :class:`ModelVersion` (:mod:`sparsesim.feedback.versions`) -- published versions without a copy
   of the whole model per version.
 * The candidate stage's drift checks and rebuilds (:mod:`sparsesim.feedback.candidates`).
+* Active questions, ``ask`` (:mod:`sparsesim.feedback.questions`).
+* Where snapshots may be written and which snapshot may be resumed: the output-path policy and
+  the index identity a snapshot records (:mod:`sparsesim.feedback.snapshots`).
 """
 
 from .learner import FeedbackLearner

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from ..csr_rows import take_rows
 from ..engine.bilinear import OASIS as OASIS_MODE
-from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError
+from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError, SparsesimError
 from ..indexes import load_index
 from ..indexes.base import Index
 from ..models import BilinearSimilarity
@@ -46,15 +46,22 @@ from ..registry import make_estimator
 from ..topk import top_k_rows
 from ..validation import check_csr, check_float, check_int
 from .candidates import CandidateStage
+from .questions import ActiveQuestions
 from .records import FeedbackRecords, _plain
+from .snapshots import check_resumable, check_snapshot_target, snapshot_identity
 from .versions import ModelVersion, oasis_factors
 
-__all__ = ["FeedbackLearner"]
+__all__ = ["FeedbackLearner", "LearnerStoppedError"]
+
+
+class LearnerStoppedError(SparsesimError, RuntimeError):
+    """The learner thread stopped after an internal error: feedback is refused (queries are still
+    answered by the last published version); the message names the cause."""
 
 _STOP = object()
 
 
-class FeedbackLearner(FeedbackRecords, CandidateStage):
+class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
     """A model + index + learner that answers queries and learns from feedback at the same time.
 
     Parameters
@@ -66,13 +73,18 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         registered algorithm named in the model's metadata with its resolved parameters, else
         OASIS with ``C="auto"`` resolved on the corpus.
     snapshot : path-like, optional
-        Model file the learned model is saved to (and resumed from when ``resume``).
+        Model file the learned model is saved to (and resumed from when ``resume``). Checked
+        at start (:mod:`sparsesim.feedback.snapshots`): never inside the index directory, its
+        directory must exist; an existing snapshot resumes only on an index with the same
+        starting model and featuriser.
     snapshot_every : int, default 1000
         Applied triplets between snapshots.
     snapshot_seconds : float, default 60
         Seconds between snapshots while updates are pending.
     resume : bool, default True
         Start from ``snapshot`` when that file exists.
+    overwrite : bool, default False
+        With ``resume=False``: replace an existing ``snapshot`` (otherwise it is refused).
     queue_size : int, default 100000
         Triplets waiting for the learner thread; more are refused with ResourceLimitError.
     max_click_pairs : int, default 10
@@ -112,7 +124,14 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
                  max_click_pairs: int = 10, exact_limit: int = 200_000, candidate_pool: int = 200,
                  recent_queries: int = 256, publish_seconds: float = 0.05, rebase_every: int = 2000,
                  max_batch: int = 64, drift_check_every: int = 1000, drift_sample: int = 50,
-                 min_recall: float = 0.9):
+                 min_recall: float = 0.9, overwrite: bool = False):
+        index_dir = None
+        if not isinstance(index, Index):
+            index_dir = Path(index)
+        elif getattr(index, "loaded_from_", None):
+            index_dir = Path(index.loaded_from_[0])
+        if snapshot is not None:  # before the index is loaded: a refused path costs nothing
+            check_snapshot_target(snapshot, index_dir, bool(resume), bool(overwrite))
         self.index = index if isinstance(index, Index) else load_index(index, mmap=True)
         self.snapshot_every = check_int(snapshot_every, "snapshot_every", 1)
         self.snapshot_seconds = check_float(snapshot_seconds, "snapshot_seconds", 0.0, low_open=True)
@@ -131,6 +150,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self._snap_state = None if self.snapshot_path is None else file_state(self.snapshot_path)
         base = self.index.model
         self.featurizer = base.featurizer
+        self.identity = snapshot_identity(base)
         self.X = sp.csr_matrix(self.index.X_)
         self._rows = {_plain(v): r for r, v in enumerate(self.index.ids_)}
         self._int_ids = self.index.ids_.dtype.kind == "i"
@@ -142,6 +162,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             if start.n_features != base.n_features:
                 raise FileFormatError(f"{self.snapshot_path}: the snapshot has {start.n_features} features, "
                                       f"the index {base.n_features}")
+            check_resumable(self.snapshot_path, start, self.identity)
             fb = start.metadata.get("feedback")
             if isinstance(fb, dict) and isinstance(fb.get("n_applied"), int) and fb["n_applied"] >= 0:
                 counters["n_applied"] = counters["n_received"] = fb["n_applied"]
@@ -176,6 +197,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         self._recent = deque(maxlen=check_int(recent_queries, "recent_queries", 1))
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._error = None
+        self.snapshot_error = None  # the last failed snapshot (retried when the next one is due)
         self._closed = False
         # the candidate stage (corpora above exact_limit) and its drift checks
         self._candidates = self.index
@@ -244,7 +266,10 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         Q = check_csr(Q, name="queries", n_features=self.index.n_features)
         n = self.X.shape[0]
         k = check_int(top_k, "top_k", 1, n)
-        rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowing scores are refused just below
+            rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
+        if not np.isfinite(vals).all():  # refused before it is remembered for ask()
+            raise InvalidInputError("the query's scores overflow float64 (values too large); scale the query down")
         if remember is not None:
             for i, item in enumerate(remember):
                 self._recent.append((item, Q[i], rows[i][: min(k, 10)]))
@@ -315,17 +340,21 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             stop = any(b is _STOP for b in batch)
             work = [b for b in batch if b is not _STOP]
             try:
-                if work:
-                    self._apply(work)
-                if self._learned != self.n_applied:
-                    snap_due = stop or self._snapshot_due(self._learned)
-                    if (self._lowrank or snap_due or self._queue.qsize() == 0
-                            or time.monotonic() - self._publish_time >= self.publish_seconds):
-                        self._publish()
-                if work or stop:
+                try:
+                    if work and self._error is None:
+                        self._apply(work)
+                    if self._learned != self.n_applied:
+                        snap_due = stop or self._snapshot_due(self._learned)
+                        if (self._lowrank or snap_due or self._queue.qsize() == 0
+                                or time.monotonic() - self._publish_time >= self.publish_seconds):
+                            self._publish()
+                except Exception as exc:  # kept and raised to callers: the thread must not die silently
+                    self._error = exc
+                if work or stop:  # the published version is saved even after a failed update
                     self._maybe_snapshot(force=stop and self._final_snapshot)
-            except Exception as exc:  # kept and raised to callers: the thread must not die silently
-                self._error = exc
+            except Exception as exc:  # a failed snapshot: reported, retried when the next one is due
+                self.snapshot_error = exc
+                self._snap_retry_at = time.monotonic() + 1.0
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -383,6 +412,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
     def _maybe_snapshot(self, force: bool = False) -> None:
         if self.snapshot_path is None:
             return
+        if not force and self.snapshot_error is not None and time.monotonic() < self._snap_retry_at:
+            return
         if (force or self._snapshot_due(self.n_applied)) and self.n_applied != self._snap_applied:
             self.snapshot()
 
@@ -394,7 +425,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         version, model = current.number, current.model()
         applied = self.n_applied
         meta = dict(model.metadata)
-        meta["feedback"] = {"n_applied": int(applied), "version": int(version)}
+        meta["feedback"] = {"n_applied": int(applied), "version": int(version), **self.identity}
         # another learner writing the same file meanwhile (a second `learn --resume`, a second server)
         # gets ConcurrentWriteError here instead of one of them silently dropping the other's triplets
         with replacing_unchanged(self.snapshot_path, self._snap_state):
@@ -407,6 +438,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
             self.snapshot_info = info
             self._snap_applied = applied
             self._snap_time = time.monotonic()
+            self.snapshot_error = None
         return info
 
     def flush(self, timeout: float | None = None) -> None:
@@ -432,67 +464,40 @@ class FeedbackLearner(FeedbackRecords, CandidateStage):
         if self._refresher is not None:
             self._refresher.join()
         self._raise_if_failed()
+        if self._final_snapshot and self.snapshot_error is not None:
+            exc = self.snapshot_error
+            if isinstance(exc, SparsesimError):  # e.g. another writer replaced the file: its own message
+                raise exc
+            raise FileFormatError(f"the final snapshot to {self.snapshot_path} failed ({type(exc).__name__}: "
+                                  f"{exc}); {self.n_applied - self._snap_applied} applied triplet(s) are not "
+                                  f"saved") from exc
 
     def _raise_if_failed(self):
+        exc = self._error
+        if exc is not None:
+            raise LearnerStoppedError(f"the feedback learner stopped after an internal error ({type(exc).__name__}: "
+                                      f"{str(exc)[:300]}); feedback is refused until it is restarted, queries are "
+                                      f"answered by model version {self.version}") from exc
+
+    def problems(self) -> list[str]:
+        """What keeps the learner from working fully (empty when healthy): a stopped learner
+        thread, a failed snapshot."""
+        out = []
         if self._error is not None:
-            raise self._error
+            out.append(f"the feedback learner stopped after an internal error ({type(self._error).__name__}: "
+                       f"{str(self._error)[:200]}); feedback is refused")
+        snap = self.snapshot_error
+        if snap is not None:
+            out.append(f"the last snapshot to {self.snapshot_path} failed ({type(snap).__name__}: {str(snap)[:200]}); "
+                       f"{self.n_applied - self._snap_applied} applied triplet(s) not saved yet, retried at the next "
+                       f"snapshot")
+        return out
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-    # -- active questions -----------------------------------------------------------------------
-    def ask(self, n: int = 10, b: float = 1.0, per_query: int = 1) -> list[dict]:
-        """Triplets the active rule most wants labelled, from recent queries' top results.
-
-        PAAS / CWAS selection (query a triplet with probability b / (b + |margin|)): for every
-        recent query, the pairs of neighbouring results (ranks i, i+1 of its top 10; the smallest
-        margins of a ranked list are between neighbours) are scored with the newest model; the
-        ``n`` pairs of smallest |margin| S(q, first) - S(q, second) -- the highest query
-        probability -- come first, at most ``per_query`` from one query. One question per
-        query (the default) spreads the labels over more queries: on a news20 slice it ended
-        0.633 MAP@10 after 800 labels against 0.629 for any number per query and 0.626 for
-        random label-derived triplets (README "Learning from feedback").
-
-        Parameters
-        ----------
-        n : int, default 10
-        b : float, default 1.0
-            The PAAS/CWAS constant of the query probability (reported as ``p_query``).
-        per_query : int, default 1
-            At most this many questions per query (0: no limit).
-
-        Returns
-        -------
-        list of dict
-            ``{"query": ..., "first": id, "second": id, "margin": float, "p_query": float}``.
-        """
-        n = check_int(n, "n", 1, 1000)
-        b = check_float(b, "b", 0.0, low_open=True)
-        per_query = check_int(per_query, "per_query", 0)
-        current = self._published
-        cands, seen = [], set()
-        for item, qrow, rows in list(self._recent)[::-1]:
-            if len(rows) < 2:
-                continue
-            s = take_rows(self.X, rows) @ current.dense_query(qrow)
-            key_q = repr(item)
-            own = []
-            for i in range(len(rows) - 1):
-                key = (key_q, int(rows[i]), int(rows[i + 1]))
-                if key in seen:
-                    continue
-                seen.add(key)
-                margin = float(s[i] - s[i + 1])
-                own.append((abs(margin), item, int(rows[i]), int(rows[i + 1]), margin))
-            own.sort(key=lambda c: c[0])
-            cands.extend(own[:per_query] if per_query else own)
-        cands.sort(key=lambda c: c[0])
-        ids = self.index.ids_
-        return [{"query": item, "first": _plain(ids[a]), "second": _plain(ids[c]), "margin": m,
-                 "p_query": b / (b + am)} for am, item, a, c, m in cands[:n]]
 
     # -- facts ----------------------------------------------------------------------------------
     def info(self) -> dict:

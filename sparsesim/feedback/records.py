@@ -98,6 +98,10 @@ class FeedbackRecords:
                 raise InvalidInputError(f"{name}: indices must be integers in [0, {d})")
             if not all(is_finite_number(v) for v in val):
                 raise InvalidInputError(f"{name}: values must be finite numbers")
+            with np.errstate(over="ignore"):
+                squared = np.square(np.asarray(val, np.float64)).sum()
+            if not np.isfinite(squared):  # the learner's update divides by ||q||^2
+                raise InvalidInputError(f"{name}: values too large (their squared norm overflows float64)")
             row = sp.csr_matrix((np.asarray(val, np.float64), (np.zeros(len(idx), np.int64),
                                                                np.asarray(idx, np.int64))), shape=(1, d))
             return check_csr(row, name=name, n_features=d)

@@ -24,7 +24,8 @@ of writers that died are removed by the next write to the same directory
 file (``fcntl.flock``).
 
 The package's modules: :mod:`.jsonio` (strict JSON), :mod:`.files` (permissions, atomic
-writes, temporary files, fsync, output-path checks), :mod:`.locks` (writer locks),
+writes, temporary files, fsync, output-file checks), :mod:`.outputs` (the output-path policy of
+every command that writes: :func:`check_output_path`), :mod:`.locks` (writer locks),
 :mod:`.checksums`, :mod:`.arrays` (bounded ``.npy`` / ``.npz`` reads, CSR matrices as arrays),
 :mod:`.streams` (bounded decompression) and :mod:`.bundles` (the model file format). Every name
 is importable from ``sparsesim.persistence``.
@@ -61,4 +62,5 @@ from .jsonio import (  # noqa: F401
     loads_strict,
 )
 from .locks import _HELD, file_state, replacing_unchanged, target_lock  # noqa: F401
+from .outputs import check_output_path, overlapping_input  # noqa: F401
 from .streams import _BoundedRaw, bounded_stream, decompression_limit, read_bounded  # noqa: F401

@@ -13,7 +13,10 @@ Endpoints
     ``"compare": true`` adds plain cosine top-k (``"cosine"``), ``"snippets": true`` adds the
     start of each document's text. Answer: ``{"results": [[{"id": ..., "score": ...}, ...], ...]}``.
 ``GET /health``
-    ``{"status": "ok"}``.
+    ``{"status": "ok"}``; ``{"status": "degraded", "problems": [...]}`` (200) while queries are
+    answered but the feedback learner stopped, a snapshot failed or internal errors happened in
+    the last minute; ``{"status": "unavailable", ...}`` (503) while a sharded index's shards are
+    lost and cannot be loaded again (this check also retries the load).
 ``GET /info``
     Index kind and size, model facts, index parameters and state (incl. any calibrated recall),
     and the service's limits.
@@ -33,7 +36,13 @@ A *sharded* index (``index build --shards N``) is served from the Dask cluster a
 server runs; without a scheduler all shards are loaded into the server's process. ``compare`` is
 not available for a sharded index (the corpus is not in the server). A worker lost during a
 request answers 503 with a JSON error (never a top-k merged from the surviving shards); the next
-request loads the shards again onto the workers that remain.
+request (or ``/health``) loads the shards again onto the workers there are, and answers 503
+until it can.
+
+Errors: every answer is ASCII JSON; a server-side failure is a 5xx JSON ``{"error": ...}`` --
+503 while the service cannot answer, 500 (with an ``"error_id"`` under which the cause and its
+traceback are logged to stderr) for anything unforeseen -- and the server keeps answering;
+queries whose scores overflow float64 are refused with 422.
 
 Limits (bad requests get a 4xx JSON ``{"error": ...}``; the server keeps answering):
 request body size (413), texts/vectors per request and ``top_k`` (422), malformed JSON (400), a

@@ -2,8 +2,9 @@
 
 Holds :class:`ServiceLimits` (the bounds of one request), :class:`RequestError` (a bad request
 and its HTTP status), :func:`read_body` and :func:`parse_json` (the size-capped JSON body of a
-request) and :class:`QueryParsing`, the ``/query`` payload checks of
-:class:`~sparsesim.service.state.QueryService`.
+request), :class:`QueryParsing`, the ``/query`` payload checks of
+:class:`~sparsesim.service.state.QueryService`, and :func:`json_bytes`, the encoding of every
+JSON answer (it cannot fail: see its docstring).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import scipy.sparse as sp
 
 from ..validation import is_finite_number
 
-__all__ = ["ServiceLimits", "RequestError", "QueryParsing", "read_body", "parse_json"]
+__all__ = ["ServiceLimits", "RequestError", "QueryParsing", "read_body", "parse_json", "json_bytes"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class RequestError(Exception):
 class QueryParsing:
     """The ``/query`` payload checks of :class:`~sparsesim.service.state.QueryService`.
 
-    A mixin: it reads the service's ``limits``, ``index``, ``model``, ``accepts_text`` and
-    ``_cosine_T`` (``None`` when plain cosine is not available).
+    A mixin: it reads the service's ``limits``, ``index``, ``n_documents``, ``model``,
+    ``accepts_text`` and ``_cosine_T`` (``None`` when plain cosine is not available).
     """
 
     def parse(self, payload) -> tuple[sp.csr_matrix, int, bool, bool]:
@@ -78,7 +79,7 @@ class QueryParsing:
         top_k = payload.get("top_k", 10)
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
             raise RequestError(422, f"top_k must be an integer, got {json.dumps(top_k)[:40]}")
-        cap = min(lim.max_top_k, self.index.n_documents)
+        cap = min(lim.max_top_k, self.n_documents)  # the index's size, also while its shards are reloaded
         if not 1 <= top_k <= cap:
             raise RequestError(422, f"top_k must be between 1 and {cap}")
         flags = []
@@ -169,3 +170,34 @@ def parse_json(body: bytes):
         return json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise RequestError(400, f"the body is not valid JSON ({str(exc)[:200]})") from None
+
+
+def _finite_or_null(obj):
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    return obj
+
+
+def json_bytes(content) -> bytes:
+    """``content`` as the bytes of a JSON answer; never raises for the service's own answers.
+
+    ASCII-only (``\\uXXXX`` escapes), so a document id or snippet that is not valid Unicode (a
+    file name in another encoding, read with surrogate escapes) is sent as its escapes and comes
+    back unchanged in ``/feedback``; a non-finite float (the answers are checked before, so this
+    only guards facts such as ``/info``'s) is written as ``null`` rather than as the invalid
+    JSON ``NaN``.
+
+    Examples
+    --------
+    >>> json_bytes({"id": "caf\\udce9.txt", "score": float("inf")})
+    b'{"id":"caf\\\\udce9.txt","score":null}'
+    """
+    try:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+    except ValueError:  # a non-finite float somewhere
+        return json.dumps(_finite_or_null(content), ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")

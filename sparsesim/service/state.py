@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..distributed import connect, resolve_scheduler
+from ..distributed import connect, resolve_scheduler, worker_addresses
 from ..exceptions import ClusterError, InvalidInputError
 from ..feedback import FeedbackLearner
+from ..feedback.snapshots import check_snapshot_target
 from ..topk import top_k_rows
-from .parsing import QueryParsing, ServiceLimits
+from .parsing import QueryParsing, RequestError, ServiceLimits
+
+#: seconds between two attempts to load a lost sharded index again from ``/health``
+RELOAD_EVERY = 2.0
 
 __all__ = ["QueryService"]
 
@@ -48,6 +53,9 @@ class QueryService(QueryParsing):
         A scheduler for a single-process index, or ``learn`` for a sharded one.
     ClusterError
         The scheduler cannot be reached, or a worker was lost while loading the shards.
+    UnsafeTargetError
+        ``learn``'s snapshot path breaks the output-path policy (inside the index, no such
+        directory, ...); checked before the index is loaded.
     """
 
     def __init__(self, index_dir, limits: ServiceLimits | None = None, mmap: bool = True,
@@ -63,6 +71,13 @@ class QueryService(QueryParsing):
         self._exit = contextlib.ExitStack()
         self._reload = threading.Lock()
         self._stale = None  # the sharded index that lost a shard: replaced before the next search
+        self._load_error = None  # why the last reload of a sharded index failed
+        self._reload_tried = 0.0
+        self.n_internal_errors = 0
+        self._last_internal = None  # (monotonic time, one-line cause) of the last internal error
+        if learn is not None and learn.get("snapshot") is not None:  # before any work: the policy
+            check_snapshot_target(learn["snapshot"], self.index_dir, bool(learn.get("resume", True)),
+                                  bool(learn.get("overwrite", False)))
         if self.sharded:
             if learn is not None:
                 raise InvalidInputError(f"{self.index_dir} is a sharded index; --learn serves a single-process "
@@ -76,16 +91,16 @@ class QueryService(QueryParsing):
                 self._exit.close()
                 raise
             self._cosine_T, self.snippets = None, None
+            self.n_documents = int(sum(int(s["n_documents"]) for s in self.manifest["shards"]))
         else:
             if self.scheduler is not None:
                 raise InvalidInputError(f"{self.index_dir} is a single-process index; a scheduler serves sharded "
                                         f"indexes (build one with `index build --shards N`), or drop --scheduler")
             self.index = load_index(self.index_dir, mmap=mmap)
             self.manifest = read_manifest(self.index_dir)
-            X = sp.csr_matrix(self.index.X_)
-            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-            self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
+            self._cosine_T = unit_rows(self.index.X_).T.tocsr()
             self.snippets = self.index.snippets_
+            self.n_documents = int(self.index.n_documents)
         self.model = self.index.model
         self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
 
@@ -112,10 +127,12 @@ class QueryService(QueryParsing):
         sharded = None
         if self.sharded:
             index = self.index
-            sharded = {"shards": list(index.shard_sizes_), "scheduler": self.scheduler,
-                       "workers": len(set(index.shard_workers_)) if self._client is not None else 0}
+            loaded = self._stale is None and bool(index.shard_sizes_)
+            sharded = {"shards": [int(s["n_documents"]) for s in self.manifest["shards"]], "scheduler": self.scheduler,
+                       "workers": len(set(index.shard_workers_)) if self._client is not None and loaded else 0,
+                       "loaded": loaded}
         return {
-            "index": str(self.index_dir), "kind": self.index.kind, "n_documents": int(self.index.n_documents),
+            "index": str(self.index_dir), "kind": self.index.kind, "n_documents": self.n_documents,
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
             "snippets": self.snippets is not None, "compare": self._cosine_T is not None, "sharded": sharded,
             "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz(),
@@ -123,7 +140,46 @@ class QueryService(QueryParsing):
             "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
             "limits": asdict(self.limits),
             "feedback": None if self.feedback is None else self.feedback.info(),
+            "internal_errors": self.n_internal_errors,
         }
+
+    def health(self) -> tuple[int, dict]:
+        """``(HTTP status, body)`` of ``/health``: ``{"status": "ok"}`` when everything works;
+        ``"degraded"`` (200) with ``"problems"`` when queries are answered but something is wrong
+        (a stopped feedback learner, a failed snapshot, internal errors in the last minute);
+        ``"unavailable"`` (503) when queries cannot be answered (a sharded index whose shards are
+        lost and cannot be loaded again yet -- this check also tries to load them again)."""
+        problems, unavailable = [], False
+        if self.sharded and self._client is not None:
+            try:
+                alive = set(worker_addresses(self._client))
+                if self._stale is None and any(w not in alive for w in self.index.shard_workers_):
+                    self._stale = self.index  # a shard's worker left while idle: load again
+            except Exception as exc:  # noqa: BLE001 - the scheduler itself does not answer
+                self._load_error = f"the Dask scheduler at {self.scheduler} does not answer ({type(exc).__name__})"
+                self._stale = self._stale or self.index
+            if self._stale is not None and time.monotonic() - self._reload_tried >= RELOAD_EVERY:
+                with contextlib.suppress(ClusterError):
+                    self._ensure_loaded()
+            if self._stale is not None:
+                unavailable = True
+                problems.append(f"the index's shards are not loaded: {self._load_error or 'a worker was lost'}")
+        if self.feedback is not None:
+            problems.extend(self.feedback.problems())
+        last = self._last_internal
+        if last is not None and time.monotonic() - last[0] < 60:
+            ago = time.monotonic() - last[0]
+            problems.append(f"{self.n_internal_errors} internal error(s) since start, the last {ago:.0f} s ago "
+                            f"({last[1]})")
+        if not problems:
+            return 200, {"status": "ok"}
+        return (503 if unavailable else 200), {"status": "unavailable" if unavailable else "degraded",
+                                               "problems": problems}
+
+    def record_internal_error(self, cause: str) -> None:
+        """Count an internal error (reported by ``/health`` for a minute and by ``/info``)."""
+        self.n_internal_errors += 1
+        self._last_internal = (time.monotonic(), cause[:200])
 
     # -- requests ---------------------------------------------------------------------------
     def search(self, Q, top_k: int, compare: bool = False, snippets: bool = False, remember=None) -> dict:
@@ -138,12 +194,14 @@ class QueryService(QueryParsing):
             ids, scores = self._query_sharded(Q, top_k)
         else:
             ids, scores = self.index.query(Q, top_k)
+        if not np.isfinite(np.asarray(scores, dtype=np.float64)).all():
+            raise RequestError(422, "the query's scores overflow float64 (values too large for this model); "
+                                    "scale the query values down")
         out = {"results": [self._hits(row_ids, row_scores, None, snippets) for row_ids, row_scores in zip(ids, scores)]}
         if self.feedback is not None:
             out["version"] = version
         if compare:
-            norms = np.sqrt(np.asarray(Q.multiply(Q).sum(axis=1)).ravel())
-            Qn = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Q
+            Qn = unit_rows(Q)
             out["cosine"] = []
             for q in range(Qn.shape[0]):  # one dense row of n_documents at a time, never queries x corpus
                 dense = (Qn[q] @ self._cosine_T).toarray()
@@ -151,22 +209,42 @@ class QueryService(QueryParsing):
                 out["cosine"].append(self._hits(self.index.ids_[rows[0]], vals[0], rows[0], snippets))
         return out
 
+    def _ensure_loaded(self) -> None:
+        """Load a sharded index that lost a shard again onto the workers there are now.
+
+        Raises
+        ------
+        ClusterError
+            It cannot be loaded now (no workers, the scheduler does not answer, ...): the
+            service answers 503 and tries again at the next request or ``/health``.
+        """
+        if self._stale is None:
+            return
+        with self._reload:
+            if self._stale is None:
+                return
+            self._reload_tried = time.monotonic()
+            with contextlib.suppress(Exception):
+                self._stale.release()
+            try:
+                self.index = self._load_sharded()
+            except Exception as exc:  # noqa: BLE001 - a server-side outage, never the client's fault
+                self._load_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                raise ClusterError(f"the index's shards are not loaded ({self._load_error}); the server loads them "
+                                   f"again when workers are available -- retry later") from None
+            self._stale, self._load_error = None, None
+
     def _query_sharded(self, Q, top_k: int):
         """Search the sharded index; after a lost shard (ClusterError), the next call first
         loads the shards again onto the workers that remain."""
-        if self._stale is not None:
-            with self._reload:
-                if self._stale is self.index:
-                    with contextlib.suppress(Exception):
-                        self.index.release()
-                    self.index = self._load_sharded()
-                    self._stale = None
+        self._ensure_loaded()
         index = self.index
         try:
             return index.query(Q, top_k)
-        except ClusterError:
+        except ClusterError as exc:
             if self._client is not None:
                 self._stale = index
+                self._load_error = str(exc).splitlines()[0][:300] if str(exc) else "a worker was lost"
             raise
 
     def _hits(self, ids, scores, rows, snippets: bool) -> list[dict]:
@@ -183,3 +261,16 @@ class QueryService(QueryParsing):
             self._id_rows = {(v.item() if hasattr(v, "item") else v): r for r, v in enumerate(self.index.ids_)}
         return [self._id_rows[i.item() if hasattr(i, "item") else i] for i in ids]
 
+
+
+def unit_rows(X) -> sp.csr_matrix:
+    """The rows of ``X`` scaled to unit Euclidean norm (zero rows stay zero), as CSR.
+
+    Every row is first divided by its largest absolute value, so its norm neither overflows
+    (values above ~1e154) nor underflows (values below ~1e-154).
+    """
+    X = sp.csr_matrix(X, dtype=np.float64)
+    peak = np.asarray(abs(X).max(axis=1).todense()).ravel()
+    Xs = sp.diags(1.0 / np.where(peak > 0, peak, 1.0)) @ X
+    norms = np.sqrt(np.asarray(Xs.multiply(Xs).sum(axis=1)).ravel())
+    return (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Xs).tocsr()

@@ -16,8 +16,8 @@ from ..indexes import build_index, load_index
 from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
 from ..indexes.storage import check_index_target
 from ..models import BilinearSimilarity
-from ..persistence import target_lock
-from .corpus import load_corpus
+from ..persistence import check_output_path, target_lock
+from .corpus import _looks_like_path, load_corpus
 from .queries import _read_queries, _text_queries
 
 
@@ -39,7 +39,8 @@ def _load_part(path: str, model_path: str, data_options: dict | None = None):
 
 def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
                            data_options: dict | None = None, target_recall=None, calibration_queries=None,
-                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1) -> dict:
+                           shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1,
+                           overwrite: bool = False) -> dict:
     """Build a retrieval index (see :mod:`sparsesim.indexes`) over ``corpus`` and save it to ``out``.
 
     A text corpus is featurised with the model's text featuriser; the start of each document's
@@ -49,10 +50,19 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
     that many row blocks. Either builds a :class:`~sparsesim.indexes.sharded.ShardedIndex`; with
     a Dask ``scheduler`` (default ``$SPARSESIM_SCHEDULER``) its shards are built on the workers,
     which also write them into ``out`` (a path the workers see).
+
+    ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`),
+    checked before anything is read: not inside (nor containing) the model file, a corpus file or
+    folder or the calibration queries; an existing index is replaced only with ``overwrite=True``.
     """
     parts = [corpus] if isinstance(corpus, (str, os.PathLike)) else [str(c) for c in corpus]
     if not parts:
         raise InvalidInputError("give a corpus to index")
+    if out is None:
+        raise InvalidInputError("give the index directory to write (--out)")
+    inputs = [model_path, calibration_queries, *[p for p in parts if _looks_like_path(str(p))]]
+    check_output_path(out, inputs=inputs, overwrite=overwrite, what="index", directory=True)
+    check_index_target(out, overwrite=overwrite)
     scheduler = resolve_scheduler(scheduler)
     if shards is not None and (isinstance(shards, bool) or int(shards) < 1):
         raise InvalidInputError(f"--shards must be a positive integer, got {shards!r}")
@@ -61,16 +71,16 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
                                 f"--shards {len(parts)}")
     if shards is None and len(parts) == 1 and scheduler is None:
         return _build_plain_index(model_path, parts[0], kind, out, params, data_options, target_recall,
-                                  calibration_queries, n_jobs=n_jobs)
+                                  calibration_queries, n_jobs=n_jobs, overwrite=overwrite)
     if target_recall is not None or calibration_queries is not None:
         raise InvalidInputError("--target-recall and --calibration-queries apply to single-process ann indexes, "
                                 "not to sharded ones")
     n_shards = len(parts) if len(parts) > 1 else int(shards or 1)
-    return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options)
+    return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options, overwrite)
 
 
-def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options) -> dict:
-    check_index_target(out)
+def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options,
+                         overwrite: bool = False) -> dict:
     model = BilinearSimilarity.load(model_path)
     with (connect(scheduler) if scheduler else nullcontext()) as client:
         start = time.perf_counter()
@@ -85,7 +95,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
                                            data_options=data_options)
                 index.fit_files([str(Path(p).absolute()) for p in parts], loader)
             seconds = time.perf_counter() - start
-            index.save(out)
+            index.save(out, overwrite=overwrite)
             sizes = list(index.shard_sizes_)
             workers = index.shard_workers_
         finally:
@@ -95,8 +105,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 
 
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
-                       calibration_queries, n_jobs: int = -1) -> dict:
-    check_index_target(out)  # refuse an unusable or existing target before the work
+                       calibration_queries, n_jobs: int = -1, overwrite: bool = False) -> dict:
     model = BilinearSimilarity.load(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
@@ -111,7 +120,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
     if data.texts is not None:
         index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start
-    index.save(out)
+    index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
     if getattr(index, "calibration_", None) is not None:
         out_summary["calibration"] = index.calibration_

@@ -12,7 +12,7 @@ from ..data.mtl_classification import MultiTaskStreams
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..model_files import load_similarity_model, model_nbytes
-from ..persistence import check_output_file, file_state, replacing_unchanged
+from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
 from ..validation import check_float, check_int, check_n_triplets
@@ -23,8 +23,12 @@ from .corpus import _load_labelled, _looks_like_path, _record_data, load_corpus,
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
                 seed: int = 0, params: dict | None = None, train_fraction: float = 0.7,
-                progress=None, data_options: dict | None = None) -> dict:
+                progress=None, data_options: dict | None = None, overwrite: bool = False) -> dict:
     """Train ``algorithm`` on the per-class ``train_fraction`` split of ``dataset``; save to ``out``.
+
+    ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`),
+    checked before the data is read: not inside the data set's file or folder, its directory must
+    exist, and an existing file is replaced only with ``overwrite=True``.
 
     ``data_options`` go to :func:`~sparsesim.data.load_dataset` (e.g. ``zero_based``,
     ``text_column``). The model records the feature-index base of an svmlight file, the text
@@ -43,7 +47,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     n_triplets = check_n_triplets(n_triplets, "--triplets")
     seed = check_int(seed, "--seed", 0, 2**32 - 1)
     train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
-    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out = check_output_path(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], overwrite=overwrite,
+                            what="model")
     out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     kwargs = dict(params or {})
@@ -100,8 +105,11 @@ def model_size(model) -> dict:
 def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
                grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
                validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
-               data_options: dict | None = None, validation: str = "documents") -> dict:
+               data_options: dict | None = None, validation: str = "documents", overwrite: bool = False) -> dict:
     """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
+
+    ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`;
+    an existing file is replaced only with ``overwrite=True``), checked before the search.
 
     The per-class ``train_fraction`` split is the one ``train`` and ``evaluate`` use (same seed),
     so ``evaluate`` scores the saved model on a test split the search never saw. The search is
@@ -122,7 +130,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
                                 "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
     if n_triplets <= 0:
         raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
-    out = check_output_file(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], what="model")
+    out = check_output_path(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], overwrite=overwrite,
+                            what="model")
     out_state = file_state(out)
     if spec.kind in ("multitask-similarity", "multitask-classifier"):
         if validation != "documents":
