@@ -37,6 +37,12 @@ def _load_part(path: str, model_path: str, data_options: dict | None = None):
     return data.X, data.ids
 
 
+#: build settings with their own argument (CLI option), never taken from ``params``
+_OWN_OPTIONS = {"n_jobs": "--n-jobs", "kind": "--kind", "ids": "--id-column", "model": "--model",
+                "calibration_queries": "--calibration-queries", "n_shards": "--shards", "shards": "--shards",
+                "client": "--scheduler", "scheduler": "--scheduler", "model_file": "--model"}
+
+
 def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
                            data_options: dict | None = None, target_recall=None, calibration_queries=None,
                            shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1) -> dict:
@@ -53,6 +59,10 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
     parts = [corpus] if isinstance(corpus, (str, os.PathLike)) else [str(c) for c in corpus]
     if not parts:
         raise InvalidInputError("give a corpus to index")
+    taken = sorted(set(params or {}) & set(_OWN_OPTIONS))
+    if taken:
+        raise InvalidInputError(f"{', '.join(taken)} cannot be given as an index parameter (--param); use "
+                                f"{', '.join(_OWN_OPTIONS[k] for k in taken)}")
     scheduler = resolve_scheduler(scheduler)
     if shards is not None and (isinstance(shards, bool) or int(shards) < 1):
         raise InvalidInputError(f"--shards must be a positive integer, got {shards!r}")
