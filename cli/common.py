@@ -107,9 +107,10 @@ def parse_params(items: Optional[List[str]]) -> dict:
         if "=" not in item:
             raise InvalidInputError(f"--param expects KEY=VALUE (or ALGORITHM.KEY=VALUE), got {item!r}")
         key, value = item.split("=", 1)
-        scope, _, name = key.rpartition(".")
-        if not name:
-            raise InvalidInputError(f"--param has an empty key in {item!r}")
+        scope, dot, name = key.rpartition(".")
+        if not name or (dot and not scope.strip()):
+            raise InvalidInputError(f"--param has an empty {'key' if not name else 'algorithm name'} in "
+                                    f"{bounded(repr(item), 80)}")
         out.setdefault(scope or "*", {})[name] = _parse_value(value)
     return out
 

@@ -58,7 +58,7 @@ def experiment(
         raise InvalidInputError("--algorithms needs at least one name")
     for name in names:
         get_algorithm(name)
-    protocol = protocol or spec.get("protocol", "sors")
+    protocol = protocol if protocol is not None else spec.get("protocol", "sors")
     if seeds is not None:
         seed_list = parse_seeds(seeds, len(names))
     else:

@@ -43,6 +43,7 @@ from sparsesim.exceptions import InvalidInputError
 from . import ann_build, ann_calibration, ann_query, ann_state
 from .ann_calibration import FALLBACK
 from .base import Index
+from .inputs import SCORE_LIMITS
 from .calibration import check_target_recall, remeasure
 from .expansion import (embed, expanded_postings, fit_projection, heaps_from_postings, impact_postings,  # noqa: F401
                         light_transpose, postings_from_heaps)
@@ -131,6 +132,7 @@ class AnnIndex(Index):
     """
 
     kind = "ann"
+    score_limit = SCORE_LIMITS["float32"]  # postings and FAISS vectors are float32
 
     def __init__(self, model, target_recall=0.95, calibration_size=300, postings_per_feature=None,
                  postings_memory=512 << 20, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,

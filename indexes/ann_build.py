@@ -38,7 +38,7 @@ def fit(index, X, ids=None, calibration_queries=None):
     """Build the expanded postings (and the FAISS stage when ``dim > 0``) of ``index`` for corpus
     ``X``, then calibrate its search setting (see :meth:`AnnIndex.fit`)."""
     start = time.perf_counter()
-    Xp = prepare_rows(index.model, X, "corpus")
+    Xp = prepare_rows(index.model, X, "corpus", score_limit=index.score_limit)
     if Xp.shape[0] == 0:
         raise InvalidInputError("cannot build an index over an empty corpus")
     index._set_corpus(Xp, ids)

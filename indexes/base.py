@@ -19,7 +19,7 @@ from sparsesim.validation import bounded
 
 from .execution import (QueryScratch, drop_own_rows, faiss_layout, kernels, merge_top_k,  # noqa: F401
                         query_scratch, resolve_jobs, threaded)
-from .inputs import check_search_k, check_top_k, normalize_ids, prepare_rows
+from .inputs import SCORE_LIMITS, check_search_k, check_top_k, normalize_ids, prepare_rows
 from .storage import StoredIndex, save_index
 
 __all__ = ["Index", "prepare_rows", "normalize_ids"]
@@ -38,6 +38,8 @@ class Index:
     """
 
     kind = ""
+    #: the largest score documents may reach in this kind of index (see :func:`check_score_range`)
+    score_limit = SCORE_LIMITS["float64"]
 
     def __init__(self, model: BilinearSimilarity, n_jobs: int | None = 1):
         if not isinstance(model, BilinearSimilarity):
@@ -342,7 +344,7 @@ class Index:
         """
         if self.read_only_:
             raise InvalidInputError("this index was loaded memory-mapped (read-only); load it with mmap=False to add")
-        Xp = prepare_rows(self.model, X_new, "documents")
+        Xp = prepare_rows(self.model, X_new, "documents", score_limit=self.score_limit)
         new_ids = normalize_ids(ids, Xp.shape[0], existing=self.ids_)
         if Xp.shape[0] == 0:
             return self

@@ -94,7 +94,7 @@ class ExactIndex(Index):
     def fit(self, X, ids=None):
         """Index corpus ``X`` (rows = documents) with user ``ids`` (default: row numbers)."""
         start = time.perf_counter()
-        Xp = prepare_rows(self.model, X, "corpus")
+        Xp = prepare_rows(self.model, X, "corpus", score_limit=self.score_limit)
         self._set_corpus(Xp, ids)
         self.strategy_ = self._choose_strategy(Xp) if self.strategy == "auto" else self.strategy
         self.postings_ = self._transform_postings(Xp) if self.strategy_ == "corpus" else None

@@ -8,6 +8,7 @@ L2-normalised when the model says so), :func:`normalize_ids` checks and numbers 
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -15,24 +16,53 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.models import BilinearSimilarity
+from sparsesim.csr_rows import log_row_norms, unit_row_data
 from sparsesim.validation import check_csr
 
-__all__ = ["prepare_rows", "normalize_ids", "check_top_k", "check_search_k"]
+__all__ = ["prepare_rows", "normalize_ids", "check_top_k", "check_search_k", "check_score_range", "SCORE_LIMITS"]
 
 
-def prepare_rows(model: BilinearSimilarity, X, name: str) -> sp.csr_matrix:
-    """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so)."""
+def prepare_rows(model: BilinearSimilarity, X, name: str, score_limit: float | None = None) -> sp.csr_matrix:
+    """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so);
+    with ``score_limit`` (documents entering an index, :data:`SCORE_LIMITS`) also
+    :func:`check_score_range`."""
     if model is None:
         raise InvalidInputError("an index needs a BilinearSimilarity model")
     X = check_csr(X, name=name, n_features=model.n_features)
     if model.normalize:
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        scale = np.repeat(1.0 / np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
-        X = sp.csr_matrix((X.data * scale, X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
+        X = sp.csr_matrix((unit_row_data(X), X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
         X.has_sorted_indices = True
     X.indices = X.indices.astype(np.int32, copy=False)
     X.indptr = X.indptr.astype(np.int64, copy=False)
+    if score_limit is not None:
+        check_score_range(model, X, name, score_limit)
     return X
+
+
+#: the largest score (and value of ``x M^T``) documents may reach in an index that computes in
+#: float64, and in one that also stores float32 values (the ann index's postings and FAISS vectors)
+SCORE_LIMITS = {"float64": 1e300, "float32": 1e30}
+
+
+def check_score_range(model: BilinearSimilarity, X: sp.csr_matrix, name: str, limit: float) -> None:
+    """Refuse documents whose bilinear scores could overflow.
+
+    The bound: ``|x^T M x'| <= |x| |x'| |M|`` and every value of ``x M^T`` is at most
+    ``|x| |M|`` (``|M|`` bounded by :meth:`~sparsesim.models.BilinearSimilarity.log_norm_bound`),
+    computed in logarithms so that the check itself cannot overflow. Documents whose largest
+    bound is over ``limit`` raise :class:`~sparsesim.exceptions.InvalidInputError`, before any
+    index work: an index must never store, or answer with, infinite values.
+    """
+    if X.shape[0] == 0 or X.nnz == 0:
+        return
+    log_norm = float(np.max(log_row_norms(X)))
+    log_m = model.log_norm_bound()
+    worst = log_m + max(2 * log_norm, log_norm)
+    if worst > math.log(limit):
+        raise InvalidInputError(
+            f"{name}: values too large to index: scores could reach about 1e{worst / math.log(10):.0f} (largest "
+            f"row norm 1e{log_norm / math.log(10):.0f}), over the 1e{round(math.log10(limit))} this kind of index "
+            "keeps (an ann index stores float32 values); scale the data down (e.g. L2-normalise the rows)")
 
 
 def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray:

@@ -52,6 +52,7 @@ from sparsesim.models import BilinearSimilarity
 
 from . import INDEX_KINDS
 from .base import check_search_k, check_top_k, faiss_layout, normalize_ids, prepare_rows, resolve_jobs
+from .inputs import SCORE_LIMITS
 from .placement import InProcess, OnCluster
 from .shard import MODEL_FILE as _MODEL, Shard, build_shard, build_shard_from_file, call_shard, load_shard, merge_parts
 from .sharded_format import SHARDED_VERSION as SHARDED_VERSION  # the format version, for readers of this module
@@ -159,7 +160,7 @@ class ShardedIndex:
         self
         """
         start = time.perf_counter()
-        Xp = prepare_rows(self.model, X, "corpus")
+        Xp = prepare_rows(self.model, X, "corpus", score_limit=self._score_limit())
         n = Xp.shape[0]
         if n < self.n_shards:
             raise InvalidInputError(f"{n} documents cannot fill {self.n_shards} shards; use fewer shards")
@@ -313,7 +314,7 @@ class ShardedIndex:
         self
         """
         self._check_built()
-        Xp = prepare_rows(self.model, X_new, "documents")
+        Xp = prepare_rows(self.model, X_new, "documents", score_limit=self._score_limit())
         m = Xp.shape[0]
         if m == 0:
             return self
@@ -366,6 +367,10 @@ class ShardedIndex:
         self._place.release()
         self._expanding = None
         self.shard_sizes_ = []
+
+    def _score_limit(self) -> float:
+        """The score limit of this index's shard kind (:data:`~sparsesim.indexes.inputs.SCORE_LIMITS`)."""
+        return SCORE_LIMITS["float32" if self.kind == "ann" else "float64"]
 
     def _check_built(self):
         if not self.shard_sizes_:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["row_arrays", "row_range", "take_rows"]
+__all__ = ["log_row_norms", "row_arrays", "row_range", "take_rows", "unit_row_data"]
 
 
 def _csr(data, indices, indptr, shape) -> sp.csr_matrix:
@@ -59,3 +59,44 @@ def take_rows(X: sp.csr_matrix, rows) -> sp.csr_matrix:
     np.cumsum(lengths, out=indptr[1:])
     pos = np.repeat(starts - indptr[:-1], lengths) + np.arange(int(indptr[-1]), dtype=np.int64)
     return _csr(X.data[pos], X.indices[pos], indptr, (rows.size, X.shape[1]))
+
+
+def _row_max_abs(X: sp.csr_matrix) -> np.ndarray:
+    """Largest ``|value|`` of each row (0 for an empty row)."""
+    out = np.zeros(X.shape[0])
+    lengths = np.diff(X.indptr)
+    rows = np.flatnonzero(lengths)
+    if rows.size:
+        out[rows] = np.maximum.reduceat(np.abs(X.data), np.asarray(X.indptr[:-1])[rows])
+    return out
+
+
+def log_row_norms(X: sp.csr_matrix) -> np.ndarray:
+    """``log`` of each row's L2 norm, exact also where the norm itself overflows float64 (values
+    near 1e308) or its square underflows; ``-inf`` for an all-zero row."""
+    m = _row_max_abs(X)
+    scaled = X.data / np.repeat(np.where(m > 0, m, 1.0), np.diff(X.indptr))
+    sumsq = np.bincount(np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), weights=scaled * scaled,
+                        minlength=X.shape[0])
+    with np.errstate(divide="ignore"):
+        return np.log(m) + 0.5 * np.log(np.where(m > 0, sumsq, 1.0))
+
+
+def unit_row_data(X: sp.csr_matrix) -> np.ndarray:
+    """``X.data`` with every nonzero row scaled to unit L2 norm (all-zero rows stay zero).
+
+    ``x * (1 / |x|)``; a row whose squared norm overflows or underflows float64 is scaled by its
+    largest ``|value|`` first, so very large or very small values still give a unit row."""
+    lengths = np.diff(X.indptr)
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    data = X.data * np.repeat(1.0 / np.where(norms > 0, norms, 1.0), lengths)
+    bad = (~np.isfinite(norms) | (norms == 0)) & (lengths > 0)
+    if bad.any():
+        m = _row_max_abs(X)
+        entry_bad = np.repeat(bad, lengths)
+        scaled = X.data / np.repeat(np.where(m > 0, m, 1.0), lengths)
+        sumsq = np.bincount(np.repeat(np.arange(X.shape[0]), lengths), weights=scaled * scaled, minlength=X.shape[0])
+        unit = scaled / np.repeat(np.sqrt(np.where(sumsq > 0, sumsq, 1.0)), lengths)
+        data[entry_bad] = unit[entry_bad]
+    return data

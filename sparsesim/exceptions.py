@@ -4,6 +4,8 @@ Every error a user can cause derives from :class:`SparsesimError`, so the CLI ca
 one clear line for any of them (and never a traceback).
 """
 
+import threading
+
 
 class SparsesimError(Exception):
     """Base class for errors caused by input, configuration or files."""
@@ -38,11 +40,6 @@ class MissingDependencyError(SparsesimError, ImportError):
 
 class ClusterError(SparsesimError, RuntimeError):
     """A Dask scheduler that cannot be reached, or a worker (and its shard) lost during a call."""
-
-
-class NotFittedError(InvalidInputError, AttributeError):
-    """A learner used before ``fit``; scikit-learn's ``check_is_fitted`` contract (ValueError and
-    AttributeError) with sparsesim's one-line CLI display."""
 
 
 class InvalidParameterError(InvalidInputError):
@@ -82,3 +79,24 @@ class MemoryBudgetError(SparsesimError, MemoryError):
 
 class DivergenceError(InvalidInputError):
     """A learner's weights or interaction matrix overflowed (its parameters are too aggressive)."""
+
+
+_LAZY_LOCK = threading.Lock()
+
+
+def __getattr__(name):
+    # NotFittedError derives from scikit-learn's, which is imported on first use only (importing
+    # scikit-learn takes seconds; the CLI starts without it)
+    if name != "NotFittedError":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _LAZY_LOCK:
+        if "NotFittedError" not in globals():
+            from sklearn.exceptions import NotFittedError as sklearn_not_fitted
+
+            globals()["NotFittedError"] = type("NotFittedError", (InvalidInputError, sklearn_not_fitted), {
+                "__module__": __name__,
+                "__doc__": "A learner used before ``fit``: scikit-learn's "
+                           ":class:`sklearn.exceptions.NotFittedError` (a ValueError and an AttributeError) "
+                           "with sparsesim's one-line CLI display.",
+            })
+    return globals()["NotFittedError"]

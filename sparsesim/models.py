@@ -15,7 +15,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import FileFormatError, InvalidInputError
+from .exceptions import FileFormatError, InvalidInputError, InvalidInputTypeError
+from .csr_rows import unit_row_data
 from .persistence import arrays_checksum, load_bundle, save_bundle
 from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
 from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
@@ -69,6 +70,8 @@ class BilinearSimilarity:
                  featurizer: TextFeaturizer | None = None):
         if not sp.issparse(W) or W.ndim != 2 or W.shape[0] != W.shape[1]:
             raise InvalidInputError(f"W must be a square sparse matrix, got {getattr(W, 'shape', None)}")
+        if W.dtype.kind not in "biuf":
+            raise InvalidInputTypeError(f"W must hold real numbers, got dtype {W.dtype}")
         self.W = sp.csr_matrix(W, dtype=np.float64)
         self.W.sum_duplicates()
         self.W.sort_indices()
@@ -153,12 +156,31 @@ class BilinearSimilarity:
         d = self.n_features
         return 1.0 - self.nnz() / float(d) / float(d)
 
+    def log_norm_bound(self) -> float:
+        """``log`` of an upper bound on the spectral norm of M, ``sqrt(|M|_1 |M|_inf)`` (the largest
+        absolute column and row sums): ``|x^T M x'| <= exp(bound) |x| |x'|`` for any documents.
+        ``-inf`` for M = 0; computed once per W (``O(nnz(W))``)."""
+        key = (id(self.W.data), self.W.nnz)
+        cached = getattr(self, "_log_norm_bound", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        d = self.n_features
+        absw = np.abs(self.W.data)
+        with np.errstate(over="ignore"):
+            rows = np.bincount(np.repeat(np.arange(d), np.diff(self.W.indptr)), weights=absw, minlength=d)
+            cols = np.bincount(self.W.indices, weights=absw, minlength=d)
+            if self.identity:
+                rows, cols = rows + 1.0, cols + 1.0
+            with np.errstate(divide="ignore"):
+                value = 0.5 * (np.log(rows.max(initial=0.0)) + np.log(cols.max(initial=0.0)))
+        self._log_norm_bound = (key, float(value))
+        return float(value)
+
     # -- scoring --------------------------------------------------------------------------
     def _check(self, X, name):
         X = check_csr(X, name=name, n_features=self.n_features)
         if self.normalize:
-            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-            X = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
+            X = sp.csr_matrix((unit_row_data(X), X.indices.copy(), X.indptr.copy()), shape=X.shape)
         return X
 
     def transform_queries(self, Q) -> sp.csr_matrix:

@@ -32,6 +32,14 @@ Families (all generated fresh from ``--seed``; everything is written under ``--w
 * ``dask``: ``index build``, ``query`` and ``serve`` with ``--scheduler`` at addresses that stay
   silent, answer HTTP, send garbage or refuse: one ``error:`` line within the documented 10 s
   plus start-up (:func:`fuzz_service.run_dask_case`).
+* ``folder``, ``table``, ``meta``, ``width``, ``corner`` (library, :mod:`fuzz_ingest`): hostile text
+  folders (links leading outside, FIFOs, sockets, hidden files, ``.git``), tables past the JSON
+  parser's limits, model metadata around the size and depth limits, query files of other declared
+  widths, and the library corners (save paths, complex W, classifiers before ``fit``, corpora
+  whose scores overflow at index build and add).
+* ``ingest`` (CLI, :mod:`fuzz_ingest`): ``train``, ``index build``, ``query``, ``index add`` and
+  ``experiment`` on those files and with the option corners; a word of a file outside the folder
+  (or hidden) printed or stored in a written model is ``wrong``.
 * ``kill``: ``kill -9`` at a random moment of ``train --out``, ``index build --out`` and
   ``index add``; the target must then hold the old complete version or the new one.
 * ``concurrent``: two ``index add`` runs on one index at once; both must succeed and keep both
@@ -45,8 +53,8 @@ over the accepted data, or non-JSON output).
 
 Usage::
 
-    python tests/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --service 400 \
-        --feedback 60 --dask 12 --kill 12 --concurrent 6 --seed 2028
+    python tests/fuzz_campaign.py --work /tmp/campaign --cli 150 --library 1700 --ingest 300 \
+        --service 400 --feedback 60 --dask 12 --kill 12 --concurrent 6 --seed 2028
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from fuzz_service import finite_request, make_service_fixtures, run_dask_case, run_feedback_case
+from fuzz_ingest import (LIBRARY_FAMILIES, ingest_cli_case, leaked, library_ingest_case, make_cli_fixtures,
+                         make_folder)
 from fuzztools import (ASK_VALUES, COMMANDS as TEST_COMMANDS, FLAGS, METHODS, NESTING_DEPTHS, PATHS, RAW_NUMBERS,
                        nested_bodies, number_bodies)
 from indextools import rehash_index
@@ -76,7 +86,7 @@ VALUES = ["0", "-1", "1", "2", "3", "10", "2.5", "nan", "inf", "-inf", "1e309", 
           "adasors-l1", "dot", "cosine", "exact", "ann", "sors", "romco", "0-1000000000", "0,1", "5-3", "C=0.5",
           "C=1e309", "lam=-1", "compact=yes", "initial_capacity=-1", "n_triplets=2.5", "identity=\"no\"",
           "oasis.C=abc", "random_state=-1", "dim=0", "dim=2.5", "dim=100000", "nprobe=0", "frobnicate=1",
-          "grid={\"lam\": [1e-5]}", "[" * 60, "/", "-", "auto", "test", "all", "--json", "\x00", "é", "a" * 300]
+          "grid={\"lam\": [1e-5]}", ".C=1", "n_jobs=abc", "kind=ann", "[" * 60, "/", "-", "auto", "test", "all", "--json", "\x00", "é", "a" * 300]
 
 
 def _paths(root: Path):
@@ -121,6 +131,7 @@ def make_fixtures(root: Path):
     with gzip.open(root / "bomb.svm.gz", "wb") as handle:
         for _ in range(200):
             handle.write(b"1" * (1 << 20))
+    make_cli_fixtures(root)
     return data
 
 
@@ -645,7 +656,7 @@ def run_cli_case(rng, root: Path, timeout: float):
     opts = list(COMMANDS[command])
     chosen = [o for o in REQUIRED.get(command, []) if rng.random() < 0.85]
     chosen += [o for o in opts if o not in chosen and rng.random() < 0.35]
-    pool = VALUES + _paths(root)
+    pool = VALUES + _paths(root) + [str(make_folder(rng, root / "cli-folder"))]
     for option in chosen:
         args.append(option)
         if option not in FLAGS:
@@ -654,6 +665,13 @@ def run_cli_case(rng, root: Path, timeout: float):
     mutate_svmlight(rng, root / "hsvm.svm")
     mutate_model(rng, root / "m.npz", root / "h.npz")
     mutate_index(rng, root / str(rng.choice(["base-exact", "base-ann"])), root / "hidx")
+    outcome, _, err = _run_and_check(args, root, timeout)
+    return outcome, args, err
+
+
+def _run_and_check(args, root: Path, timeout: float):
+    """Run ``sparsesim ARGS`` in ``root``; (outcome class, stdout, end of stderr). Outputs written
+    (``out.npz``, ``idx``, ``new-idx``) must load; they are removed for the next case."""
     env = dict(os.environ, SPARSESIM_MAX_TRIPLETS="3000", SPARSESIM_MAX_RUNS="2", SPARSESIM_LOCK_TIMEOUT="5",
                SPARSESIM_MAX_DECOMPRESSED=str(16 << 20))
     try:
@@ -673,7 +691,9 @@ def run_cli_case(rng, root: Path, timeout: float):
                 BilinearSimilarity.load(root / name)
             except Exception:  # noqa: BLE001
                 outcome = "partial" if outcome in ("ok", "clean-error") else outcome
-            (root / name).unlink()
+    if leaked(result[1] or "", root):
+        outcome = "wrong"  # a file outside the folder (or a hidden one) was read
+    (root / "out.npz").unlink(missing_ok=True)
     for name in ("idx", "new-idx"):
         if (root / name).exists():
             try:
@@ -686,7 +706,14 @@ def run_cli_case(rng, root: Path, timeout: float):
     for p in root.iterdir():
         if p.name.endswith(".tmp"):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
-    return outcome, args, (result[2] or "")[-300:]
+    return outcome, result[1] or "", (result[2] or "")[-300:]
+
+
+def run_ingest_case(rng, root: Path, timeout: float):
+    """One CLI case on hostile files (:func:`fuzz_ingest.ingest_cli_case`)."""
+    args, _ = ingest_cli_case(rng, root)
+    outcome, _, err = _run_and_check(args, root, timeout)
+    return outcome, args, err
 
 
 # --------------------------------------------------------------------------- library family (worker)
@@ -806,6 +833,8 @@ def library_case(case: dict, root: Path):
         return check_recall(index) if answers == "ok" else answers
     if family == "online-param":
         return online_param_case(rng)
+    if family in LIBRARY_FAMILIES:
+        return library_ingest_case(family, rng, root)
     raise ValueError(family)
 
 
@@ -928,6 +957,7 @@ def main():
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--cli", type=int, default=700)
     parser.add_argument("--library", type=int, default=1500)
+    parser.add_argument("--ingest", type=int, default=200)
     parser.add_argument("--service", type=int, default=400)
     parser.add_argument("--feedback", type=int, default=60)
     parser.add_argument("--dask", type=int, default=12)
@@ -948,7 +978,8 @@ def main():
     counts = collections.defaultdict(collections.Counter)
     failures = []
     start = time.time()
-    families = ["matrix", "param", "online-param", "index-param", "model-file", "index-file", "derived", "candidates"]
+    families = ["matrix", "param", "online-param", "index-param", "model-file", "index-file", "derived", "candidates",
+                *LIBRARY_FAMILIES]
     cases = [{"id": i, "seed": int(rng.integers(2**31)), "family": families[i % len(families)]}
              for i in range(args.library)]
     for case_id, outcome in run_library(cases, root, args.timeout).items():
@@ -979,6 +1010,13 @@ def main():
             failures.append(("cli", cli_args, err))
         if i % 100 == 99:
             print(f"cli {i + 1}: {dict(counts['cli'])} ({time.time() - start:.0f} s)", flush=True)
+    for i in range(args.ingest):
+        outcome, cli_args, err = run_ingest_case(rng, root, args.timeout)
+        counts["ingest"][outcome] += 1
+        if outcome not in ("ok", "clean-error"):
+            failures.append(("ingest", cli_args, err))
+        if i % 100 == 99:
+            print(f"ingest {i + 1}: {dict(counts['ingest'])} ({time.time() - start:.0f} s)", flush=True)
     for _ in range(args.kill):
         outcome = run_kill_case(rng, root)
         counts["kill"][outcome] += 1

@@ -1,8 +1,9 @@
 """The README's set-up commands, in the order a user runs them, in one environment.
 
 (a) ``pip install .`` then ``sparsesim demo``; (b) ``pip install -e .`` then a command; (a) again.
-A throwaway virtual environment (``--system-site-packages``, ``--no-deps``, no build isolation,
-so nothing is downloaded) holds the installs; the source tree is copied so the builds leave
+A throwaway virtual environment (``--system-site-packages`` plus the running environment's
+packages when the tests run in a venv; ``--no-deps``, no build isolation, so nothing is
+downloaded) holds the installs; the source tree is copied so the builds leave
 nothing in the checkout. numba compiles into the per-user cache (``sparsesim.cachedir``), which
 is what keeps ``site-packages/sparsesim`` free of files pip did not record.
 """
@@ -46,6 +47,24 @@ def _copy_source(dst: Path) -> Path:
     return src
 
 
+def _see_running_environment(site: Path) -> None:
+    """Let the throwaway environment import what the running one has (numpy, setuptools, wheel...).
+
+    ``--system-site-packages`` shows the *base* interpreter's packages: outside a virtual
+    environment (CI) that is the running one; inside one (the README's set-up) the dependencies
+    live in the running venv, which a ``.pth`` file in the throwaway ``site`` adds, after the
+    throwaway's own packages (plain paths: the running environment's own ``.pth`` files, such as
+    its editable sparsesim, are not read)."""
+    import site as site_module
+    import sysconfig
+
+    if sys.prefix == sys.base_prefix:
+        return
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site_module.getsitepackages()]
+    dirs = [d for d in dict.fromkeys(dirs) if Path(d).is_dir() and Path(d).resolve() != site.resolve()]
+    (site / "_running_environment.pth").write_text("".join(f"{d}\n" for d in dirs))
+
+
 def _run(cmd, env, cwd, timeout=180):
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
@@ -63,6 +82,7 @@ def test_install_demo_editable_install_demo_in_one_environment(tmp_path):
     cli = env_dir / "bin" / "sparsesim"
     site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
+    _see_running_environment(site)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "NUMBA_CACHE"))}
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     # the outer interpreter's pip, run for the throwaway environment

@@ -52,7 +52,8 @@ __all__ = [
 
 #: Options ``load_dataset`` accepts for a path (see its docstring).
 FILE_OPTIONS = ("n_features", "normalize", "zero_based", "expect_zero_based", "labels", "ids", "text_column",
-                "label_column", "id_column", "featurizer", "tfidf", "encoding", "format")
+                "label_column", "id_column", "featurizer", "tfidf", "encoding", "format", "follow_symlinks",
+                "include_hidden")
 
 
 def _looks_like_path(name: str) -> bool:
@@ -82,7 +83,8 @@ def load_dataset(name_or_path, **options) -> LabelledData:
         training data; a contradicting file is refused), ``labels`` / ``ids`` (files for .npz and
         .mtx), ``text_column`` / ``label_column`` / ``id_column`` (tables), ``featurizer`` (a
         fitted :class:`~sparsesim.text.TextFeaturizer` to use instead of fitting one),
-        ``tfidf`` (dict of ``TfidfVectorizer`` settings), ``encoding`` (text folder),
+        ``tfidf`` (dict of ``TfidfVectorizer`` settings), ``encoding``, ``follow_symlinks``, ``include_hidden`` (text folder: see
+        :func:`~sparsesim.data.readers.read_text_folder`),
         ``format`` (force ``svmlight``, ``npz``, ``mtx``, ``folder``, ``csv``, ``tsv``, ``jsonl``).
 
     Raises
@@ -125,7 +127,9 @@ def _load_path(path: Path, options: dict) -> LabelledData:
     if fmt in text_formats:
         if fmt == "folder":
             data = read_text_folder(path, encoding=options.get("encoding") or "utf-8", featurizer=featurizer,
-                                    tfidf_options=options.get("tfidf"))
+                                    tfidf_options=options.get("tfidf"),
+                                    follow_symlinks=bool(options.get("follow_symlinks", False)),
+                                    include_hidden=bool(options.get("include_hidden", False)))
         else:
             data = read_text_table(path, text_column=options.get("text_column") or "text",
                                    label_column=options.get("label_column"),

@@ -213,7 +213,8 @@ class PAAS(SelectiveBilinear):
         indices; called once per queried triplet (e.g. to ask a person). Default: the labels
         of the data (``signs`` of :meth:`partial_fit_triplets`, all +1 for triplets drawn by :meth:`fit`).
     n_triplets : int, default 100000
-        Triplets drawn by :meth:`fit`.
+        Triplets drawn by :meth:`fit`. ``0`` draws none: the fitted model is the starting point
+        (M = I with ``identity``, else M = 0).
     identity : bool, default False
         M_1 = I instead of the paper's M_1 = 0.
     random_state : int, optional

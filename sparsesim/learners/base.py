@@ -58,6 +58,13 @@ class SparsesimTags(Tags):
     skipped_checks: dict = field(default_factory=dict)
 
 
+def check_fitted(estimator, attribute: str = "n_features_in_") -> None:
+    """Raise :class:`~sparsesim.exceptions.NotFittedError` (scikit-learn's ``NotFittedError``) when
+    ``estimator`` lacks the fitted ``attribute``."""
+    if attribute not in estimator.__dict__:
+        raise NotFittedError(f"{type(estimator).__name__} is not fitted yet; call fit first")
+
+
 class SparsesimEstimator(BaseEstimator):
     """Root of every learner: fitted-state life cycle, fitted check, tags.
 
@@ -84,8 +91,7 @@ class SparsesimEstimator(BaseEstimator):
         return "n_features_in_" in self.__dict__
 
     def _check_fitted(self) -> None:
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
+        check_fitted(self)
 
     def __sklearn_tags__(self) -> SparsesimTags:
         base = super().__sklearn_tags__()

@@ -203,7 +203,8 @@ class OASIS(_BaseBilinear):
         Aggressiveness (cap on the step). ``"auto"``: ``3 / (mean ||x||^2 * mean ||x - x'||^2)``
         over the rows of the corpus (see :mod:`sparsesim.defaults`); about 1.5 on L2-normalised text.
     n_triplets : int, default 100000
-        Triplets drawn by :meth:`fit` (and the budget the ``"auto"`` rules assume).
+        Triplets drawn by :meth:`fit` (and the budget the ``"auto"`` rules assume). ``0`` draws none: the fitted model is the starting point
+        (M = I with ``identity``, else M = 0).
     identity : bool, default True
         Start from M_1 = I (else 0).
     random_state : int, optional

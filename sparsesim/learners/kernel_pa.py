@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
 from ..validation import check_params
+from .base import check_fitted
 from .linear_pa import PA_VARIANTS, checked_batch, pa_step_size
 
 
@@ -202,6 +203,7 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
         return self.partial_fit(X, y)
 
     def decision_function(self, X) -> np.ndarray:
+        check_fitted(self)
         X = _check_dense(X, n_features=self.n_features_in_)
         if self._n_sv == 0:
             return np.zeros(X.shape[0])

@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..exceptions import InvalidInputError
 from ..validation import check_csr, check_params
+from .base import check_fitted
 
 PA_VARIANTS = ("pa", "pa1", "pa2")
 
@@ -145,6 +146,7 @@ class PassiveAggressiveBinary(ClassifierMixin, BaseEstimator):
         return self.partial_fit(X, y)
 
     def decision_function(self, X):
+        check_fitted(self)
         X = check_csr(X, n_features=self.n_features_in_)
         return X @ self.coef_ + self.intercept_
 

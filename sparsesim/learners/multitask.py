@@ -69,7 +69,7 @@ class OMTRSL(_MultiTaskBase):
         by :meth:`fit` (tasks over the same classes share, tasks over disjoint classes learn
         apart); without class labels (:meth:`partial_fit_triplets`) 1.
     n_triplets : int, default 20000
-        Triplets drawn by :meth:`fit`.
+        Triplets drawn by :meth:`fit`; ``0`` draws none (the fitted model is the starting point).
     random_state : int, optional
         Seed of the triplet stream drawn by :meth:`fit` (and of the query coins of the
         active / random variants).

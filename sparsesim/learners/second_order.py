@@ -53,7 +53,8 @@ class CWS(SelectiveBilinear):
     oracle : callable, optional
         ``oracle(triplet) -> +1 / -1`` answers the queries (default: the data's labels).
     n_triplets : int, default 100000
-        Triplets drawn by :meth:`fit`.
+        Triplets drawn by :meth:`fit`. ``0`` draws none: the fitted model is the starting point
+        (M = I with ``identity``, else M = 0).
     identity : bool, default False
         M_1 = I instead of M_1 = 0.
     random_state : int, optional

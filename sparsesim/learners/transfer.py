@@ -328,6 +328,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
 
     def decision_function(self, X, source_scores=None) -> np.ndarray:
         """Combined scores with the current weights (no update)."""
+        self._check_fitted()
         X = _check_dense(X, n_features=self.n_features_in_)
         f = np.asarray(self.target_.decision_function(X), dtype=np.float64).ravel()
         h = self._source_scores(X, source_scores)

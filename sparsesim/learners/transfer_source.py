@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..exceptions import InvalidInputError
+from .base import check_fitted
 from .kernel_pa import _check_dense
 from .linear_pa import _signed_labels
 
@@ -106,6 +107,7 @@ class KNNSourceHypothesis(BaseEstimator):
 
     def kneighbors(self, X):
         """The ``K`` nearest pair images of each row of ``X``: (exact squared distances, indices), nearest first."""
+        check_fitted(self, "index_")
         X = _check_dense(X, n_features=self.n_features_in_)
         _, idx = self.index_.search(np.ascontiguousarray(X, dtype=np.float32), self.k_)
         diff = self.pair_target_[idx] - X[:, None, :]

@@ -55,6 +55,7 @@ from .files import (  # noqa: F401
 from .jsonio import (  # noqa: F401
     MAX_JSON_DEPTH,
     MAX_META_BYTES,
+    check_meta_limits,
     _depth,
     _finite,
     _reject_constant,

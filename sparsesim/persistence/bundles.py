@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from ..validation import bounded
 from .arrays import read_npz
 from .checksums import arrays_checksum, bundle_checksum
 from .files import atomic_write
-from .jsonio import _finite, loads_strict
+from .jsonio import _finite, check_meta_limits, loads_strict
 
 FORMAT_VERSION = 2
 _META_KEY = "__meta__"
@@ -24,6 +23,9 @@ def save_bundle(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: di
 
     ``meta`` must be JSON-serialisable (non-finite floats are stored as ``null``).
     ``format_version``, ``kind`` and ``checksum`` (over the metadata and the arrays) are added.
+    Metadata that :func:`load_bundle` would refuse (over :data:`~sparsesim.persistence.MAX_META_BYTES`
+    or too deeply nested) raises :class:`~sparsesim.exceptions.ResourceLimitError` before anything is
+    written.
     """
     for name, arr in arrays.items():
         if name == _META_KEY:
@@ -35,8 +37,8 @@ def save_bundle(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: di
     full_meta.pop("checksum", None)
     full_meta["checksum"] = bundle_checksum(arrays, full_meta)
     payload = dict(arrays)
-    payload[_META_KEY] = np.frombuffer(json.dumps(full_meta, sort_keys=True, allow_nan=False).encode(),
-                                       dtype=np.uint8)
+    text = check_meta_limits(full_meta, "model")  # nothing is written that load_bundle refuses
+    payload[_META_KEY] = np.frombuffer(text.encode(), dtype=np.uint8)
     atomic_write(path, lambda handle: np.savez(handle, **payload))
     return full_meta
 

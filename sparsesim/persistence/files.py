@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..exceptions import FileFormatError, UnsafeTargetError
+from ..exceptions import FileFormatError, SparsesimError, UnsafeTargetError
+from ..validation import bounded
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.sparsesim-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$")
 
@@ -36,8 +37,13 @@ def dir_mode() -> int:
 
 
 # --------------------------------------------------------------------------- writes
+#: characters of a target's name kept in its temporary's name (a name near the file-system limit
+#: must still leave room for the temporary's prefix and suffix)
+_TEMP_STEM = 100
+
+
 def _temp_name(path: Path) -> str:
-    return f".{path.name}.sparsesim-{os.getpid()}-"
+    return f".{path.name[:_TEMP_STEM]}.sparsesim-{os.getpid()}-"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -70,7 +76,7 @@ def sweep_stale_temps(directory: str | os.PathLike, name: str | None = None, min
     now = time.time()
     for entry in entries:
         match = _TEMP_RE.match(entry.name)
-        if not match or (name is not None and match.group("name") != name):
+        if not match or (name is not None and match.group("name") != name[:_TEMP_STEM]):
             continue
         if _pid_alive(int(match.group("pid"))):
             continue
@@ -135,11 +141,21 @@ def atomic_write(path: str | os.PathLike, write: Callable[[object], None], mode:
         The written path (permissions 0666 minus the umask).
     """
     path = Path(path)
+    if str(path) in ("", ".") or path.name in ("", ".", ".."):
+        raise UnsafeTargetError(f"{str(path)!r} is not a file name; give the path of a file to write")
     directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise FileFormatError(f"cannot write {path}: directory {directory} does not exist")
+    try:
+        if not directory.is_dir():
+            raise FileFormatError(f"cannot write {path}: directory {directory} does not exist")
+        if path.is_dir() and not path.is_symlink():
+            raise UnsafeTargetError(f"{path} is a directory; give the path of a file to write")
+    except OSError as exc:  # e.g. a name too long
+        raise FileFormatError(f"cannot write {bounded(str(path), 200)}: {exc.strerror or exc}") from None
     sweep_stale_temps(directory, path.name)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_name(path), suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_name(path), suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise FileFormatError(f"cannot write {bounded(str(path), 200)}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, mode) as handle:
@@ -148,9 +164,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[object], None], mode:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
         fsync_dir(directory)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, SparsesimError):  # e.g. a name too long, a full disk
+            raise FileFormatError(f"cannot write {bounded(str(path), 200)}: {exc.strerror or exc}") from None
         raise
     return path
 

@@ -22,6 +22,34 @@ def dumps_strict(obj, **kwargs) -> str:
     return json.dumps(_finite(obj), allow_nan=False, **kwargs)
 
 
+def check_meta_limits(meta, what: str = "model") -> str:
+    """``meta`` as the JSON a file stores, refused unless :func:`loads_strict` will read it back:
+    at most :data:`MAX_META_BYTES` bytes of UTF-8 and :data:`MAX_JSON_DEPTH` levels of nesting.
+
+    Writers call it before writing (and workflows before training), so no file is written that a
+    later read refuses.
+
+    Raises
+    ------
+    ResourceLimitError
+        The metadata is too large or nested too deeply; the message names its largest entries.
+    """
+    from ..exceptions import ResourceLimitError
+
+    text = dumps_strict(meta, sort_keys=True)
+    size = len(text.encode("utf-8"))
+    if size > MAX_META_BYTES:
+        parts = sorted(((len(dumps_strict(v)), str(k)) for k, v in meta.items()), reverse=True)[:3] \
+            if isinstance(meta, dict) else []
+        largest = ", ".join(f"{k} ({n:,} bytes)" for n, k in parts)
+        raise ResourceLimitError(f"the {what}'s metadata would take {size:,} bytes, over the {MAX_META_BYTES:,} a "
+                                 f"{what} file may hold (largest: {largest}); e.g. shorten the label names")
+    if _depth(meta, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise ResourceLimitError(f"the {what}'s metadata is nested deeper than {MAX_JSON_DEPTH} levels, more than "
+                                 f"a {what} file may hold")
+    return text
+
+
 def _finite(obj):
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

@@ -9,6 +9,8 @@ from ..data import LabelledData, load_dataset
 from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
+from ..persistence import check_meta_limits
+from ..text import featurizer_arrays
 from ..validation import bounded
 
 
@@ -85,14 +87,31 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     return _load_labelled(name_or_path, **opts)
 
 
-def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
-    """Put what later commands need to read data like ``data`` into the model."""
+def _recorded_metadata(data: LabelledData, options: dict) -> dict:
+    """What :func:`_record_data` puts into a model's metadata for ``data`` (the featuriser aside)."""
+    meta: dict = {}
     if data.info.get("zero_based") is not None:
-        model.metadata["zero_based"] = bool(data.info["zero_based"])
-    if data.featurizer is not None:
-        model.set_featurizer(data.featurizer)
+        meta["zero_based"] = bool(data.info["zero_based"])
     recorded = {k: options[k] for k in _RECORDED_OPTIONS if options.get(k) is not None}
     if recorded:
-        model.metadata["data_options"] = recorded
+        meta["data_options"] = recorded
     if data.class_names:
-        model.metadata["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}
+        meta["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}
+    return meta
+
+
+def check_recordable(data: LabelledData, options: dict | None = None) -> None:
+    """Refuse, before training, data whose facts a model file cannot hold (e.g. label names of
+    more than :data:`~sparsesim.persistence.MAX_META_BYTES` in all): what :func:`_record_data`
+    would record must pass :func:`~sparsesim.persistence.check_meta_limits`."""
+    meta = _recorded_metadata(data, {k: v for k, v in (options or {}).items() if v is not None})
+    if data.featurizer is not None:
+        meta["text_featurizer"] = featurizer_arrays(data.featurizer)[1]
+    check_meta_limits(meta, "model")
+
+
+def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
+    """Put what later commands need to read data like ``data`` into the model."""
+    if data.featurizer is not None:
+        model.set_featurizer(data.featurizer)
+    model.metadata.update(_recorded_metadata(data, options))

@@ -18,7 +18,8 @@ from ..topk import top_k_rows
 from ..validation import check_float, check_int, check_n_triplets
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
-from .corpus import _load_labelled, _looks_like_path, _record_data, load_corpus, representation_options
+from .corpus import (_load_labelled, _looks_like_path, _record_data, check_recordable, load_corpus,
+                     representation_options)
 
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
@@ -58,6 +59,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
     data, representation = _load_for(est, dataset, data_options)
+    check_recordable(data, data_options)  # a model file must hold the data's facts: refused before training
     train, test = stratified_split(data.y, train_fraction, seed=seed)
     est.fit(data.X[train], data.y[train], progress=progress)
     model = est.model_
@@ -145,6 +147,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data, representation = _load_for(spec.make(**(params or {})), dataset, data_options)
+    check_recordable(data, data_options)
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
     result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
                              seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,

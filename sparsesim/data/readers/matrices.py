@@ -258,7 +258,8 @@ def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
     ids : path-like, optional
         Document ids, one per line. Default: the sibling ``<name>.ids.txt`` if present.
     n_features : int, optional
-        Width to pad to (a matrix wider than this is refused).
+        The width expected (a model's). The file declares its width (the matrix shape), so a
+        matrix narrower or wider than this is refused, never padded.
     """
     path = Path(path)
     _check_exists(path)
@@ -267,11 +268,9 @@ def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise FileFormatError(f"{path}: not a scipy.sparse.save_npz file ({exc.__class__.__name__}: {exc})") from None
     X = _canonical_csr(X, path)
-    if n_features is not None:
-        if X.shape[1] > n_features:
-            raise InvalidInputError(f"{path}: has {X.shape[1]} features but {n_features} are expected "
-                                    "(feature-count mismatch)")
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], int(n_features)))
+    if n_features is not None and X.shape[1] != n_features:
+        raise InvalidInputError(f"{path}: a matrix of {X.shape[1]} features (its declared shape is {X.shape}) but "
+                                f"{n_features} are expected (feature-count mismatch)")
     labels_path = Path(labels) if labels is not None else _sibling(path, (".labels.txt", ".labels"))
     class_names = None
     if labels_path is None:

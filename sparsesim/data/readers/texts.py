@@ -12,8 +12,10 @@ from typing import Iterator
 import numpy as np
 
 from ...exceptions import DataNotFoundError, FileFormatError, InvalidInputError
+from ...validation import bounded
 from ..containers import LabelledData
 from .encoding import encode_labels
+from .folders import read_document, walk_documents
 from .formats import _STREAM_ERRORS, _read_text_file, table_format
 
 
@@ -25,7 +27,8 @@ def _split_name(dirname: str) -> str:
     return dirname
 
 
-def iter_text_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str, bytes]]:
+def iter_text_corpus(path: str | os.PathLike, follow_symlinks: bool = False,
+                     include_hidden: bool = False) -> Iterator[tuple[str, str, str, bytes]]:
     """Yield ``(split, group, doc_name, raw_bytes)`` for every document of a text corpus.
 
     ``path`` is either a directory laid out as ``<root>/<split>/<group>/<doc>`` (the
@@ -33,29 +36,36 @@ def iter_text_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str, b
     archive (any compression) holding that layout, read without extracting to disk.
     Split folder names such as ``20news-bydate-train`` are reported as ``train``.
     Documents are yielded sorted by (split, group, doc name).
+
+    Only regular files are read: hidden entries (names starting with ``.``, at any level),
+    FIFOs, devices, sockets and archive members that are not files are skipped, and symbolic
+    links leading outside the folder are not followed unless ``follow_symlinks`` (see
+    :func:`~sparsesim.data.readers.folders.walk_documents`); ``include_hidden`` reads hidden
+    entries too.
     """
     path = Path(path)
     if not path.exists():
         raise DataNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
         docs = []
-        for f in path.rglob("*"):
-            if f.is_file() and not f.name.startswith("."):
-                parts = f.relative_to(path).parts
-                if len(parts) >= 3:
-                    docs.append((parts[-3], parts[-2], parts[-1], f))
+        for doc in walk_documents(path, _MAX_CORPUS_DEPTH, follow_symlinks=follow_symlinks,
+                                  include_hidden=include_hidden):
+            if len(doc.parts) >= 3:
+                docs.append((doc.parts[-3], doc.parts[-2], doc.parts[-1], doc))
         docs.sort(key=lambda d: (_split_name(d[0]), d[1], _doc_key(d[2])))
-        for split, group, name, f in docs:
-            yield _split_name(split), group, name, f.read_bytes()
+        for split, group, name, doc in docs:
+            yield _split_name(split), group, name, read_document(doc, os.path.join(str(path), *doc.parts))
         return
+    if not path.is_file():
+        raise FileFormatError(f"{path}: not a folder or a regular file (a FIFO, device or socket is not read)")
     try:
         with tarfile.open(path, mode="r:*") as tar:
             items = []
             for member in tar:
                 if not member.isfile():
                     continue
-                parts = member.name.strip("/").split("/")
-                if len(parts) < 3 or parts[-1].startswith("."):
+                parts = [p for p in member.name.strip("/").split("/") if p not in ("", ".")]
+                if len(parts) < 3 or (not include_hidden and any(p.startswith(".") for p in parts)):
                     continue
                 data = tar.extractfile(member).read()
                 items.append((_split_name(parts[-3]), parts[-2], parts[-1], data))
@@ -69,12 +79,17 @@ def iter_text_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str, b
     yield from items
 
 
+#: folder levels below a corpus root searched for ``<split>/<group>/<doc>`` files
+_MAX_CORPUS_DEPTH = 16
+
+
 def _doc_key(name: str):
     return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
 
-def read_text_corpus(path: str | os.PathLike, encoding: str = "latin-1", splits=None):
-    """Read a ``<split>/<group>/<doc>`` corpus into lists.
+def read_text_corpus(path: str | os.PathLike, encoding: str = "latin-1", splits=None, follow_symlinks: bool = False,
+                     include_hidden: bool = False):
+    """Read a ``<split>/<group>/<doc>`` corpus into lists (what is read: :func:`iter_text_corpus`).
 
     Returns
     -------
@@ -82,7 +97,7 @@ def read_text_corpus(path: str | os.PathLike, encoding: str = "latin-1", splits=
     ``"group/doc"`` str), ``split`` (ndarray of str).
     """
     texts, groups, ids, split = [], [], [], []
-    for s, g, name, data in iter_text_corpus(path):
+    for s, g, name, data in iter_text_corpus(path, follow_symlinks, include_hidden):
         if splits is not None and s not in splits:
             continue
         texts.append(data.decode(encoding, errors="replace"))
@@ -115,7 +130,8 @@ def _texts_to_data(texts, labels, ids, name, info, featurizer=None, tfidf_option
 
 
 def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurizer=None,
-                     tfidf_options: dict | None = None) -> LabelledData:
+                     tfidf_options: dict | None = None, follow_symlinks: bool = False,
+                     include_hidden: bool = False) -> LabelledData:
     """A folder of text files with one subfolder per label (scikit-learn ``load_files`` layout).
 
     ::
@@ -124,27 +140,49 @@ def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurize
             sport/  a.txt  b.txt ...
             tech/   c.txt ...
 
-    Every file is one document (decoded with ``encoding``, undecodable bytes replaced); its
-    subfolder name is its label and its path (as given, e.g. ``docs/sport/a.txt``) its id.
-    Hidden files are skipped. ``X`` is TF-IDF from a fitted :class:`~sparsesim.text.TextFeaturizer`
-    (``data.featurizer``), or from ``featurizer`` when given (a model's, for its queries).
+    Every regular file directly in a label subfolder is one document (decoded with ``encoding``,
+    undecodable bytes replaced); its subfolder name is its label and its path (as given, e.g.
+    ``docs/sport/a.txt``) its id. ``X`` is TF-IDF from a fitted
+    :class:`~sparsesim.text.TextFeaturizer` (``data.featurizer``), or from ``featurizer`` when
+    given (a model's, for its queries).
+
+    Nothing outside the folder is read and nothing blocks: hidden entries (names starting with
+    ``.``: files, and folders such as ``.git``, which never become labels), FIFOs, devices and
+    sockets are skipped, and symbolic links (to files or to label folders) are followed only when
+    they lead to a place inside ``path``. ``follow_symlinks=True`` follows links leading outside
+    too; ``include_hidden=True`` reads hidden entries. Skipped links and special files are named
+    in one :class:`~sparsesim.data.readers.folders.SkippedEntryWarning`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for label, text in [("sport", "goal match"), ("tech", "chip code"), (".git", "not a label")]:
+    ...     (root / label).mkdir()
+    ...     _ = (root / label / "a.txt").write_text(text)
+    >>> data = read_text_folder(root)
+    >>> sorted(data.class_names.values())
+    ['sport', 'tech']
     """
-    from sklearn.datasets import load_files
+    import codecs
 
     path = Path(path)
     if not path.is_dir():
         raise DataNotFoundError(f"{path}: no such directory")
-    subdirs = [d for d in path.iterdir() if d.is_dir() and not d.name.startswith(".")]
-    if not subdirs:
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise InvalidInputError(f"unknown text encoding {bounded(repr(encoding), 60)} (e.g. utf-8, latin-1)") from None
+    docs = walk_documents(path, 2, follow_symlinks=follow_symlinks, include_hidden=include_hidden, exact_depth=True)
+    labels_seen = {p.name for p in path.iterdir() if p.is_dir() and (include_hidden or not p.name.startswith("."))}
+    if not labels_seen and not docs:
         raise FileFormatError(f"{path}: expected one subfolder per label holding the text files "
                               "(e.g. docs/sport/a.txt, docs/tech/b.txt)")
-    bunch = load_files(str(path), encoding=encoding, decode_error="replace", shuffle=False,
-                       load_content=True)
-    texts = list(bunch.data)
-    if not texts:
+    if not docs:
         raise FileFormatError(f"{path}: the label subfolders hold no files")
-    labels = np.asarray(bunch.target_names)[bunch.target]
-    ids = [str(Path(f)) for f in bunch.filenames]
+    ids = [os.path.join(str(path), *doc.parts) for doc in docs]
+    texts = [read_document(doc, shown).decode(encoding, errors="replace") for doc, shown in zip(docs, ids)]
+    labels = np.asarray([doc.parts[0] for doc in docs])
     order = np.argsort(ids, kind="stable")
     texts = [texts[i] for i in order]
     return _texts_to_data(texts, labels[order], [ids[i] for i in order], str(path),
@@ -191,8 +229,8 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
                 continue
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FileFormatError(f"{path}:{lineno}: not a JSON object ({exc})") from None
+            except (ValueError, RecursionError) as exc:  # also integers past Python's digit limit, deep nesting
+                raise FileFormatError(f"{path}:{lineno}: not a JSON object ({bounded(exc, 160)})") from None
             if not isinstance(obj, dict):
                 raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
             rows.append(obj)
