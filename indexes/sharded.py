@@ -97,9 +97,19 @@ class ShardedIndex:
 
     Examples
     --------
-    >>> from sparsesim.indexes import ShardedIndex
-    >>> index = ShardedIndex(model, kind="exact", n_shards=4).fit(X)       # doctest: +SKIP
-    >>> ids, scores = index.query(Q, top_k=10)                             # doctest: +SKIP
+    In process (``client=None``); with a ``distributed.Client`` the shards live on its workers:
+
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.learners.bilinear import OASIS
+    >>> from sparsesim.indexes.sharded import ShardedIndex
+    >>> data = load_dataset("news20-sample")
+    >>> model = OASIS(n_triplets=500, random_state=0).fit(data.X, data.y).model_
+    >>> index = ShardedIndex(model, kind="exact", n_shards=4).fit(data.X)
+    >>> index.shard_sizes_
+    [100, 100, 100, 100]
+    >>> ids, scores = index.query(data.X[:2], top_k=10)
+    >>> scores.shape
+    (2, 10)
     """
 
     def __init__(self, model, kind: str = "exact", n_shards: int = 2, client=None, n_jobs: int = 1,

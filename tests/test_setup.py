@@ -212,7 +212,7 @@ def test_every_documented_option_is_accepted():
 
     root = typer.main.get_command(app)
     problems = []
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for lineno, line in enumerate(doc.read_text().splitlines(), start=1):
             for m in re.finditer(r"\bsparsesim ((?:datasets|index) [a-z]+|[a-z]+)((?:\s+[^|`#;&]*)?)", line):
                 words = m.group(1).split()

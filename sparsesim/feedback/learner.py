@@ -101,13 +101,11 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         at once when the queue empties. OASIS publishes after every batch.
     rebase_every : int, default 2000
         OASIS: updates held as low-rank factors before they are folded into a new base model.
-        Folding often costs the learner, rarely costs each query (the factors it multiplies):
-        in process on a news20 slice (busy 2-core machine), folding every 300 / 1,000 / 5,000
-        updates gave 247 / 336 / 414 feedback/s beside 75 / 67 / 45 queries/s.
+        Folding often slows the learner; folding rarely slows each query (it multiplies the
+        factors). Measured trade-off: see the feedback guide of the documentation.
     max_batch : int, default 64
-        Triplets the learner thread applies in one call (the time it holds the interpreter):
-        against 512, about half the learner's rate for a query p99 of 90 instead of 339 ms in
-        the same measurement.
+        Triplets the learner thread applies in one call (the time it holds the interpreter).
+        Larger batches raise the learner's rate and the queries' tail latency.
     drift_check_every : int, default 1000
         Corpora above ``exact_limit``: applied triplets between two recall checks of the candidate
         index (on a news20 slice, the starting index's recall@10 fell from 1.0 to 0.85 within the
