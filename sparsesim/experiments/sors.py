@@ -11,7 +11,9 @@ Options (``ExperimentConfig.options``):
 
 * ``train_fraction`` (default 0.7)
 * ``grid``: ``{param: [values]}`` — every algorithm runs at every grid point (e.g. a lambda sweep);
-  with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written.
+  with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written. Every point is
+  scored on the test split, so a sweep shows sensitivity but selects nothing (the report's
+  ``selection`` and the table say so); with ``tune`` the grid is the search's grid instead.
 * ``scale``: ``{param: [multipliers]}`` — like ``grid``, but each value multiplies the number the
   learner's ``"auto"`` rule resolves to on the seed's training split (every resolved parameter is
   then passed explicitly; a multiplier of 1 everywhere is the default). This is how the factors
@@ -19,7 +21,13 @@ Options (``ExperimentConfig.options``):
 * ``k`` (default 10)
 * ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
   every learner's parameters per seed by the same successive-halving search as ``sparsesim
-  tune`` on a validation part of the training split; ``grid`` then gives its grid.
+  tune`` on a validation part of the training split; ``grid`` then gives its grid. The test split
+  is never seen by the choice (``tests/test_tune.py`` poisons it and checks the choice is unchanged).
+
+Every registered similarity learner runs in this protocol, the SORS paper's Table II baselines too:
+``lego`` and ``rdml`` (dense d x d metric, refused above 4,096 features), ``aroma`` (full
+covariance, d <= 64) and ``aroma-d``; the shipped experiment files ``sors-usps-baselines`` and
+``sors-satimage-baselines`` run them beside OASIS and the SORS learners with ``tune``.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ from .runner import figure, grid_points, protocol_options, write_report
 from .runner import summarize as run_summary
 
 DEFAULT_TRIPLETS = 100_000
+SWEEP_NOTE = ("none: every grid point is scored on the test split (a sweep, not a selection); the best row's "
+              "parameters were chosen on its own test data -- choose with 'tune' (--tune) on the training split")
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "progress_callback": None}
 
 
@@ -172,6 +182,10 @@ def run(config: ExperimentConfig) -> dict:
         results = session.call(run_parallel, run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "results": results}
+    if tune is not None:
+        report["selection"] = "tune on a validation part of each seed's training split"
+    elif len(points) * len(scales) > 1:
+        report["selection"] = SWEEP_NOTE
     if config.out_dir is not None:
         out = write_report(report, config.out_dir, "sors_results.json").parent
         if len(points) * len(scales) > 1:
@@ -206,6 +220,8 @@ def format_table(report: dict) -> str:
     def pct(pair, digits=2):
         return "-" if pair is None else f"{100 * pair[0]:.{digits}f}±{100 * pair[1]:.{digits}f}"
 
+    if report.get("selection") == SWEEP_NOTE:
+        lines.insert(1, f"parameter selection: {SWEEP_NOTE}")
     for row in rows:
         params = ",".join(f"{k}={v}" for k, v in row["params"].items() if k not in ("n_triplets", "random_state"))
         ups = "-" if row["updates_per_second"] is None else f"{row['updates_per_second'][0]:.0f}"
