@@ -110,7 +110,7 @@ def evaluate_tasks(model, X, y, tasks, rows, task_labels, task_names=None) -> di
         res = evaluate_retrieval(bil.scorer(X[r]), np.asarray(y)[r], k=10, ks=KS)
         per_task.append({
             "task": task_names[k] if task_names is not None and k < len(task_names) else _plain(label),
-            "ap@10": res["ap@10"], "map@10": res["map@10"], "map": res["map"],
+            "ap@10": res["ap@10"], "map@10": res["map@10"], "map@10_hits": res["map@10_hits"], "map": res["map"],
             "ap_curve": res["curves"]["ap"], "map_curve": res["curves"]["map"],
             "n_queries": res["n_queries"],
         })
@@ -119,6 +119,7 @@ def evaluate_tasks(model, X, y, tasks, rows, task_labels, task_names=None) -> di
     return {
         "ap@10": float(np.mean([p["ap@10"] for p in per_task])),
         "map@10": float(np.mean([p["map@10"] for p in per_task])),
+        "map@10_hits": float(np.mean([p["map@10_hits"] for p in per_task])),
         "map": float(np.mean([p["map"] for p in per_task])),
         "ap_curve": np.mean([p["ap_curve"] for p in per_task], axis=0).tolist(),
         "map_curve": np.mean([p["map_curve"] for p in per_task], axis=0).tolist(),
@@ -150,6 +151,7 @@ def run_one(algorithm, params, X, y, tasks, train_idx, eval_idx, n_triplets, see
         "fold": fold,
         "ap@10": ev["ap@10"],
         "map@10": ev["map@10"],
+        "map@10_hits": ev["map@10_hits"],
         "map": ev["map"],
         "ap_curve": ev["ap_curve"],
         "map_curve": ev["map_curve"],

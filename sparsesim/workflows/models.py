@@ -208,7 +208,7 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
     scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k, progress=progress)
     return {"model": str(model_path), "dataset": str(dataset), "split": "test" if use_test else "all",
             "n_queries": int(scores["n_queries"]), "map": scores["map"], f"ap@{k}": scores[f"ap@{k}"],
-            f"map@{k}": scores[f"map@{k}"], "sparsity": model.sparsity(), "nnz": model.nnz(),
+            f"map@{k}": scores[f"map@{k}"], f"map@{k}_hits": scores[f"map@{k}_hits"], "sparsity": model.sparsity(), "nnz": model.nnz(),
             "algorithm": meta.get("algorithm")}
 
 
