@@ -323,6 +323,11 @@ def test_news20_tasks_are_the_four_top_level_categories():
         assert all(g.startswith(prefix + ".") for g in groups)
         assert len(groups) == (5 if prefix == "comp" else 4)
     assert data.n_features == 2000
+    assert np.bincount(data.tasks).tolist() == [3966, 3191, 3193, 3197]  # every document of the 17 groups
+    # the catalog (`sparsesim datasets list`) states the count the loader gives
+    from sparsesim.data.catalog import get_dataset_spec
+
+    assert f"{data.n_documents:,} documents" in get_dataset_spec("news20-tasks").description
     norms = np.sqrt(np.asarray(data.X.multiply(data.X).sum(axis=1)).ravel())
     assert np.allclose(norms[norms > 0], 1.0)
 
