@@ -70,9 +70,11 @@ def evaluate_retrieval(
     Returns
     -------
     dict
-        ``{"map": float, f"ap@{k}": float, f"map@{k}": float, "k": k, "n_queries": int,
-        "n_skipped": int}`` (``n_queries`` counts the evaluated queries), plus
-        ``"curves": {"k": [...], "ap": [...], "map": [...]}`` when ``ks`` is given.
+        ``{"map": float, f"ap@{k}": float, f"map@{k}": float, f"map@{k}_hits": float, "k": k,
+        "n_queries": int, "n_skipped": int}`` (``n_queries`` counts the evaluated queries;
+        ``map@k`` is the papers' mAP@k, ``map@k_hits`` the hit-normalised one, see
+        :mod:`sparsesim.metrics`), plus ``"curves": {"k": [...], "ap": [...], "map": [...],
+        "map_hits": [...]}`` when ``ks`` is given.
 
     Raises
     ------
@@ -116,6 +118,7 @@ def evaluate_retrieval(
     sum_ap = 0.0
     sum_p = np.zeros(kmax + 1)
     sum_apk = np.zeros(kmax + 1)
+    sum_apk_hits = np.zeros(kmax + 1)
     cut_list = sorted(set([k] + curve_ks))
     for start in range(0, queries.size, block_size):
         rows = queries[start : start + block_size]
@@ -135,7 +138,9 @@ def evaluate_retrieval(
                 hits = int(np.searchsorted(rk, kk, side="right"))
                 sum_p[kk] += hits / kk
                 if hits:
-                    sum_apk[kk] += float(prec[:hits].mean())
+                    top = float(prec[:hits].sum())
+                    sum_apk[kk] += top / min(kk, rk.size)  # the papers' mAP@k
+                    sum_apk_hits[kk] += top / hits  # mAP@k (hits)
         if progress is not None:
             progress(min(start + block_size, queries.size), queries.size)
 
@@ -144,6 +149,7 @@ def evaluate_retrieval(
         "map": sum_ap / nq,
         f"ap@{k}": float(sum_p[k] / nq),
         f"map@{k}": float(sum_apk[k] / nq),
+        f"map@{k}_hits": float(sum_apk_hits[k] / nq),
         "k": k,
         "n_queries": int(queries.size),
         "n_skipped": n_skipped,
@@ -153,6 +159,7 @@ def evaluate_retrieval(
             "k": list(curve_ks),
             "ap": [float(sum_p[kk] / nq) for kk in curve_ks],
             "map": [float(sum_apk[kk] / nq) for kk in curve_ks],
+            "map_hits": [float(sum_apk_hits[kk] / nq) for kk in curve_ks],
         }
     return result
 

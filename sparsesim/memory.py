@@ -124,8 +124,8 @@ def parse_memory(value, name: str = "max_memory") -> int:
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return int(DEFAULT_SHARE * available_memory())
     if isinstance(value, (int, float)):
-        if not value > 0 or value != value:
-            raise InvalidParameterError(f"{name} must be positive, got {value!r}")
+        if not 0 < value < float("inf"):
+            raise InvalidParameterError(f"{name} must be a positive finite number of bytes, got {value!r}")
         return int(value)
     text = str(value).strip()
     if text.endswith("%"):
@@ -141,7 +141,7 @@ def parse_memory(value, name: str = "max_memory") -> int:
         raise InvalidParameterError(f"{name} must be bytes, a size like '6GiB', a share like '80%' or 'auto'; "
                                     f"got {value!r}")
     size = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not size > 0:
+    if not 0 < size < float("inf"):
         raise InvalidParameterError(f"{name} must be positive, got {value!r}")
     return int(size)
 

@@ -22,9 +22,17 @@ queries.
 mAP@k (``papers/000`` lines 233-237, ``papers/001`` line 244: "mean Average Precision at top k
 [...] considers the number of instances whose classes are the same with the query instance,
 as well as the ranking order of the retrieved instances"; the papers give no formula): average
-precision truncated at ``k``, ``AP_k = sum_{i<=k: rel_i} P@i / #{i<=k: rel_i}`` (0 when no
-relevant document is in the top ``k``), averaged over queries. This is the cut-off average
-precision used in the retrieval/hashing literature; with a perfect ranking it is 1.
+precision cut off at ``k`` and divided by ``min(k, R)``, ``R`` the query's relevant documents in
+the whole ranking: ``mAP@k = sum_{i<=k: rel_i} P@i / min(k, R)``, averaged over queries
+(:func:`paper_map_at_k`; the ``map@k`` of every protocol). Both papers print mAP@10 below AP@10
+in every row of their tables (e.g. ``papers/001`` Table 2, covtype PAAS 0.409 against 0.512);
+this definition keeps it there whenever ``R >= k`` (each ``P@i <= 1``, so the sum is at most the
+number of hits), and a perfect ranking scores 1.
+
+mAP@k (hits) — sparsesim's earlier mAP@k, reported as ``map@k_hits``: the same sum divided by the
+number of hits in the top ``k`` (:func:`average_precision_at_k`; 0 when there is none). It only
+rewards the order of the hits, so a ranking with one relevant document at rank 1 and nine misses
+scores 1; it lies above AP@k whenever some hit is followed by a miss.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ __all__ = [
     "average_precision",
     "precision_at_k",
     "average_precision_at_k",
+    "paper_map_at_k",
     "mean_average_precision",
     "sparsity",
 ]
@@ -113,7 +122,16 @@ def precision_at_k(relevance, k: int):
 
 
 def average_precision_at_k(relevance, k: int):
-    """Average precision cut off at ``k``: ``sum_{i<=k: rel_i} P@i / #{i<=k: rel_i}`` (0 if no hit)."""
+    """mAP@k (hits), ``map@k_hits`` of the protocols: average precision cut off at ``k`` and divided
+    by the hits in the top ``k``, ``sum_{i<=k: rel_i} P@i / #{i<=k: rel_i}`` (0 if no hit).
+
+    Examples
+    --------
+    >>> average_precision_at_k([1, 0, 1, 0], 3)  # (1/1 + 2/3) / 2
+    0.8333333333333333
+    >>> average_precision_at_k([1, 0, 0, 0], 3)  # one hit, at rank 1
+    1.0
+    """
     rel, single = _as_2d_bool(relevance)
     k = _check_k(k, rel.shape[1])
     top = rel[:, :k]
@@ -122,6 +140,37 @@ def average_precision_at_k(relevance, k: int):
     contrib = np.where(top, hits / ranks, 0.0).sum(axis=1)
     n_hit = hits[:, -1]
     return _out(np.divide(contrib, n_hit, out=np.zeros_like(contrib), where=n_hit > 0), single)
+
+
+def paper_map_at_k(relevance, k: int, n_relevant=None):
+    """The papers' mAP@k per query: ``sum_{i<=k: rel_i} P@i / min(k, R)`` (0 when ``R = 0``).
+
+    Parameters
+    ----------
+    relevance : array-like of bool, shape (n,) or (b, n)
+        Relevance of the ranked documents, best first.
+    k : int
+    n_relevant : int or array of int, optional
+        ``R``, the relevant documents of each query in the whole ranking (default: counted in
+        ``relevance``, which then must be the whole ranking).
+
+    Examples
+    --------
+    >>> paper_map_at_k([1, 0, 1, 0], 2)      # (1/1) / min(2, 2)
+    0.5
+    >>> paper_map_at_k([1, 0, 1, 0], 3)      # (1/1 + 2/3) / min(3, 2)
+    0.8333333333333333
+    """
+    rel, single = _as_2d_bool(relevance)
+    k = _check_k(k, rel.shape[1])
+    top = rel[:, :k]
+    hits = np.cumsum(top, axis=1, dtype=np.float64)
+    ranks = np.arange(1, k + 1, dtype=np.float64)
+    contrib = np.where(top, hits / ranks, 0.0).sum(axis=1)
+    R = rel.sum(axis=1) if n_relevant is None else np.broadcast_to(np.asarray(n_relevant, dtype=np.float64),
+                                                                       (rel.shape[0],))
+    denom = np.minimum(float(k), np.asarray(R, dtype=np.float64))
+    return _out(np.divide(contrib, denom, out=np.zeros_like(contrib), where=denom > 0), single)
 
 
 def mean_average_precision(relevance) -> float:

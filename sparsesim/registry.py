@@ -114,6 +114,12 @@ register(AlgorithmSpec("proxy-ssi", "sparsesim.learners.embedding:ProxySSI", "si
                        "low-rank S = alpha cos + <e(x),e(x')> from class-proxy and mined triplets (SSI, proxies), "
                        "alpha and passes chosen on held-out data"))
 
+# --- online Mahalanobis metric learners on pairs (the SORS paper's baselines; dense A, d <= max_features) ---
+register(AlgorithmSpec("lego", "sparsesim.learners.mahalanobis:LEGO", "similarity",
+                       "LEGO: online LogDet metric learning on pairs from triplets (Jain et al. 2008); dense A"))
+register(AlgorithmSpec("rdml", "sparsesim.learners.mahalanobis:RDML", "similarity",
+                       "RDML: online regularized distance metric learning, PSD projection (Jin et al. 2009); dense A"))
+
 # --- online heterogeneous transfer (OHT) ---------------------------------------------------
 # Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
 # parameter) PA / PA-I / PA-II target learner; paper settings sigma = 8, C = 5, K = 100.

@@ -8,6 +8,7 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.metrics import (
     average_precision,
     average_precision_at_k,
+    paper_map_at_k,
     mean_average_precision,
     precision_at_k,
     rank_by_score,
@@ -76,7 +77,7 @@ def test_sparsity():
 def _brute_force(S, y, k):
     """Literal per-query evaluation with sklearn's AP (scores continuous, no ties)."""
     n = len(y)
-    aps, pks, apks = [], [], []
+    aps, pks, apks, papers = [], [], [], []
     for q in range(n):
         others = np.array([j for j in range(n) if j != q])
         rel = y[others] == y[q]
@@ -84,7 +85,9 @@ def _brute_force(S, y, k):
         ranked = rel[np.argsort(-S[q, others])]
         pks.append(ranked[:k].mean())
         apks.append(_ref_ap_at_k(ranked, k))
-    return np.mean(aps), np.mean(pks), np.mean(apks)
+        hits_prec = [ranked[:i + 1].mean() for i in range(k) if ranked[i]]
+        papers.append(sum(hits_prec) / min(k, rel.sum()))
+    return np.mean(aps), np.mean(pks), np.mean(apks), np.mean(papers)
 
 
 def test_evaluate_retrieval_matches_brute_force_and_sklearn():
@@ -101,7 +104,8 @@ def test_evaluate_retrieval_matches_brute_force_and_sklearn():
         res = evaluate_retrieval(fn, y, k=10, block_size=block)
         assert res["map"] == pytest.approx(ref[0], abs=1e-12)
         assert res["ap@10"] == pytest.approx(ref[1], abs=1e-12)
-        assert res["map@10"] == pytest.approx(ref[2], abs=1e-12)
+        assert res["map@10_hits"] == pytest.approx(ref[2], abs=1e-12)
+        assert res["map@10"] == pytest.approx(ref[3], abs=1e-12)
         assert res["n_queries"] == n
     curves = evaluate_retrieval(fn, y, k=10, ks=range(1, 11))["curves"]
     assert curves["k"] == list(range(1, 11))
@@ -165,9 +169,41 @@ def test_tied_scores_match_literal_index_tie_break(levels):
     rel = y[order] == y[:, None]
     assert res["map"] == pytest.approx(np.mean(average_precision(rel)), abs=1e-12)
     assert res["ap@7"] == pytest.approx(np.mean(precision_at_k(rel, 7)), abs=1e-12)
-    assert res["map@7"] == pytest.approx(np.mean(average_precision_at_k(rel, 7)), abs=1e-12)
+    assert res["map@7_hits"] == pytest.approx(np.mean(average_precision_at_k(rel, 7)), abs=1e-12)
+    assert res["map@7"] == pytest.approx(np.mean(paper_map_at_k(rel, 7)), abs=1e-12)
     assert res["curves"]["ap"][0] == pytest.approx(np.mean(precision_at_k(rel, 1)), abs=1e-12)
-    assert res["curves"]["map"][1] == pytest.approx(np.mean(average_precision_at_k(rel, 3)), abs=1e-12)
+    assert res["curves"]["map_hits"][1] == pytest.approx(np.mean(average_precision_at_k(rel, 3)), abs=1e-12)
+    assert res["curves"]["map"][1] == pytest.approx(np.mean(paper_map_at_k(rel, 3)), abs=1e-12)
+
+
+def test_map_at_k_definitions_on_a_hand_checked_ranking():
+    """One query, 10 ranked documents, R = 4 relevant in all: hits at ranks 2, 3 and 7.
+    AP@5 = 2/5 = 0.4. The papers' mAP@5 = (P@2 + P@3) / min(5, 4) = (1/2 + 2/3) / 4 = 0.2917 (below
+    AP@5, as in every row of the papers' tables); mAP@5 (hits) = (1/2 + 2/3) / 2 = 0.5833 (above it).
+    At k = 10 min(k, R) = R = 4: (1/2 + 2/3 + 3/7) / 4."""
+    rel = np.array([0, 1, 1, 0, 0, 0, 1, 0, 0, 1], dtype=bool)  # the 4th relevant document at rank 10
+    assert precision_at_k(rel, 5) == pytest.approx(0.4)
+    assert paper_map_at_k(rel, 5) == pytest.approx((1 / 2 + 2 / 3) / 4)
+    assert average_precision_at_k(rel, 5) == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert paper_map_at_k(rel, 5) < precision_at_k(rel, 5) < average_precision_at_k(rel, 5)
+    assert paper_map_at_k(rel, 10) == pytest.approx((1 / 2 + 2 / 3 + 3 / 7 + 4 / 10) / 4)
+    assert paper_map_at_k(rel, 10) == pytest.approx(average_precision(rel))  # k = n: the full AP
+    assert paper_map_at_k(np.ones(10, bool), 5) == 1.0 and paper_map_at_k(np.zeros(10, bool), 5) == 0.0
+    # the same ranking through evaluate_retrieval: query 0 against 10 documents scored 10, 9, ..., 1
+    y = np.array([1] + [1 if r else 0 for r in rel])
+    scores = np.vstack([np.concatenate([[0.0], np.arange(10, 0, -1.0)])] + [np.zeros(11)] * 10)
+    res = evaluate_retrieval(lambda rows: scores[rows], y, k=5, query_rows=[0])
+    assert res["ap@5"] == pytest.approx(0.4)
+    assert res["map@5"] == pytest.approx((1 / 2 + 2 / 3) / 4)
+    assert res["map@5_hits"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+def test_papers_map_at_k_stays_below_ap_at_k_when_a_class_has_k_documents():
+    rng = np.random.default_rng(9)
+    rel = rng.random((200, 30)) < 0.4
+    rel[:, -12:] = True  # every query has R >= k relevant documents
+    for k in (1, 5, 10):
+        assert np.all(paper_map_at_k(rel, k) <= precision_at_k(rel, k) + 1e-15)
 
 
 def test_evaluate_retrieval_asks_for_score_blocks_within_the_byte_budget(monkeypatch):

@@ -323,6 +323,11 @@ def test_news20_tasks_are_the_four_top_level_categories():
         assert all(g.startswith(prefix + ".") for g in groups)
         assert len(groups) == (5 if prefix == "comp" else 4)
     assert data.n_features == 2000
+    assert np.bincount(data.tasks).tolist() == [3966, 3191, 3193, 3197]  # every document of the 17 groups
+    # the catalog (`sparsesim datasets list`) states the count the loader gives
+    from sparsesim.data.catalog import get_dataset_spec
+
+    assert f"{data.n_documents:,} documents" in get_dataset_spec("news20-tasks").description
     norms = np.sqrt(np.asarray(data.X.multiply(data.X).sum(axis=1)).ravel())
     assert np.allclose(norms[norms > 0], 1.0)
 
@@ -358,8 +363,14 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     for r in res:
         if r["algorithm"] == "omtrsl-random":
             assert r["params"]["query_ratio"] == pytest.approx(act[r["fold"]])
-    assert report["chosen_params"]["omtrsl"]["b"] in (0.1, 10.0)
-    assert len(report["search"]["results"]) == 4 + 2 + 2
+    # the search ran inside every outer fold: 3 inner folds of its training part per candidate
+    assert set(report["search"]["chosen"]) == {"seed 0 fold 0", "seed 0 fold 1", "seed 0 fold 2"}
+    assert all(c["omtrsl"]["b"] in (0.1, 10.0) for c in report["search"]["chosen"].values())
+    assert len(report["search"]["results"]) == (4 + 2 + 2) * 3 * 3
+    for r in res:  # each fold's model uses the parameters chosen on that fold's training part
+        if r["algorithm"] in ("omtrsl", "ostrsl", "ogrsl"):
+            chosen = report["search"]["chosen"][f"seed 0 fold {r['fold']}"][r["algorithm"]]
+            assert {k: r["params"][k] for k in chosen} == chosen
     assert len(report["active_sweep"]) == 2
     assert {p.rsplit("_", 1)[-1] for p in report["plots"]} >= {"k.png", "sensitivity.png", "active.png"}
     written = json.loads((tmp_path / "out" / "ijcai17_tiny.json").read_text())
@@ -384,9 +395,46 @@ def test_protocol_search_only(monkeypatch):
     alone = run_experiment("ijcai17", make({"search_only": True}))
     full = run_experiment("ijcai17", make({"search": True}))
     assert alone["results"] == [] and full["results"]
-    assert [r["ap@10"] for r in alone["search"]["results"]] == [r["ap@10"] for r in full["search"]["results"]]
-    assert alone["chosen_params"] == full["chosen_params"]
+    first = [r["ap@10"] for r in full["search"]["results"] if r["fold"] == 0]
+    assert [r["ap@10"] for r in alone["search"]["results"]] == first
+    assert alone["search"]["chosen"]["seed 0 fold 0"] == full["search"]["chosen"]["seed 0 fold 0"]
     assert "parameter search" in ijcai17.format_table(alone)
+
+
+@pytest.mark.parametrize("search_folds", [2])  # one 75/25 split leaves < 10 validation documents per task here
+def test_protocol_search_never_sees_the_fold_test_part(monkeypatch, search_folds):
+    """Poison the test part of outer fold 1 (labels shuffled into other classes, rows replaced by
+    noise): the search of that fold scores every candidate the same and chooses the same
+    parameters, so no reported number comes from parameters chosen on its own test data."""
+    from sparsesim.data import LabelledData
+    from sparsesim.experiments import ExperimentConfig, ijcai17, run_experiment
+
+    clean = _tiny_data()
+    folds = ijcai17.cv_folds(clean.y, clean.tasks, 3, seed=0)
+    _, test = folds[1]
+    # the outer folds are stratified by label: keep the clean partition for both runs
+    monkeypatch.setattr(ijcai17, "cv_folds", lambda *a, **k: folds)
+    rng = np.random.default_rng(0)
+    X = clean.X.tolil()
+    X[test] = sp.random(test.size, clean.X.shape[1], density=0.5, random_state=rng)
+    y = clean.y.copy()
+    y[test] = (y[test] + 1 + rng.integers(0, 2, test.size)) % (y.max() + 1)
+    poisoned = LabelledData(X=X.tocsr(), y=y, tasks=clean.tasks, task_names=clean.task_names, name="tiny", info={})
+    for split in ijcai17.search_splits(clean, folds[1][0], search_folds, 0):
+        assert not np.intersect1d(np.concatenate(split), test).size
+    reports = []
+    for data in (clean, poisoned):
+        monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, data=data, **o: data)
+        reports.append(run_experiment("ijcai17", ExperimentConfig(
+            dataset="tiny", algorithms=["omtrsl", "ogrsl"], triplets=200,
+            options={"folds": 3, "only_folds": [1], "search": True, "search_folds": search_folds,
+                     "b_grid": [0.1, 10.0], "c_grid": [1e-4, 1.0]})))
+    a, b = reports
+    assert [r["ap@10"] for r in a["search"]["results"]] == [r["ap@10"] for r in b["search"]["results"]]
+    assert a["search"]["chosen"] == b["search"]["chosen"]
+    assert len({r["ap@10"] for r in a["search"]["results"]}) > 1  # the candidates do differ
+    # the poisoned test part is what the fold is scored on: the reported numbers change
+    assert [r["ap@10"] for r in a["results"]] != [r["ap@10"] for r in b["results"]]
 
 
 def test_protocol_factors_run_at_multiples_of_the_auto_values(monkeypatch):

@@ -403,3 +403,41 @@ def test_protocol_romco_refuses_a_bad_factors_grid_before_loading_data(factors, 
         run_experiment("romco", ExperimentConfig(dataset="no-such-data", algorithms=["romco-nucl", "pa-unique"],
                                                  params={"romco-nucl": {"lam2": 0.1}},
                                                  options={"factors": factors, **options}))
+
+
+@pytest.mark.parametrize("growth", [1.0, 0.25])
+def test_increasing_rho_schedule_matches_dense_algorithm(growth):
+    """ROMCO-LogD with the paper's schedule (1/rho = 1 at the first round, growing every round)
+    equals the dense Algorithm 2 run with rho_t = 1 / (1 + growth (t - 1)), also when the stream
+    comes in two partial_fit calls."""
+    rng = np.random.default_rng(5)
+    d, m, T = 30, 4, 40
+    X = [sp.random(T, d, density=0.2, random_state=rng, format="csr") for _ in range(m)]
+    y = [rng.choice([-1.0, 1.0], size=T) for _ in range(m)]
+    params = dict(eta1=0.5, eta2=0.5, lam1=123.0, lam2=0.2)  # lam1 is not used by the schedule
+    model = ROMCO("logdet", rho_schedule="increasing", rho_growth=growth, gram_refresh=5, **params).fit(X, y)
+    U = np.zeros((d, m))
+    V = np.zeros((d, m))
+    rhos = []
+    for t, rnd in enumerate(iter_rounds(X, y), start=1):
+        rho = 1.0 / (1.0 + growth * (t - 1))
+        rhos.append(rho)
+        xs = [dense(rnd.instance(j), d) for j in range(rnd.tasks.size)]
+        U, V, _ = ref_romco_round(U, V, xs, rnd.tasks, rnd.y, regularizer="logdet",
+                                  **dict(params, lam1=rho / params["eta1"]))
+    assert model.n_rounds_ == len(rhos) and rhos[0] == 1.0 and rhos[-1] < 0.1
+    assert np.max(np.abs(model.U_ - U)) < 1e-9
+    assert np.max(np.abs(model.V_ - V)) < 1e-9
+    fixed = ROMCO("logdet", gram_refresh=5, **dict(params, lam1=1.0 / params["eta1"])).fit(X, y)
+    assert np.max(np.abs(fixed.U_ - U)) > 1e-3  # rho = 1 throughout is a different run
+    half = ROMCO("logdet", rho_schedule="increasing", rho_growth=growth, gram_refresh=5, **params)
+    half.partial_fit([x[:20] for x in X], [v[:20] for v in y]).partial_fit([x[20:] for x in X], [v[20:] for v in y])
+    assert np.max(np.abs(half.U_ - model.U_)) < 1e-9
+
+
+def test_rho_schedule_bad_values():
+    X = [sp.random(10, 5, density=0.5, random_state=0, format="csr") for _ in range(2)]
+    y = [np.where(np.arange(10) % 2 == 0, 1.0, -1.0)] * 2
+    for bad in ({"rho_schedule": "growing"}, {"rho_growth": 0.0}, {"rho_growth": float("nan")}, {"rho_growth": "1"}):
+        with pytest.raises(InvalidInputError):
+            ROMCO("logdet", **bad).fit(X, y)

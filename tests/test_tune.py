@@ -217,3 +217,41 @@ def test_parallel_trials_with_training_threads_beyond_the_cores_are_refused(monk
         res = tune_similarity("sors-l1", X, y, 300, grid={"eta": [0.5, 5.0], "lam": [1e-4]}, params={"n_threads": 2},
                               n_jobs=1, min_budget=100, final=False)
         assert res.best_params
+
+
+@pytest.mark.parametrize("algorithm,grid", [("sors-l1", {"eta": [0.05, 2.0], "lam": [1e-6, 1e-3]}),
+                                            ("lego", {"eta": [1e-3, 0.3]})])
+def test_sors_protocol_tune_never_sees_the_test_split(monkeypatch, algorithm, grid):
+    """Poison the test split (labels moved to other classes, rows replaced by noise): the search's
+    trials and choice do not change, the test MAP does, so the reported number never comes from
+    parameters chosen on its own test data."""
+    from sparsesim.data import LabelledData
+    from sparsesim.experiments import sors
+
+    X, y = labelled_problem(n=150, d=20, seed=4)
+    train, test = stratified_split(y, 0.7, seed=0)
+    monkeypatch.setattr(sors, "stratified_split", lambda *a, **k: (train, test))  # split by the clean labels
+    rng = np.random.default_rng(1)
+    Xp = X.tolil()
+    Xp[test] = sp.random(test.size, X.shape[1], density=0.5, random_state=rng)
+    yp = y.copy()
+    yp[test] = (yp[test] + 1 + rng.integers(0, 2, test.size)) % 3
+    rows = [sors.run_one(LabelledData(X=A.tocsr(), y=b, name="p", info={}), algorithm, 0, 400, {},
+                         tune={"grid": grid}) for A, b in ((X, y), (Xp, yp))]
+    clean, poisoned = rows
+    assert clean["tuned_params"] == poisoned["tuned_params"]
+    assert [[r["map"] for r in t["rungs"]] for t in clean["tuning"]["trials"]] == \
+        [[r["map"] for r in t["rungs"]] for t in poisoned["tuning"]["trials"]]
+    assert len({t["rungs"][0]["map"] for t in clean["tuning"]["trials"]}) > 1  # the candidates do differ
+    assert clean["map"] != poisoned["map"]
+
+
+def test_sors_grid_without_tune_is_reported_as_a_sweep_not_a_selection():
+    from sparsesim.experiments import ExperimentConfig, run_experiment, sors
+
+    report = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["oasis"], triplets=200,
+                                                     options={"grid": {"C": [0.1, 1.0]}}))
+    assert report["selection"] == sors.SWEEP_NOTE
+    assert "a sweep, not a selection" in sors.format_table(report)
+    single = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["oasis"], triplets=200))
+    assert "selection" not in single and "sweep" not in sors.format_table(single)

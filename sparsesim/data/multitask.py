@@ -171,7 +171,7 @@ register_dataset(DatasetSpec(
     loader=_M + "load_news20_tasks",
     kind="multitask",
     description="news20 (LIBSVM, 15,935 training documents) as 4 tasks by top-level category: comp (5 groups), "
-                "rec (4), sci (4), talk (4); 13,550 documents, classes = newsgroups",
+                "rec (4), sci (4), talk (4); 13,547 documents, classes = newsgroups",
     representation="top 2,000 terms by document frequency, TF-IDF, rows L2-normalised (option n_features; "
                    "representation='full' keeps all 62,061 terms)",
     source=DATASETS["news20"].source,

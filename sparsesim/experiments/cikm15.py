@@ -154,6 +154,7 @@ def run_one(algorithm, params, X_train, y_train, X_test, y_test, triplets, rando
         "algorithm": algorithm,
         "ap@10": float(scores["ap@10"]),
         "map@10": float(scores["map@10"]),
+        "map@10_hits": float(scores["map@10_hits"]),
         "map": float(scores["map"]),
         "query_ratio": n_queries / n_seen if n_seen else 0.0,
         "n_queries": n_queries,

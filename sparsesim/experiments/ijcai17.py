@@ -11,9 +11,13 @@
 * ``omtrsl-random`` queries at the ratio the ``omtrsl-active`` run of the same fold observed.
 * Options (``config.options``):
 
-  ``folds`` (5), ``search`` (False: run the parameter search of Figure 3 first and use the best
-  validation AP@10 per algorithm), ``search_only`` (False: the search alone, on the first seed, no
-  cross-validation), ``b_grid``, ``c_grid`` (search grids), ``active_deltas``
+  ``folds`` (5), ``search`` (False: choose every algorithm's parameters by the paper's
+  cross-validation -- inside each outer fold, the grid of Figure 3 is scored by the mean
+  validation AP@10 over ``search_folds`` inner folds of that fold's *training* part, and the
+  best point trains the fold's model; the outer test part is never seen by the choice),
+  ``search_folds`` (3; 1: one 75/25 split of the training part), ``search_only`` (False: the
+  search alone, inside the first seed's first fold, no test evaluation), ``b_grid``, ``c_grid``
+  (search grids), ``active_deltas``
   (a list: the Figure 4 sweep of OMTRSL-Active vs OMTRSL-Random over query ratios),
   ``dataset_options`` (passed to ``load_dataset``), ``backend`` (joblib backend for
   :func:`~sparsesim.parallel.run_parallel`, e.g. ``"dask"``), ``dask_scheduler`` (address of a
@@ -60,7 +64,7 @@ PAPER_TABLE1 = {
 }
 _HAS_B = ("omtrsl", "omtrsl-active", "omtrsl-random")
 SUMMARY_METRICS = ("ap@10", "map@10", "train_seconds", "updates_per_second", "query_ratio")
-DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "b_grid": DEFAULT_B_GRID,
+DEFAULT_OPTIONS = {"folds": 5, "search": False, "search_only": False, "search_folds": 3, "b_grid": DEFAULT_B_GRID,
                    "c_grid": DEFAULT_C_GRID, "active_deltas": None, "dataset_options": {}, "backend": None,
                    "dask_scheduler": None, "triplets": DEFAULT_TRIPLETS, "only_folds": None, "factors": None}
 RESOLVABLE = ("C", "b")  # the parameters with an "auto" rule (sparsesim.defaults)
@@ -106,7 +110,7 @@ def evaluate_tasks(model, X, y, tasks, rows, task_labels, task_names=None) -> di
         res = evaluate_retrieval(bil.scorer(X[r]), np.asarray(y)[r], k=10, ks=KS)
         per_task.append({
             "task": task_names[k] if task_names is not None and k < len(task_names) else _plain(label),
-            "ap@10": res["ap@10"], "map@10": res["map@10"], "map": res["map"],
+            "ap@10": res["ap@10"], "map@10": res["map@10"], "map@10_hits": res["map@10_hits"], "map": res["map"],
             "ap_curve": res["curves"]["ap"], "map_curve": res["curves"]["map"],
             "n_queries": res["n_queries"],
         })
@@ -115,6 +119,7 @@ def evaluate_tasks(model, X, y, tasks, rows, task_labels, task_names=None) -> di
     return {
         "ap@10": float(np.mean([p["ap@10"] for p in per_task])),
         "map@10": float(np.mean([p["map@10"] for p in per_task])),
+        "map@10_hits": float(np.mean([p["map@10_hits"] for p in per_task])),
         "map": float(np.mean([p["map"] for p in per_task])),
         "ap_curve": np.mean([p["ap_curve"] for p in per_task], axis=0).tolist(),
         "map_curve": np.mean([p["map_curve"] for p in per_task], axis=0).tolist(),
@@ -146,6 +151,7 @@ def run_one(algorithm, params, X, y, tasks, train_idx, eval_idx, n_triplets, see
         "fold": fold,
         "ap@10": ev["ap@10"],
         "map@10": ev["map@10"],
+        "map@10_hits": ev["map@10_hits"],
         "map": ev["map"],
         "ap_curve": ev["ap_curve"],
         "map_curve": ev["map_curve"],
@@ -191,14 +197,25 @@ def _params(config, algorithm, chosen):
     return p
 
 
-def _search(config, data, algorithms, n_triplets, runner):
-    """Figure 3: validation AP@10 over b x C (OMTRSL) and C (OSTRSL, OGRSL) on one split."""
+def search_splits(data, outer_train, n_inner: int, seed: int) -> list:
+    """The (train, validation) splits of the parameter search inside ``outer_train`` (the training
+    part of one outer fold): ``n_inner``-fold cross-validation stratified by (task, class), or one
+    75/25 split when ``n_inner`` is 1. Every index returned is one of ``outer_train``."""
+    outer_train = np.asarray(outer_train)
+    sub = _strata(np.asarray(data.y)[outer_train], np.asarray(data.tasks)[outer_train])
+    if int(n_inner) <= 1:
+        tr, va = stratified_split(sub, train_fraction=0.75, seed=seed + 7)
+        return [(outer_train[tr], outer_train[va])]
+    return [(outer_train[a], outer_train[b]) for a, b in stratified_kfold(sub, n_splits=int(n_inner), seed=seed + 7)]
+
+
+def _search(config, data, algorithms, n_triplets, runner, outer_train, seed, fold):
+    """Figure 3's grid (b x C for OMTRSL, C for OSTRSL and OGRSL), chosen by cross-validation on
+    ``outer_train`` alone: the mean validation AP@10 over the ``search_folds`` inner splits
+    (:func:`search_splits`). The outer fold's test part is never seen."""
     options = config.options
-    seed = int(config.seeds[0])
-    strata = _strata(data.y, data.tasks)
-    outer_train, _ = cv_folds(data.y, data.tasks, int(options.get("folds", 5)), seed)[0]
-    tr, va = stratified_split(strata[outer_train], train_fraction=0.75, seed=seed + 7)
-    tr, va = outer_train[tr], outer_train[va]
+    splits = search_splits(data, outer_train, int(options.get("search_folds", DEFAULT_OPTIONS["search_folds"])),
+                           seed)
     grid = {"b": [float(b) for b in options.get("b_grid", DEFAULT_B_GRID)],
             "C": [float(c) for c in options.get("c_grid", DEFAULT_C_GRID)]}
     searched = [a for a in ("omtrsl", "ostrsl", "ogrsl") if a in algorithms or
@@ -207,14 +224,19 @@ def _search(config, data, algorithms, n_triplets, runner):
                   for point in grid_points({k: v for k, v in grid.items() if alg == "omtrsl" or k == "C"},
                                            keys=("b", "C"))]
     runs = evaluate_candidates(candidates, lambda c: [(c[0], c[1], data.X, data.y, data.tasks, tr, va, n_triplets,
-                                                       _stream_seed(seed, 99), data.task_names, None, "search")],
-                               runner)
-    results = [r for rs in runs for r in rs]
+                                                       _stream_seed(seed, 99), data.task_names, fold, "search")
+                                                      for tr, va in splits], runner)
+    results = []
+    for rs in runs:
+        for inner, r in enumerate(rs):
+            r.update(seed=int(seed), inner_fold=inner)
+            results.append(r)
     chosen = {}
     for alg in searched:
-        scores = {i: rs[0]["ap@10"] for i, ((a, _), rs) in enumerate(zip(candidates, runs)) if a == alg}
-        best = runs[rank_candidates(scores)[0]][0]
-        chosen[alg] = {k: v for k, v in best["params"].items() if k in ("b", "C")}
+        scores = {i: float(np.mean([r["ap@10"] for r in rs]))
+                  for i, ((a, _), rs) in enumerate(zip(candidates, runs)) if a == alg}
+        best = candidates[rank_candidates(scores)[0]][1]
+        chosen[alg] = {k: v for k, v in best.items() if k in ("b", "C")}
     return results, chosen
 
 
@@ -294,21 +316,41 @@ def run(config) -> dict:
     if options["only_folds"] is not None:
         report["only_folds"] = list(options["only_folds"])
     with _backend_context(options):
-        chosen = {}
-        if options["search"] or options["search_only"]:
-            search_results, chosen = _search(config, data, algorithms, n_triplets, runner)
-            report["search"] = {"results": search_results, "chosen": chosen, "b_grid": options["b_grid"],
-                                "c_grid": options["c_grid"]}
-        report["chosen_params"] = {a: _params(config, a, chosen) for a in algorithms}
+        folds = {seed: cv_folds(data.y, data.tasks, n_folds, seed) for seed in config.seeds}
+        fold_ids = list(range(n_folds)) if options["only_folds"] is None else list(options["only_folds"])
+        chosen_of = {}  # (seed, fold) -> {algorithm: searched params}, chosen on that fold's training part
+        if options["search_only"]:  # the search alone (Figure 3), inside the first seed's first fold
+            seed, f = int(config.seeds[0]), fold_ids[0]
+            search_results, chosen = _search(config, data, algorithms, n_triplets, runner, folds[seed][f][0], seed, f)
+            chosen_of[(seed, f)] = chosen
+        elif options["search"]:
+            search_results = []
+            for seed in config.seeds:
+                for f in fold_ids:
+                    res, chosen_of[(int(seed), f)] = _search(config, data, algorithms, n_triplets, runner,
+                                                             folds[seed][f][0], int(seed), f)
+                    search_results += res
+        if chosen_of:
+            report["search"] = {"results": search_results, "search_folds": int(options["search_folds"]),
+                                "chosen": {f"seed {s} fold {f}": c for (s, f), c in chosen_of.items()},
+                                "b_grid": options["b_grid"], "c_grid": options["c_grid"]}
+
+        def params_of(alg):
+            """The parameters of ``alg`` in each (seed, fold): the search's choice on that fold's training part."""
+            return lambda seed, f: _params(config, alg, chosen_of.get((int(seed), f), {}))
+
+        report["chosen_params"] = {a: _agreed([params_of(a)(s, f) for s, f in chosen_of] or [params_of(a)(0, 0)])
+                                   for a in algorithms}
         if options["search_only"]:  # the parameter search alone: no cross-validation
             report.update(results=[], summary={}, timing={}, wall_seconds=time.perf_counter() - started)
             return report
-        folds = {seed: cv_folds(data.y, data.tasks, n_folds, seed) for seed in config.seeds}
 
         def jobs_of(alg, params):
+            """One job per seed and fold; ``params`` is a dict or ``params(seed, fold) -> dict``."""
+            pick = params if callable(params) else (lambda seed, f: params)
             return fold_jobs(config.seeds, folds.__getitem__, lambda seed, f, tr, te: (
-                alg, params, data.X, data.y, data.tasks, tr, te, n_triplets, _stream_seed(seed, f), data.task_names,
-                f, "cv"), options["only_folds"])
+                alg, pick(seed, f), data.X, data.y, data.tasks, tr, te, n_triplets, _stream_seed(seed, f),
+                data.task_names, f, "cv"), options["only_folds"])
 
         if factors:
             jobs, points = [], []
@@ -321,18 +363,18 @@ def run(config) -> dict:
                 if point:
                     r["factors"] = point
         else:
-            jobs = [j for a in algorithms if a != "omtrsl-random" for j in jobs_of(a, report["chosen_params"][a])]
+            jobs = [j for a in algorithms if a != "omtrsl-random" for j in jobs_of(a, params_of(a))]
             results = _with_fold_seeds(runner(jobs), jobs)
         if "omtrsl-random" in algorithms:  # at the query ratio omtrsl-active observed on the same fold
             ratio = {(r["seed"], r["fold"]): r["query_ratio"] for r in results if r["algorithm"] == "omtrsl-active"}
             jobs = [j if (j[8] // 1000, j[10]) not in ratio or "query_ratio" in config.params_for("omtrsl-random")
                     else (j[0], dict(j[1], query_ratio=max(ratio[(j[8] // 1000, j[10])], 1e-6))) + j[2:]
-                    for j in jobs_of("omtrsl-random", report["chosen_params"]["omtrsl-random"])]
+                    for j in jobs_of("omtrsl-random", params_of("omtrsl-random"))]
             results += _with_fold_seeds(runner(jobs), jobs)
         report["results"] = results
         if options["active_deltas"]:
-            report["active_sweep"] = _active_sweep(config, chosen, [float(x) for x in options["active_deltas"]],
-                                                   jobs_of, runner)
+            report["active_sweep"] = _active_sweep(params_of("omtrsl-active"),
+                                                   [float(x) for x in options["active_deltas"]], jobs_of, runner)
     report["summary"] = summarize(results, SUMMARY_METRICS, by=_setting, curves=("ap_curve", "map_curve"))
     report["resolved_params"] = _resolved_summary(results)
     report["timing"] = {a: s["train_seconds"][0] for a, s in report["summary"].items()}
@@ -355,12 +397,33 @@ def _resolved_summary(results) -> dict:
     return out
 
 
-def _active_sweep(config, chosen, deltas, jobs_of, runner):
-    """Figure 4: OMTRSL-Active at several delta and OMTRSL-Random at each observed ratio."""
-    base = _params(config, "omtrsl-active", chosen)
+def search_means(results: list) -> list[dict]:
+    """One row per searched (algorithm, parameters): the mean validation AP@10 over its runs (inner
+    folds, outer folds and seeds), in first-seen order."""
+    groups: dict = {}
+    for r in results:
+        key = (r["algorithm"], tuple(sorted((k, v) for k, v in r["params"].items() if isinstance(v, (int, float)))))
+        groups.setdefault(key, (r, []))[1].append(r["ap@10"])
+    return [{"algorithm": r["algorithm"], "params": r["params"], "ap@10": float(np.mean(v)), "n_runs": len(v)}
+            for r, v in groups.values()]
+
+
+def _agreed(choices: list) -> dict:
+    """One dict of parameters for the table: a value every fold chose, or the list of the folds'
+    choices (in fold order) where they differ."""
+    out = {}
+    for key in dict.fromkeys(k for c in choices for k in c):
+        values = [c.get(key) for c in choices]
+        out[key] = values[0] if all(v == values[0] for v in values) else values
+    return out
+
+
+def _active_sweep(params_of, deltas, jobs_of, runner):
+    """Figure 4: OMTRSL-Active at several delta and OMTRSL-Random at each observed ratio; each fold
+    keeps the parameters chosen on its training part (``params_of(seed, fold)``)."""
     jobs = []
     for delta in deltas:
-        jobs += jobs_of("omtrsl-active", dict(base, delta=delta))
+        jobs += jobs_of("omtrsl-active", lambda seed, f, delta=delta: dict(params_of(seed, f), delta=delta))
     act = runner(jobs)
     rjobs = []
     for r, j in zip(act, jobs):
@@ -405,7 +468,7 @@ def write_plots(report, out_dir: Path) -> list[str]:
             ax.grid(alpha=0.3)
         axes[0].legend()
     if "search" in report:
-        res = report["search"]["results"]
+        res = search_means(report["search"]["results"])
         paths.append(out_dir / f"{name}_sensitivity.png")
         with figure(paths[-1], ncols=2, title=f"{report['dataset']}: parameter sensitivity (validation split)"
                     ) as (fig, axes):
@@ -463,8 +526,9 @@ def format_table(report) -> str:
         lines.append("paper Table 1 training seconds (Matlab): "
                      + ", ".join(f"{k} {v}" for k, v in report["paper_table1_seconds"].items()))
     if "search" in report:
-        lines.append("parameter search (validation AP@10):")
-        for r in report["search"]["results"]:
+        lines.append(f"parameter search (validation AP@10, mean over {report['search'].get('search_folds', 1)} "
+                     "inner folds of each outer fold's training part and over the outer folds):")
+        for r in search_means(report["search"]["results"]):
             lines.append(f"  {r['algorithm']:<8} " + ", ".join(f"{k}={v:g}" for k, v in sorted(r["params"].items())
                                                             if isinstance(v, (int, float)))
                          + f"  AP@10={r['ap@10']:.4f}")

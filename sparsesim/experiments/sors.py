@@ -4,14 +4,17 @@ default.
 Per seed: each class is split 70/30 into train and test (:func:`sparsesim.triplets.stratified_split`);
 ``triplets`` SORS-protocol triplets are drawn from the training documents (anchor uniform, positive
 of the same class, negative of another class); every test document then queries all other test
-documents, and MAP (full ranking), AP@10 (precision among the top 10) and mAP@10 are averaged
-over queries. The model's sparsity is 1 - nnz(M)/d^2 over all d^2 entries of M.
+documents, and MAP (full ranking), AP@10 (precision among the top 10), mAP@10 (the IJCAI/CIKM
+papers' mAP@k) and mAP@10 hits (``map@10_hits``, cut-off AP over the hits; :mod:`sparsesim.metrics`)
+are averaged over queries. The model's sparsity is 1 - nnz(M)/d^2 over all d^2 entries of M.
 
 Options (``ExperimentConfig.options``):
 
 * ``train_fraction`` (default 0.7)
 * ``grid``: ``{param: [values]}`` — every algorithm runs at every grid point (e.g. a lambda sweep);
-  with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written.
+  with ``out_dir`` set, a sparsity-vs-MAP plot (like the paper's Fig. 5) is written. Every point is
+  scored on the test split, so a sweep shows sensitivity but selects nothing (the report's
+  ``selection`` and the table say so); with ``tune`` the grid is the search's grid instead.
 * ``scale``: ``{param: [multipliers]}`` — like ``grid``, but each value multiplies the number the
   learner's ``"auto"`` rule resolves to on the seed's training split (every resolved parameter is
   then passed explicitly; a multiplier of 1 everywhere is the default). This is how the factors
@@ -19,11 +22,17 @@ Options (``ExperimentConfig.options``):
 * ``k`` (default 10)
 * ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
   every learner's parameters per seed by the same successive-halving search as ``sparsesim
-  tune`` on a validation part of the training split; ``grid`` then gives its grid.
+  tune`` on a validation part of the training split; ``grid`` then gives its grid. The test split
+  is never seen by the choice (``tests/test_tune.py`` poisons it and checks the choice is unchanged).
 * ``unseen_classes``: a fraction in (0, 1) turns on the open-set protocol: per seed, that share of
   the classes (:func:`sparsesim.triplets.class_split`) is unseen; learners train on the training
   documents of the other classes only, and the test documents of the unseen classes query each
   other. With ``tune``, the search validates on classes held out from its training part.
+
+Every registered similarity learner runs in this protocol, the SORS paper's Table II baselines too:
+``lego`` and ``rdml`` (dense d x d metric, refused above 4,096 features), ``aroma`` (full
+covariance, d <= 64) and ``aroma-d``; the shipped experiment files ``sors-usps-baselines`` and
+``sors-satimage-baselines`` run them beside OASIS and the SORS learners with ``tune``.
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ from .runner import figure, grid_points, protocol_options, write_report
 from .runner import summarize as run_summary
 
 DEFAULT_TRIPLETS = 100_000
+SWEEP_NOTE = ("none: every grid point is scored on the test split (a sweep, not a selection); the best row's "
+              "parameters were chosen on its own test data -- choose with 'tune' (--tune) on the training split")
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "unseen_classes": None,
                    "progress_callback": None}
 
@@ -134,6 +145,7 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "map": float(scores["map"]),
         f"ap@{k}": float(scores[f"ap@{k}"]),
         f"map@{k}": float(scores[f"map@{k}"]),
+        f"map@{k}_hits": float(scores[f"map@{k}_hits"]),
         "sparsity": float(model.sparsity()) if hasattr(model, "sparsity") else None,
         "nnz": int(model.nnz()) if hasattr(model, "nnz") else None,
         "model_bytes": model_nbytes(model),
@@ -212,6 +224,10 @@ def run(config: ExperimentConfig) -> dict:
         results = session.call(run_parallel, run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "unseen_classes": unseen, "results": results}
+    if tune is not None:
+        report["selection"] = "tune on a validation part of each seed's training split"
+    elif len(points) * len(scales) > 1:
+        report["selection"] = SWEEP_NOTE
     if config.out_dir is not None:
         out = write_report(report, config.out_dir, "sors_results.json").parent
         if len(points) * len(scales) > 1:
@@ -222,7 +238,7 @@ def run(config: ExperimentConfig) -> dict:
 def summarize(results: list[dict], k: int = 10) -> list[dict]:
     """Mean and std over seeds of each (algorithm, params) group, in first-seen order
     (:func:`.runner.summarize`); a metric no run of the group has is ``None``."""
-    metrics = ("map", f"ap@{k}", f"map@{k}", "sparsity", "nnz", "model_bytes", "train_seconds", "updates_per_second",
+    metrics = ("map", f"ap@{k}", f"map@{k}", f"map@{k}_hits", "sparsity", "nnz", "model_bytes", "train_seconds", "updates_per_second",
                "peak_rss_mb")
     rows = [{**{m: r.get(m) for m in metrics}, "group": (r["algorithm"], json.dumps(r.get("params", {}),
                                                                                       sort_keys=True))}
@@ -238,7 +254,7 @@ def summarize(results: list[dict], k: int = 10) -> list[dict]:
 def format_table(report: dict) -> str:
     """Human-readable table: mean ± std over seeds (percentages for MAP, AP@10, sparsity)."""
     rows = summarize(report["results"])
-    header = f"{'algorithm':<18}{'params':<26}{'MAP %':>14}{'AP@10 %':>14}{'mAP@10 %':>14}" \
+    header = f"{'algorithm':<18}{'params':<26}{'MAP %':>14}{'AP@10 %':>14}{'mAP@10 %':>14}{'mAP@10 hits %':>15}" \
              f"{'sparsity %':>12}{'nnz(M)':>14}{'train s':>10}{'upd/s':>9}"
     lines = [f"SORS protocol on {report['dataset']}: {report['triplets']} triplets, "
              f"{int(report['train_fraction'] * 100)}/{100 - int(report['train_fraction'] * 100)} split "
@@ -250,12 +266,14 @@ def format_table(report: dict) -> str:
     def pct(pair, digits=2):
         return "-" if pair is None else f"{100 * pair[0]:.{digits}f}±{100 * pair[1]:.{digits}f}"
 
+    if report.get("selection") == SWEEP_NOTE:
+        lines.insert(1, f"parameter selection: {SWEEP_NOTE}")
     for row in rows:
         params = ",".join(f"{k}={v}" for k, v in row["params"].items() if k not in ("n_triplets", "random_state"))
         ups = "-" if row["updates_per_second"] is None else f"{row['updates_per_second'][0]:.0f}"
         lines.append(
             f"{row['algorithm']:<18}{params[:25]:<26}{pct(row['map']):>14}{pct(row['ap@10']):>14}"
-            f"{pct(row['map@10']):>14}{_num(row['sparsity'], 100, '.3f'):>12}{_num(row['nnz'], 1, '.0f'):>14}"
+            f"{pct(row['map@10']):>14}{pct(row['map@10_hits']):>15}{_num(row['sparsity'], 100, '.3f'):>12}{_num(row['nnz'], 1, '.0f'):>14}"
             f"{row['train_seconds'][0]:>10.1f}{ups:>9}"
         )
     return "\n".join(lines)

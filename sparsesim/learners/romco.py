@@ -42,6 +42,7 @@ from .mtl_online import OnlineMultiTaskClassifier, Round
 
 __all__ = [
     "REGULARIZERS",
+    "RHO_SCHEDULES",
     "nuclear_prox_sv",
     "logdet_objective",
     "logdet_cubic_roots",
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 REGULARIZERS = ("nuclear", "logdet")
+RHO_SCHEDULES = ("fixed", "increasing")
 
 
 # --------------------------------------------------------------------------- scalar proxes
@@ -212,6 +214,16 @@ class ROMCO(OnlineMultiTaskClassifier):
         :meth:`partial_fit` call; the values used are in ``resolved_params_``.
     gram_refresh : int, default 500
         Recompute ``U^T U`` and the column norms of ``V`` from scratch every this many updates.
+    rho_schedule : {"fixed", "increasing"}, default "fixed"
+        ``rho`` of the prox on ``U`` (eq. (15), (20)-(21)). ``"fixed"``: ``rho = eta1 * lam1`` every
+        round. ``"increasing"``: the paper's ROMCO-LogD experiments ("we initialize 1/rho = 1 and
+        increase its value in each iteration"): ``1/rho_t = 1 + rho_growth * (t - 1)`` in round
+        ``t`` (counted over every :meth:`partial_fit` call since ``fit``), ``lam1`` unused; since
+        ``1/rho_t >= 1 > 1/4``, the root of the cubic (21) in ``(0, sigma_hat)`` is unique
+        (Proposition 1).
+    rho_growth : float > 0, default 1.0
+        Growth of ``1/rho`` per round under ``rho_schedule="increasing"`` (the paper does not
+        give its rate; 1 makes ``rho_t = 1/t``).
 
     Attributes
     ----------
@@ -244,8 +256,11 @@ class ROMCO(OnlineMultiTaskClassifier):
     _auto_names = ("eta1", "eta2", "lam1", "lam2")
 
     def __init__(self, regularizer: str = "nuclear", eta1="auto", eta2="auto",
-                 lam1="auto", lam2="auto", gram_refresh: int = 500):
+                 lam1="auto", lam2="auto", gram_refresh: int = 500, rho_schedule: str = "fixed",
+                 rho_growth: float = 1.0):
         self.regularizer = regularizer
+        self.rho_schedule = rho_schedule
+        self.rho_growth = rho_growth
         self.eta1 = eta1
         self.eta2 = eta2
         self.lam1 = lam1
@@ -270,6 +285,19 @@ class ROMCO(OnlineMultiTaskClassifier):
                 raise InvalidInputError(f"{name} must be a non-negative number, got {v!r}")
         if int(self.gram_refresh) < 1:
             raise InvalidInputError("gram_refresh must be >= 1")
+        if self.rho_schedule not in RHO_SCHEDULES:
+            raise InvalidInputError(f"rho_schedule must be one of {RHO_SCHEDULES}, got {self.rho_schedule!r}")
+        growth = self.rho_growth
+        if isinstance(growth, bool) or not isinstance(growth, (int, float, np.integer, np.floating)) \
+                or not (np.isfinite(growth) and growth > 0):
+            raise InvalidInputError(f"rho_growth must be a positive number, got {growth!r}")
+
+    def rho_at(self, t: int) -> float:
+        """``rho`` of the prox on ``U`` in round ``t`` (1-based): ``eta1 * lam1``, or
+        ``1 / (1 + rho_growth * (t - 1))`` under ``rho_schedule="increasing"``."""
+        if self.rho_schedule == "increasing":
+            return 1.0 / (1.0 + float(self.rho_growth) * (int(t) - 1))
+        return float(self._param("eta1")) * float(self._param("lam1"))
 
     def _init_state(self, n_tasks: int, n_features: int) -> None:
         self._check_params()
@@ -408,7 +436,7 @@ class ROMCO(OnlineMultiTaskClassifier):
             first = np.flatnonzero(np.concatenate([[True], fs[1:] != fs[:-1]]))
             Ut[:, fs[first]] += np.add.reduceat(contrib[:, order], first, axis=1)
         # ---- U: proximal step (Theorem 1 / Theorem 2) through the Gram matrix
-        rho = eta1 * float(self._param("lam1"))
+        rho = self.rho_at(self.n_rounds_ + 1)  # this round's index: n_rounds_ counts the rounds learned
         if rho > 0:
             Q, ratio, sigma_hat, sigma_new = _prox_factors(K, rho, self.regularizer)
             smax = max(float(sigma_hat.max()), 1e-300)

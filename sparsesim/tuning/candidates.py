@@ -23,6 +23,9 @@ DEFAULT_FACTORS = {
     **{name: dict(_CW) for name in ("cws", "cws-d", "cwas", "cwas-d", "cwrs", "cwrs-d")},
     "aroma": {"r": [0.3, 1.0, 3.0]},
     "aroma-d": {"r": [0.3, 1.0, 3.0]},
+    # the SORS paper's grids (LEGO eta in {0.02, 0.08, 0.32}, RDML lam in {0.01, 0.1}) as multiples
+    "lego": {"eta": [0.25, 1.0, 4.0]},
+    "rdml": {"lam": [0.1, 1.0, 10.0]},
     **{name: {"C": [0.3, 1.0, 3.0]} for name in ("omtrsl", "omtrsl-active", "omtrsl-random", "ostrsl", "ogrsl")},
     **{name: {"eta1": [0.3, 1.0, 3.0], "eta2": [0.01, 0.3, 1.0], "lam1": [1.0, 30.0]}
        for name in ("romco-nucl", "romco-logd")},

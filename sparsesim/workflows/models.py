@@ -249,7 +249,8 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
     scores = evaluate_retrieval(model.scorer(data.X), data.y, k=k, progress=progress)
     return {"model": str(model_path), "dataset": str(dataset), "split": "test" if use_test else "all",
             "n_queries": int(scores["n_queries"]), "map": scores["map"], f"ap@{k}": scores[f"ap@{k}"],
-            f"map@{k}": scores[f"map@{k}"], **model_size(model), "algorithm": meta.get("algorithm")}
+            f"map@{k}": scores[f"map@{k}"], f"map@{k}_hits": scores[f"map@{k}_hits"], **model_size(model),
+            "algorithm": meta.get("algorithm")}
 
 
 def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
