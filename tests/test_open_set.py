@@ -96,5 +96,5 @@ def test_tune_cli_class_disjoint(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert json.loads(out)["tuning"]["validation"] == "classes"
     code, out, err = run_cli(["tune", "-a", "oasis", "--dataset", "news20-sample", "--triplets", "600",
-                              "--validation", "tasks", "--out", tmp_path / "m.npz"], monkeypatch, capsys)
+                              "--validation", "tasks", "--out", tmp_path / "m2.npz"], monkeypatch, capsys)
     assert code == 2 and "validation" in err
