@@ -24,6 +24,10 @@ from sybil import Sybil
 from sybil.parsers.markdown import ClearNamespaceParser, CodeBlockParser, PythonCodeBlockParser, SkipParser
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+# the examples run in temporary directories: a relative data directory is taken from here
+if os.environ.get("SPARSESIM_DATA"):
+    os.environ["SPARSESIM_DATA"] = os.path.abspath(os.environ["SPARSESIM_DATA"])
 COMMAND_TIMEOUT = 600
 
 
