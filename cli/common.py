@@ -19,11 +19,14 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import dumps_strict
 from sparsesim.validation import bounded, check_int, check_seed_count
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Help is rendered by click's plain formatter (rich_markup_mode=None): paragraphs re-wrapped whole,
+# flags without a type label, and square brackets such as sparsesim[dask] printed as written.
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Online similarity learning on sparse data, served as top-k retrieval.")
-datasets_app = typer.Typer(no_args_is_help=True, help="List, describe and fetch registered data sets.")
+datasets_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="List, describe and fetch registered data sets.")
 app.add_typer(datasets_app, name="datasets")
-index_app = typer.Typer(no_args_is_help=True, help="Build retrieval indexes from learned models.")
+index_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Build retrieval indexes from learned models.")
 app.add_typer(index_app, name="index")
 
 

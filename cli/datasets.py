@@ -29,7 +29,8 @@ def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-r
 
 
 @datasets_app.command("info")
-def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
+def datasets_info(name: str = typer.Argument(..., help="Registered data set name."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout.")):
     """Describe one data set: files, checksums, representation, source."""
     from sparsesim.data import dataset_info
 
@@ -45,7 +46,7 @@ def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
 
 @datasets_app.command("fetch")
 def datasets_fetch(
-    name: str,
+    name: str = typer.Argument(..., help="Registered data set name."),
     mirror: Optional[Path] = typer.Option(None, "--from", help="Copy from an offline mirror directory (e.g. ../shared/data)."),
     force: bool = typer.Option(False, "--force", help="Replace files that are present but differ."),
 ):

@@ -125,13 +125,16 @@ def create_app(service: QueryService):
 
 
 def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceLimits | None = None,
-          log_level: str = "warning", learn: dict | None = None, scheduler: str | None = None) -> None:
+          log_level: str = "warning", learn: dict | None = None, scheduler: str | None = None,
+          sock=None) -> None:
     """Load the index once and serve it with uvicorn until interrupted.
 
     ``learn`` (keyword arguments of :class:`~sparsesim.feedback.FeedbackLearner`) turns on
     ``POST /feedback`` and ``GET /ask``; the final snapshot is written when the server stops
     (application shutdown, before uvicorn exits). ``scheduler`` (default
-    ``$SPARSESIM_SCHEDULER``): the Dask cluster that holds a sharded index's shards.
+    ``$SPARSESIM_SCHEDULER``): the Dask cluster that holds a sharded index's shards. ``sock``: a
+    socket already bound to ``host:port`` (``sparsesim serve`` binds it before loading the index,
+    so a port in use is reported at once); uvicorn listens on it.
     """
     try:
         import starlette  # noqa: F401
@@ -150,7 +153,11 @@ def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceL
         print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents{where}) at "
               f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr,
               flush=True)
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                    limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+        server = uvicorn.Server(config)
+        server.run(sockets=None if sock is None else [sock])
+        if not server.started:  # uvicorn logged why (e.g. the port is taken); its own exit status
+            raise SystemExit(3)
     finally:
         service.close()
