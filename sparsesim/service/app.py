@@ -10,7 +10,8 @@ import contextlib
 import sys
 
 from ..exceptions import ClusterError, InvalidInputError, MissingDependencyError, ResourceLimitError, SparsesimError
-from .page import _PAGE, _html_escape
+from .openapi import SecurityHeaders, openapi_route
+from .page import page_routes
 from .parsing import RequestError, ServiceLimits, parse_json, read_body
 from .state import QueryService
 
@@ -22,7 +23,7 @@ def create_app(service: QueryService):
     import anyio
     from starlette.applications import Starlette
     from starlette.requests import ClientDisconnect
-    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     limiter = anyio.CapacityLimiter(service.limits.max_concurrency)
@@ -95,18 +96,16 @@ def create_app(service: QueryService):
     async def info(request):
         return JSONResponse(service.info())
 
-    async def page(request):
-        return HTMLResponse(_PAGE.replace("__TITLE__", _html_escape(service.index_dir.name)))
-
     async def not_found(request, exc):
         return error(getattr(exc, "status_code", 404), getattr(exc, "detail", "not found"))
 
     async def server_error(request, exc):
         return error(500, f"internal error ({type(exc).__name__})")
 
-    routes = [Route("/", page, methods=["GET"]), Route("/health", health, methods=["GET"]),
+    routes = [*page_routes(service.index_dir.name), Route("/health", health, methods=["GET"]),
               Route("/info", info, methods=["GET"]), Route("/query", query, methods=["POST"]),
               Route("/feedback", feedback, methods=["POST"]), Route("/ask", ask, methods=["GET"])]
+    routes.append(openapi_route(routes))  # GET /openapi.json describes every route
     from starlette.exceptions import HTTPException
 
     @contextlib.asynccontextmanager
@@ -119,8 +118,10 @@ def create_app(service: QueryService):
                 print(f"feedback snapshot: {snap['path']} ({snap['n_applied']} triplets applied)", file=sys.stderr,
                       flush=True)
 
+    from starlette.middleware import Middleware
+
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error},
-                     lifespan=lifespan)
+                     lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
 
 
 
