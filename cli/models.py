@@ -48,7 +48,8 @@ def train(
     params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
     from sparsesim.workflows import train_model
 
-    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out))
+    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out),
+                             loading=f"loading {dataset}")
     with bar:
         summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
                               params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
@@ -111,7 +112,8 @@ def tune(
         return
     from sparsesim.workflows import tune_model
 
-    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out))
+    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out),
+                             loading=f"loading {dataset}")
     if advance is not None:
         advance = _total_progress(bar, advance)
     with bar:
@@ -182,7 +184,8 @@ def evaluate(
     dataset = checks.dataset_name(dataset)
     from sparsesim.workflows import evaluate_model
 
-    bar, advance = _progress(1, "evaluating", _show_progress(json_out))
+    bar, advance = _progress(None, "evaluating (queries)", _show_progress(json_out),
+                             loading=f"loading {model.name} and {dataset}")
     with bar:
         result = evaluate_model(model, dataset, k=k, split=split,
                                 data_options=_data_options(zero_based, text_column, label_column),

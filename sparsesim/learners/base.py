@@ -188,7 +188,8 @@ class TripletLearner(SparsesimEstimator):
             Class labels. Documents of classes with a single document cannot form a positive
             pair: they are left out, with one :class:`~sparsesim.exceptions.SmallClassWarning`.
         progress : callable, optional
-            Called with the number of triplets processed so far after each chunk.
+            Called with the number of triplets processed so far: 0 when learning starts, then
+            after each chunk.
 
         Returns
         -------
@@ -210,6 +211,8 @@ class TripletLearner(SparsesimEstimator):
         self._reset()
         self._start(X.shape[1], **views)
         done = 0
+        if progress is not None:
+            progress(0)  # learning starts (the data are checked and the state is set up)
         for batch in stream:
             self._learn(X, **batch)
             done += batch["triplets"].shape[0]
