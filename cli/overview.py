@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import _echo, _emit, app
+from .common import _echo, _emit, _progress, _show_progress, app
 
 
 @app.command("algorithms")
@@ -36,7 +36,10 @@ def demo(
     check_int(top_k, "--top-k", 1)
     from sparsesim.workflows import run_demo
 
-    report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k)
+    bar, advance = _progress(triplets, "training OASIS on the sample", _show_progress(json_out),
+                             loading="loading the embedded sample")
+    with bar:
+        report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k, progress=advance)
     if json_out:
         _emit(report)
         return

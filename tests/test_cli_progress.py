@@ -27,14 +27,19 @@ def test_evaluation_reports_progress_in_small_blocks_with_the_same_scores():
     assert with_progress == evaluate_retrieval(lambda rows: S[rows], labels, k=10)
 
 
-def test_fit_reports_when_learning_starts_then_after_each_chunk():
+@pytest.mark.parametrize("name, params", [("oasis", {}), ("oasis", {"n_threads": 2}), ("sors-l1", {}),
+                                          ("cwrs-d", {})])
+def test_fit_reports_every_1024_triplets_and_learns_the_same_model(name, params):
     from sparsesim.data import load_dataset
-    from sparsesim.learners.bilinear import OASIS
+    from sparsesim.registry import make_estimator
 
     data = load_dataset("news20-sample")
     seen = []
-    OASIS(n_triplets=5000, random_state=0).fit(data.X, data.y, progress=seen.append)
-    assert seen[0] == 0 and seen[-1] == 5000 and seen == sorted(seen) and len(seen) >= 3
+    with_progress = make_estimator(name, n_triplets=5000, random_state=0, **params).fit(
+        data.X, data.y, progress=seen.append).model_
+    assert seen == [0, 1024, 2048, 3072, 4096, 5000]
+    without = make_estimator(name, n_triplets=5000, random_state=0, **params).fit(data.X, data.y).model_
+    assert (with_progress.W != without.W).nnz == 0 and with_progress.W.nnz == without.W.nnz > 0
 
 
 @pytest.fixture()
