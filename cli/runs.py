@@ -213,6 +213,7 @@ def serve(
         raise MissingDependencyError("sparsesim serve needs Starlette and uvicorn: pip install "
                                      "'sparsesim[serve]'") from None
     sock = checks.check_port_free(host, port)  # a port in use is reported before the index loads
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     from sparsesim.service import ServiceLimits
     from sparsesim.service import serve as run_server
 
