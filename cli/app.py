@@ -17,7 +17,7 @@ import warnings
 
 from sparsesim.exceptions import SparsesimError
 
-__all__ = ["app", "main"]
+__all__ = ["main"]  # `app` (the Typer application) is importable too, built on first access
 
 
 def _application():

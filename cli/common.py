@@ -21,8 +21,8 @@ from sparsesim.validation import bounded, check_int, check_seed_count
 
 # Help is rendered by click's plain formatter (rich_markup_mode=None): paragraphs re-wrapped whole,
 # flags without a type label, and square brackets such as sparsesim[dask] printed as written.
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Online similarity learning on sparse data, served as top-k retrieval.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="Online similarity learning on sparse data, served as top-k retrieval.")
 datasets_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                            help="List, describe and fetch registered data sets.")
 app.add_typer(datasets_app, name="datasets")
@@ -168,8 +168,8 @@ def _progress(total: int, description: str, enabled: bool, loading: str | None =
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                         console=Console(stderr=True), transient=True, refresh_per_second=10)
     _LIVE["console"] = progress.console
     task = progress.add_task(loading or description, total=None if loading else total)
