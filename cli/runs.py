@@ -247,6 +247,7 @@ def learn(
     from sparsesim.feedback import FeedbackLearner
     from sparsesim.persistence import check_output_file
 
+    check_int(max_click_pairs, "--max-click-pairs", 1)
     if out is None:
         out = index.parent / f"{index.name}.feedback.npz"
     check_output_file(out, inputs=(feedback,), what="--out")
