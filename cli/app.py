@@ -3,6 +3,10 @@
 Every error a user can cause (a :class:`~sparsesim.exceptions.SparsesimError`, a missing file,
 bad option values) is printed as one ``error: ...`` line on stderr with exit status 2 — never a
 traceback, never a partial output file (writes are atomic in the library).
+
+Exit statuses (docs/cli.md): 0 done; 1 an unexpected internal error (a bug: the line says how to
+get the traceback); 2 bad input or usage; 3 ``serve`` cannot listen on its port (in use, or no
+permission); 130 interrupted (Ctrl-C), after one ``interrupted`` line.
 """
 
 from __future__ import annotations
@@ -13,11 +17,23 @@ import warnings
 
 from sparsesim.exceptions import SparsesimError
 
-# the commands register on import, in the order `sparsesim --help` lists them
-from . import models, indexes, runs, overview, datasets  # noqa: F401, I001
-from .common import _DEBUG, _debugging, _echo, _one_line, _one_line_warning, _os_error_text, _stop_loading, app
+__all__ = ["main"]  # `app` (the Typer application) is importable too, built on first access
 
-__all__ = ["app", "main"]
+
+def _application():
+    """The Typer application with every command registered (imported on first use, so that
+    Ctrl-C while the modules load is handled by :func:`main` like any other interruption)."""
+    # the commands register on import, in the order `sparsesim --help` lists them
+    from . import models, indexes, runs, overview, datasets  # noqa: F401, I001
+    from .common import app
+
+    return app
+
+
+def __getattr__(name):
+    if name == "app":
+        return _application()
+    raise AttributeError(name)
 
 
 def main() -> None:
@@ -27,6 +43,18 @@ def main() -> None:
     by typer's own display, also with exit status 2. ``--debug`` or ``SPARSESIM_DEBUG=1`` shows the
     traceback instead.
     """
+    try:
+        _run()
+    except KeyboardInterrupt:  # while the command modules load
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
+
+
+def _run() -> None:
+    from .checks import PortInUseError
+    from .common import _DEBUG, _debugging, _echo, _one_line, _one_line_warning, _os_error_text, _stop_loading
+
+    app = _application()
     _DEBUG["on"] = "--debug" in sys.argv[1:]
     warnings.showwarning = _one_line_warning
     try:
@@ -37,6 +65,9 @@ def main() -> None:
                 _stop_loading()
             sys.stdout.flush()
         except SystemExit as exc:
+            if exc.code == 130:  # typer turns Ctrl-C into a silent exit 130
+                _echo("interrupted", err=True)
+                raise
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
             if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 raise BrokenPipeError from None
@@ -52,6 +83,9 @@ def main() -> None:
     except KeyboardInterrupt:
         _echo("interrupted", err=True)
         raise SystemExit(130)
+    except PortInUseError as exc:
+        _echo(f"error: {_one_line(exc)}", err=True)
+        raise SystemExit(3)
     except SparsesimError as exc:
         if _debugging():
             raise

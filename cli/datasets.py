@@ -29,11 +29,13 @@ def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-r
 
 
 @datasets_app.command("info")
-def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
+def datasets_info(name: str = typer.Argument(..., help="Registered data set name."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout.")):
     """Describe one data set: files, checksums, representation, source."""
     from sparsesim.data import dataset_info
+    from sparsesim.data.catalog import get_dataset_spec
 
-    info = dataset_info(name)
+    info = dataset_info(get_dataset_spec(name).name)
     if json_out:
         _emit(info)
         return
@@ -45,7 +47,7 @@ def datasets_info(name: str, json_out: bool = typer.Option(False, "--json")):
 
 @datasets_app.command("fetch")
 def datasets_fetch(
-    name: str,
+    name: str = typer.Argument(..., help="Registered data set name."),
     mirror: Optional[Path] = typer.Option(None, "--from", help="Copy from an offline mirror directory (e.g. ../shared/data)."),
     force: bool = typer.Option(False, "--force", help="Replace files that are present but differ."),
 ):
@@ -53,7 +55,9 @@ def datasets_fetch(
     upstream where one exists (news20, news20-tasks, pendigits, satimage), otherwise copied from a
     mirror folder given with --from DIR (`sparsesim datasets list` shows which is which)."""
     from sparsesim.data import dataset_info, fetch_dataset
+    from sparsesim.data.catalog import get_dataset_spec
 
+    name = get_dataset_spec(name).name
     info = dataset_info(name)
     if mirror is None and info["fetch"] == "mirror only" and not info["available"]:
         raise InvalidInputError(f"data set {name!r} has no public upstream; copy it from a mirror folder with "

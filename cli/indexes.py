@@ -7,6 +7,10 @@ from typing import List, Optional
 
 import typer
 
+from sparsesim.exceptions import InvalidInputError
+from sparsesim.validation import check_float
+
+from . import checks
 from .common import (ID_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress, _show_progress,
                      _zero_based_option, index_app, parse_params, scheduler_option)
 
@@ -14,11 +18,11 @@ from .common import (ID_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _em
 @index_app.command("build")
 def index_build(
     model: Path = typer.Option(..., "--model", "-m", help="Model file."),
-    data: List[str] = typer.Option(..., "--data", "-d", help="Corpus: data set name or svmlight path; repeat "
+    data: List[str] = typer.Option(..., "--data", "-d", metavar="DATA", help="Corpus: data set name or svmlight path; repeat "
                                    "with several files for one shard per file."),
     kind: str = typer.Option("exact", "--kind", help="exact | ann"),
     out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
-    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
@@ -32,15 +36,27 @@ def index_build(
     n_jobs: int = typer.Option(-1, "--n-jobs", "-j", help="Threads for building the index (one machine; "
                                 "default -1: every core; the index is the same whatever the count)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the index at OUT if it exists (otherwise an existing OUT is refused)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.
 
     A text corpus (folder, CSV, JSONL) is featurised with the model's saved featuriser; document
     ids are file paths or the id column."""
+    params = parse_params(param)
+    if set(params) - {"*"}:
+        raise InvalidInputError("index build takes plain --param KEY=VALUE (no prefix)")
+    kind = checks.index_kind(kind)
+    from sparsesim.indexes import INDEX_KINDS, check_index_params
+
+    params["*"] = check_index_params(INDEX_KINDS[kind], params.get("*", {}))
+    if shards is not None:
+        checks.positive(shards, "--shards")
+    if target_recall is not None:
+        check_float(target_recall, "--target-recall", 0, 1, low_open=True)
+    checks.jobs(n_jobs)
+    data = [checks.dataset_name(d) for d in data]
     from sparsesim.workflows import build_index_from_files
 
-    params = parse_params(param)
     bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
     with bar:
         summary = build_index_from_files(model, data[0] if len(data) == 1 else data, kind=kind, out=out,
@@ -78,10 +94,12 @@ def index_calibrate(
     calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="Query file "
                                                         "(default: held-out corpus documents)."),
     zero_based: str = _zero_based_option(),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Re-measure the fastest search setting of an ann index that meets the target recall
     (without rebuilding its postings); rewrites the index atomically."""
+    if target_recall is not None:
+        check_float(target_recall, "--target-recall", 0, 1, low_open=True)
     from sparsesim.workflows import calibrate_index
 
     summary = calibrate_index(index, calibration_queries, target_recall=target_recall, model_path=model,
@@ -99,10 +117,11 @@ def index_add(
     refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
     zero_based: str = _zero_based_option(),
     scheduler: Optional[str] = scheduler_option(),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Append documents to a saved index (rewritten atomically); an ann index re-learns its
     projection once the corpus has grown by its refit_growth factor, or now with --refit."""
+    data = checks.dataset_name(data)
     from sparsesim.workflows import add_to_index
 
     bar, _ = _progress(None, "adding to the index", _show_progress(json_out))

@@ -8,7 +8,9 @@ from typing import List, Optional
 import typer
 
 from sparsesim.exceptions import InvalidInputError
+from sparsesim.validation import resolve_name
 
+from . import checks
 from .common import (ID_COLUMN_HELP, LABEL_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress,
                      _show_progress, _total_progress, _zero_based_option, app, parse_params, scheduler_option)
 
@@ -20,14 +22,14 @@ def train(
     out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz)."),
     triplets: int = typer.Option(100_000, "--triplets", "-n", help="Training triplets."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the triplet stream."),
-    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE constructor parameter (repeatable)."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="KEY=VALUE constructor parameter (repeatable)."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training."),
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (otherwise an existing OUT is refused)."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Train a similarity on the training split of a data set and save the model.
 
@@ -35,12 +37,20 @@ def train(
     compressed or not), a scipy .npz + labels file, a folder of text files with one subfolder per
     label, or a CSV/JSONL file with text and label columns. Text is turned into TF-IDF features
     and the featuriser is saved in the model, so queries can be texts."""
-    from sparsesim.workflows import train_model
-
     params = parse_params(param)
     if set(params) - {"*"}:
         raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
-    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out))
+    algorithm = checks.algorithm_name(algorithm)
+    checks.fast_param_values(params.get("*", {}))
+    checks.triplet_count(triplets)
+    checks.seed(seed)
+    checks.fraction(train_fraction, "--train-fraction")
+    dataset = checks.dataset_name(dataset)
+    params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
+    from sparsesim.workflows import train_model
+
+    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out),
+                             loading=f"loading {dataset}")
     with bar:
         summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
                               params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
@@ -72,8 +82,8 @@ def tune(
     dataset: str = typer.Option(..., "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
     out: Path = typer.Option(..., "--out", "-o", help="Model file to write (.npz), trained with the chosen parameters."),
     triplets: int = typer.Option(100_000, "--triplets", "-n", help="Triplet budget of one full run (and of the final model); the online classifiers make one pass over their streams instead."),
-    grid: Optional[List[str]] = typer.Option(None, "--grid", "-g", help="KEY=V1,V2,... (repeatable); default: the algorithm's grid around its data-adaptive values."),
-    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE fixed for every trial (repeatable)."),
+    grid: Optional[List[str]] = typer.Option(None, "--grid", "-g", metavar="KEY=V1,V2,...", help="KEY=V1,V2,... (repeatable); default: the algorithm's grid around its data-adaptive values."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="KEY=VALUE fixed for every trial (repeatable)."),
     n_jobs: int = typer.Option(1, "--n-jobs", "-j", help="Trials run at once (joblib; with SPARSESIM_SCHEDULER set, a Dask cluster)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split, the validation part and the triplet streams."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training (the rest is the test split, never seen)."),
@@ -92,23 +102,36 @@ def tune(
     --seed + 1 (transfer learners: they have no model file, so --out receives an experiment file with
     the chosen values that `experiment --config` runs on split --seed)."""
 
-    from sparsesim.tuning import parse_grid
-    from sparsesim.workflows import tune_model
-
     params = parse_params(param)
     if set(params) - {"*"}:
         raise InvalidInputError("tune takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
+    algorithm = checks.algorithm_name(algorithm)
+    checks.fast_param_values(params.get("*", {}))
+    checks.triplet_count(triplets)
+    checks.seed(seed)
+    checks.jobs(n_jobs)
+    checks.fraction(train_fraction, "--train-fraction")
+    checks.fraction(validation_fraction, "--validation-fraction")
+    dataset = checks.dataset_name(dataset)
     from sparsesim.registry import get_algorithm
+    from sparsesim.tuning import parse_grid
 
+    params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
+    parsed_grid = parse_grid(grid)
+    if parsed_grid:
+        parsed_grid = get_algorithm(algorithm).resolve_params(parsed_grid)
     if get_algorithm(algorithm).kind == "transfer":
-        _tune_transfer(algorithm, dataset, out, parse_grid(grid), params.get("*", {}), seed, n_jobs, json_out,
+        _tune_transfer(algorithm, dataset, out, parsed_grid, params.get("*", {}), seed, n_jobs, json_out,
                        overwrite)
         return
-    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out))
+    from sparsesim.workflows import tune_model
+
+    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out),
+                             loading=f"loading {dataset}")
     if advance is not None:
         advance = _total_progress(bar, advance)
     with bar:
-        summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parse_grid(grid),
+        summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parsed_grid,
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
                              validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
                              validation=validation, overwrite=overwrite)
@@ -168,12 +191,16 @@ def evaluate(
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Retrieval quality of a model: every document queries all others (MAP, AP@k, mAP@k)."""
+    checks.positive(k, "--k")
+    split = resolve_name(split, ("test", "all", "auto"), "--split value", error=InvalidInputError)
+    dataset = checks.dataset_name(dataset)
     from sparsesim.workflows import evaluate_model
 
-    bar, advance = _progress(1, "evaluating", _show_progress(json_out))
+    bar, advance = _progress(None, "evaluating (queries)", _show_progress(json_out),
+                             loading=f"loading {model.name} and {dataset}")
     with bar:
         result = evaluate_model(model, dataset, k=k, split=split,
                                 data_options=_data_options(zero_based, text_column, label_column),
@@ -195,19 +222,22 @@ def query(
                                            "model's training file; labels ignored) or, for a model trained on text, "
                                            "FILE.txt (one query per line), FILE.jsonl ({\"text\": ..., \"id\": ...} per line) or "
                                            "FILE.csv/.tsv (header row; --text-column, --id-column)."),
-    text: Optional[List[str]] = typer.Option(None, "--text", "-t", help="A query text (repeatable; model trained on text)."),
+    text: Optional[List[str]] = typer.Option(None, "--text", "-t", metavar="TEXT", help="A query text (repeatable; model trained on text)."),
     query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated ids of corpus documents to use as queries (row numbers with --corpus; the index's document ids with --index), each left out of its own answer."),
     top_k: int = typer.Option(10, "--top-k", "-k"),
     zero_based: str = _zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
-    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="--index: search option KEY=VALUE overriding "
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="--index: search option KEY=VALUE overriding "
                                               "the calibrated setting (ann: n_postings, sparse_pool, dense_pool, nprobe)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON line per query: {query, results: [{id, score}], "
                                   "search} (search: the index kind, setting used and its calibrated recall)."),
     scheduler: Optional[str] = scheduler_option(),
 ):
     """Top-k most similar corpus documents for each query document or text."""
+    checks.positive(top_k, "--top-k")
+    if corpus is not None:
+        corpus = checks.dataset_name(corpus)
     from sparsesim.workflows import query_corpus, query_index
 
     options = _data_options(zero_based, text_column, None, id_column)
@@ -226,15 +256,33 @@ def query(
                                texts=text or None, data_options=options)
     for answer in answers:
         if json_out:
-            line = {"query": answer["query"], "results": [{"id": i, "score": s} for i, s in answer["results"]]}
+            labels, titles = answer.get("labels", {}), answer.get("titles", {})
+            line = {"query": answer["query"], "results": [_hit(i, s, labels, titles) for i, s in answer["results"]]}
             if "search" in answer:
                 line["search"] = answer["search"]
             _emit(line)
         else:
             _echo(f"query {answer['query']}:")
+            labels, titles = answer.get("labels", {}), answer.get("titles", {})
             for rank, (doc, score) in enumerate(answer["results"], start=1):
-                label = answer.get("labels", {}).get(doc, "")
-                _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {label}")
+                extra = "  ".join(x for x in (labels.get(doc, ""), _quoted(titles.get(doc, ""))) if x)
+                _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {extra}".rstrip())
+
+
+def _hit(doc, score, labels: dict, titles: dict) -> dict:
+    """One result of ``query --json``: id and score, plus label and title when the corpus has them."""
+    hit = {"id": doc, "score": score}
+    if doc in labels:
+        hit["label"] = labels[doc]
+    if doc in titles:
+        hit["title"] = titles[doc]
+    return hit
+
+
+def _quoted(title: str, width: int = 60) -> str:
+    if not title:
+        return ""
+    return '"' + (title if len(title) <= width else title[:width - 1] + "\u2026") + '"'
 
 
 # --- index ---------------------------------------------------------------------------------------

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from .common import _echo, _emit, app
+from .common import _echo, _emit, _progress, _show_progress, app
 
 
 @app.command("algorithms")
-def algorithms_cmd(json_out: bool = typer.Option(False, "--json")):
+def algorithms_cmd(json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout.")):
     """List registered algorithms."""
     from sparsesim.registry import ALGORITHMS
 
@@ -25,13 +25,21 @@ def demo(
     triplets: int = typer.Option(3000, "--triplets", "-n"),
     seed: int = typer.Option(0, "--seed"),
     top_k: int = typer.Option(5, "--top-k", "-k"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """The quickstart on the embedded 20 Newsgroups sample: train OASIS, compare with the dot
     product, show the nearest neighbours of a document."""
+    from sparsesim.validation import check_int, check_n_triplets
+
+    check_n_triplets(triplets, "--triplets")
+    check_int(seed, "--seed", 0, 2**32 - 1)
+    check_int(top_k, "--top-k", 1)
     from sparsesim.workflows import run_demo
 
-    report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k)
+    bar, advance = _progress(triplets, "training OASIS on the sample", _show_progress(json_out),
+                             loading="loading the embedded sample")
+    with bar:
+        report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k, progress=advance)
     if json_out:
         _emit(report)
         return

@@ -12,6 +12,7 @@ import typer
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.validation import check_float, check_int, check_n_jobs, check_n_triplets, check_seed_count
 
+from . import checks
 from .common import _echo, _emit, _progress, _show_progress, app, parse_params, parse_seeds, scheduler_option
 
 
@@ -24,8 +25,8 @@ def experiment(
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds, one repeat each (default 0)."),
     config_file: Optional[str] = typer.Option(None, "--config", "-c", help="Experiment file (TOML/JSON) or the name of a "
                                               "shipped one (sparsesim/experiments/configs); flags given here win."),
-    param: Optional[List[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE or ALGORITHM.KEY=VALUE (repeatable)."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Protocol option KEY=VALUE (JSON values), e.g. grid={\"lam\":[1e-5,1e-4]}."),
+    param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="KEY=VALUE or ALGORITHM.KEY=VALUE (repeatable)."),
+    option: Optional[List[str]] = typer.Option(None, "--option", metavar="KEY=VALUE", help="Protocol option KEY=VALUE (JSON values), e.g. grid={\"lam\":[1e-5,1e-4]}."),
     query_ratio: Optional[float] = typer.Option(None, "--query-ratio", help="Target query ratio (active-learning protocols)."),
     n_jobs: Optional[int] = typer.Option(None, "--n-jobs", "-j", help="Parallel runs (joblib; default 1)."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Directory for plots and raw results."),
@@ -37,11 +38,11 @@ def experiment(
                               "`sparsesim tune`'s search per learner and seed (--option grid=... sets its grid); "
                               "cikm15: 5-fold CV over a grid around the auto values (--option search=grid: the paper's "
                               "10^-5..10^5); ijcai17: the paper's Figure 3 search."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
 
-    The settings can come from an experiment file (``--config``); flags given on the command line win.
+    The settings can come from an experiment file (--config); flags given on the command line win.
     """
     from sparsesim.experiments import ExperimentConfig, get_protocol, load_experiment_file
     from sparsesim.registry import get_algorithm
@@ -50,15 +51,19 @@ def experiment(
     dataset = dataset if dataset is not None else spec.get("dataset")
     if dataset is None:
         raise InvalidInputError("give --dataset (or an experiment file with `dataset`)")
+    dataset = checks.dataset_name(str(dataset))
     if algorithms is not None:
         names = [a.strip() for a in algorithms.split(",") if a.strip()]
     else:
         names = [str(a) for a in spec.get("algorithms", [])]
     if not names:
         raise InvalidInputError("--algorithms needs at least one name")
-    for name in names:
-        get_algorithm(name)
+    names = [get_algorithm(name).name for name in names]
     protocol = protocol if protocol is not None else spec.get("protocol", "sors")
+    from sparsesim.experiments import PROTOCOLS
+    from sparsesim.validation import resolve_name
+
+    protocol = resolve_name(protocol, PROTOCOLS, "protocol")
     if seeds is not None:
         seed_list = parse_seeds(seeds, len(names))
     else:
@@ -73,7 +78,12 @@ def experiment(
         check_float(query_ratio, "--query-ratio", 0, 1, low_open=True)
     if out_dir is not None and (out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir())):
         raise InvalidInputError(f"--out-dir {out_dir} exists and is not a directory; give a directory path")
-    scoped = set(parse_params(param)) - {"*"}
+    scoped_params = {}
+    for scope, values in parse_params(param).items():
+        scope = scope if scope == "*" else get_algorithm(scope).name
+        checks.fast_param_values(values)
+        scoped_params.setdefault(scope, {}).update(values)
+    scoped = set(scoped_params) - {"*"}
     if scoped - set(names):
         raise InvalidInputError(f"--param names algorithm(s) {', '.join(sorted(scoped - set(names)))} that are not "
                                 f"in --algorithms ({', '.join(names)})")
@@ -82,7 +92,7 @@ def experiment(
     if query_ratio is not None:
         options["query_ratio"] = query_ratio
     params = {alg: dict(p) for alg, p in spec.get("params", {}).items()}
-    for alg, p in parse_params(param).items():
+    for alg, p in scoped_params.items():
         params.setdefault(alg, {}).update(p)
     if tune:
         if protocol == "sors":
@@ -185,17 +195,30 @@ def serve(
     """Serve an index over HTTP: POST /query (texts or sparse vectors), GET /info, GET /health,
     and a search page at / comparing the learned similarity with plain cosine.
 
-    A sharded index (``index build --shards N``) is served from the Dask cluster at --scheduler:
+    A sharded index (`index build --shards N`) is served from the Dask cluster at --scheduler:
     its shards stay on the workers while the server runs."""
-    from sparsesim.service import ServiceLimits
-    from sparsesim.service import serve as run_server
-
     for name, value in (("--max-top-k", max_top_k), ("--max-queries", max_queries),
                         ("--max-body-bytes", max_body_bytes), ("--max-concurrency", max_concurrency)):
         if value < 1:
             raise InvalidInputError(f"{name} must be at least 1, got {value}")
     if not 0 <= port <= 65535:
         raise InvalidInputError(f"--port must be in 0..65535, got {port}")
+    if learn:
+        check_int(snapshot_every, "--snapshot-every", 1)
+        check_float(snapshot_seconds, "--snapshot-seconds", 0, None, low_open=True)
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        from sparsesim.exceptions import MissingDependencyError
+
+        raise MissingDependencyError("sparsesim serve needs Starlette and uvicorn: pip install "
+                                     "'sparsesim[serve]'") from None
+    sock = checks.check_port_free(host, port)  # a port in use is reported before the index loads
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
+    from sparsesim.service import ServiceLimits
+    from sparsesim.service import serve as run_server
+
     limits = ServiceLimits(max_body_bytes=max_body_bytes, max_queries=max_queries, max_top_k=max_top_k,
                            max_concurrency=max_concurrency)
     learn_options = None
@@ -210,7 +233,10 @@ def serve(
     elif overwrite:
         raise InvalidInputError("--overwrite applies to --learn (it replaces the feedback snapshot)")
     _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
-    run_server(index, host=host, port=port, limits=limits, learn=learn_options, scheduler=scheduler)
+    try:
+        run_server(index, host=host, port=port, limits=limits, learn=learn_options, scheduler=scheduler, sock=sock)
+    finally:
+        sock.close()
 
 
 @app.command()
@@ -224,7 +250,7 @@ def learn(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out, learning from the index's "
                                    "model (without it or --resume an existing --out is refused)."),
     max_click_pairs: int = typer.Option(10, "--max-click-pairs", help="Triplets taken from one click log."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Learn from a batch feedback log with the index's learner (the loop of `serve --learn`,
     without HTTP) and save the updated model. Every line is checked before anything is learned."""
@@ -233,6 +259,7 @@ def learn(
 
     if resume and overwrite:
         raise InvalidInputError("give --resume (continue from --out) or --overwrite (replace it), not both")
+    check_int(max_click_pairs, "--max-click-pairs", 1)
     if out is None:
         out = index.parent / f"{index.name}.feedback.npz"
     check_snapshot_target(out, index, resume, overwrite, inputs=(feedback,))

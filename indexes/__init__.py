@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import inspect
 
-from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidParameterError, UnknownNameError
+from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidParameterError
 from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
-                                  check_random_state)
+                                  check_random_state, resolve_name)
 
 from .ann import AnnIndex
 from .base import Index
@@ -149,8 +149,7 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     >>> scores.shape
     (2, 3)
     """
-    if kind not in INDEX_KINDS:
-        raise UnknownNameError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
+    kind = resolve_name(kind, INDEX_KINDS, "index kind")
     cls = INDEX_KINDS[kind]
     params = check_index_params(cls, params)
     n_jobs = check_n_jobs(n_jobs, "n_jobs")
@@ -166,15 +165,15 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
 
 def check_index_params(cls, params: dict) -> dict:
-    """Refuse unknown index parameters and values whose type differs from the default's
+    """Refuse unknown index parameters (names are matched case-insensitively; an unknown one gets
+    "did you mean") and values whose type differs from the default's
     (an int parameter given 2.5, a bool given ``"yes"``), naming the parameter; returns the
     checked values as plain Python values."""
     signature = inspect.signature(cls.__init__).parameters
     known = [p for p in signature if p not in ("self", "model", "n_jobs")]
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise InvalidParameterError(f"unknown parameter(s) for a {cls.kind} index: {', '.join(unknown)}; "
-                                    f"known: {', '.join(known)}")
+    # names matched case-insensitively; an unknown one names the closest known ones
+    params = {resolve_name(key, known, f"parameter for a {cls.kind} index", error=InvalidParameterError): value
+              for key, value in params.items()}
     out = dict(params)
     for name, value in params.items():
         default = signature[name].default

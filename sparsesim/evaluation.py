@@ -60,7 +60,8 @@ def evaluate_retrieval(
     query_rows : array-like of int, optional
         Evaluate only these queries (default: every document).
     progress : callable, optional
-        Called as ``progress(done, total)`` after each block.
+        Called as ``progress(done, total)`` once before the first block and after each block
+        (blocks are then at most ~1% of the queries, at least 64).
     no_relevant : {"skip", "error"}, default "skip"
         What to do with a query whose class has no other document in the corpus (its average
         precision is undefined; e.g. a class with one test document after a split): ``"skip"``
@@ -113,6 +114,9 @@ def evaluate_retrieval(
         raise InvalidInputError("no query documents to evaluate (none has a relevant document)")
     # each block is a dense (queries x n) score array: at 10^6 documents 1,024 rows would be 8 GiB
     block_size = max(1, min(int(block_size), SCORE_BLOCK_BYTES // (8 * max(n, 1))))
+    if progress is not None:  # about 100 reports (blocks of at least 64 queries); the scores are the same
+        block_size = min(block_size, max(64, -(-queries.size // 100)))
+        progress(0, queries.size)
     kmax = max([k] + curve_ks)
 
     sum_ap = 0.0

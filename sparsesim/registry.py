@@ -39,12 +39,33 @@ class AlgorithmSpec:
     summary: str
     defaults: dict = field(default_factory=dict)
 
-    def make(self, **params):
-        """Build the estimator with the name's defaults overridden by ``params``."""
+    def estimator_class(self):
+        """The estimator class (imports its module)."""
         module_name, attr = self.factory.split(":")
-        cls = getattr(importlib.import_module(module_name), attr)
+        return getattr(importlib.import_module(module_name), attr)
+
+    def param_names(self) -> list[str]:
+        """The constructor parameters of the estimator, in signature order."""
+        import inspect
+
+        signature = inspect.signature(self.estimator_class().__init__).parameters.values()
+        return [p.name for p in signature if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def resolve_params(self, params: dict) -> dict:
+        """``params`` with each name in the estimator's spelling (case-insensitive match); an
+        unknown name raises :class:`~sparsesim.exceptions.UnknownNameError` suggesting the closest
+        parameter names and listing them all."""
+        from .validation import resolve_name
+
+        known = self.param_names()
+        return {resolve_name(key, known, f"parameter of {self.name}"): value for key, value in params.items()}
+
+    def make(self, **params):
+        """Build the estimator with the name's defaults overridden by ``params`` (names matched
+        as in :meth:`resolve_params`)."""
+        cls = self.estimator_class()
         merged = dict(self.defaults)
-        merged.update(params)
+        merged.update(self.resolve_params(params))
         try:
             return cls(**merged)
         except TypeError as exc:
@@ -63,13 +84,11 @@ def register(spec: AlgorithmSpec) -> AlgorithmSpec:
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
-    """The spec of ``name``; unknown names raise an error that lists the known ones."""
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown algorithm {name!r}; known: {', '.join(sorted(ALGORITHMS))}"
-        ) from None
+    """The spec of ``name`` (case-insensitive); unknown names raise an error that suggests the
+    closest names and lists the known ones."""
+    from .validation import resolve_name  # imported here: `import sparsesim.registry` stays cheap
+
+    return ALGORITHMS[resolve_name(name, ALGORITHMS, "algorithm")]
 
 
 def make_estimator(name: str, **params):

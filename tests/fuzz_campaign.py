@@ -551,6 +551,7 @@ def run_service(n: int, rng, root: Path, counts, failures):
     import httpx
 
     from sparsesim.indexes import read_manifest
+    from sparsesim.service.openapi import SECURITY_HEADERS
 
     learn_dir = root / "serve-learn"
     shutil.rmtree(learn_dir, ignore_errors=True)
@@ -592,6 +593,8 @@ def run_service(n: int, rng, root: Path, counts, failures):
                         and ctype.split(";")[0] != "application/json" and not (server == "frozen" and path == "/feedback")
                         and status != 415):
                     outcome = "wrong"  # a body of another type read as JSON
+                if status < 500 and any(r.headers.get(k) != v for k, v in SECURITY_HEADERS.items()):
+                    outcome = "no-security-headers"  # issue 40 family 12: every answer carries them
             except httpx.TimeoutException:
                 outcome = "hang"
             except httpx.HTTPError as exc:

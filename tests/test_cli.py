@@ -216,3 +216,23 @@ def test_index_add_appends_documents_like_a_build_over_all(trained, sample_svm, 
         assert answers[0] == answers[1]
     assert_clean_error(run_cli(["index", "add", "--index", tmp_path / "nowhere", "--data", tmp_path / "b.svm"],
                                monkeypatch, capsys), "nowhere")
+
+
+def test_query_shows_labels_and_titles_of_a_registered_data_set(trained, sample_svm, monkeypatch, capsys):
+    _, data = sample_svm
+    code, out, err = run_cli(["query", "--model", trained, "--corpus", "news20-sample", "--query-ids", "5",
+                              "--top-k", "3", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    id_to_row = {data.doc_id(r): r for r in range(data.n_documents)}
+    results = json.loads(out)["results"]
+    for hit in results:  # each hit's group and Subject line are the corpus's own
+        row = id_to_row[hit["id"]]
+        assert hit["label"] == data.class_names[int(data.y[row])]
+        assert hit["title"] == " ".join(str(data.info["titles"][row]).split())
+    code, out, err = run_cli(["query", "--model", trained, "--corpus", "NEWS20-sample", "--query-ids", "5",
+                              "--top-k", "3"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()[1:]
+    assert len(lines) == 3
+    for line, hit in zip(lines, results):
+        assert hit["label"] in line and hit["title"][:40] in line

@@ -129,7 +129,9 @@ def test_wrong_method_and_path_are_json_4xx(server):
 def test_page_served(server):
     client, _ = server
     r = client.get("/")
-    assert r.status_code == 200 and "text/html" in r.headers["content-type"] and "/query" in r.text
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"] and '<script src="/page.js">' in r.text
+    script = client.get("/page.js")
+    assert script.status_code == 200 and '"/query"' in script.text and '"/feedback"' in script.text
 
 
 def _browser() -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from ..exceptions import UnknownNameError
+from ..validation import resolve_name
 
 # Modules that register data sets; a missing module is skipped (families land independently).
 FAMILY_MODULES = (
@@ -109,15 +109,11 @@ def all_datasets() -> dict[str, DatasetSpec]:
 
 
 def get_dataset_spec(name: str) -> DatasetSpec:
-    """The spec of ``name``; an unknown name raises an error listing the known ones."""
+    """The spec of ``name`` (case-insensitive); an unknown name raises an error suggesting the
+    closest names and listing the known ones."""
     _load_families()
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown data set {name!r}; known: {', '.join(sorted(DATASETS))} "
-            "(or pass a path to a labelled svmlight file)"
-        ) from None
+    return DATASETS[resolve_name(name, DATASETS, "data set", hint=" (or pass a path to your own data: a "
+                                 "labelled svmlight file, a text folder, CSV or JSONL)")]
 
 
 def check_options(spec: DatasetSpec, options: dict, allowed: dict) -> dict:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exceptions import FileFormatError, InvalidInputError, UnknownNameError
+from ..validation import resolve_name
 
 try:
     import tomllib as _toml
@@ -87,10 +88,8 @@ class ExperimentConfig:
 
 def get_protocol(name: str):
     """The module implementing protocol ``name``."""
-    try:
-        module = PROTOCOLS[name]
-    except KeyError:
-        raise UnknownNameError(f"unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}") from None
+    name = resolve_name(name, PROTOCOLS, "protocol")
+    module = PROTOCOLS[name]
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:

@@ -128,6 +128,9 @@ class TripletLearner(SparsesimEstimator):
     _learner_kind = "triplet"
     _state_attrs = ("n_features_in_", "n_triplets_seen_", "n_updates_", "train_seconds_")
     _fit_chunk = 4096
+    # triplets learned between two progress reports (the same triplets, in the same order, as in
+    # the _fit_chunk batches: the model is the same, tests/test_cli_progress.py checks it)
+    _progress_chunk = 1024
 
     # -- hooks --------------------------------------------------------------------------------
     def _init_state(self, d: int) -> None:
@@ -194,7 +197,8 @@ class TripletLearner(SparsesimEstimator):
             Class labels. Documents of classes with a single document cannot form a positive
             pair: they are left out, with one :class:`~sparsesim.exceptions.SmallClassWarning`.
         progress : callable, optional
-            Called with the number of triplets processed so far after each chunk.
+            Called with the number of triplets processed so far: 0 when learning starts, then
+            after each chunk.
 
         Returns
         -------
@@ -216,6 +220,10 @@ class TripletLearner(SparsesimEstimator):
         self._reset()
         self._start(X.shape[1], **views)
         done = 0
+        if progress is not None:
+            progress(0)  # learning starts (the data are checked and the state is set up)
+            if self._progress_chunk:
+                stream = _sub_batches(stream, self._progress_chunk)
         for batch in stream:
             self._learn(X, **batch)
             done += batch["triplets"].shape[0]
@@ -262,3 +270,16 @@ class OnlineClassifier(SparsesimEstimator):
 
     def partial_fit(self, X, y, **views):  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _sub_batches(stream, size: int):
+    """The batches of ``stream`` cut into consecutive pieces of at most ``size`` triplets (the
+    arrays that run along the triplets are cut; other entries are passed on whole)."""
+    for batch in stream:
+        n = batch["triplets"].shape[0]
+        if n <= size:
+            yield batch
+            continue
+        for lo in range(0, n, size):
+            yield {key: value[lo:lo + size] if getattr(value, "shape", ())[:1] == (n,) else value
+                   for key, value in batch.items()}

@@ -30,6 +30,7 @@ class _MultiTaskBase(TripletLearner):
     _state_attrs = TripletLearner._state_attrs + ("tasks_", "n_queries_", "engine_", "engines_", "query_rng_",
                                                   "task_seconds_", "resolved_params_", "data_statistics_")
     _fit_chunk = 65536
+    _progress_chunk = None  # progress after each whole chunk
 
     # -- hooks ------------------------------------------------------------------------------
     def _check_params(self):

@@ -11,7 +11,8 @@ Endpoints
     ``{"texts": ["..."], "top_k": 10}`` (a model trained on text) or
     ``{"vectors": [{"indices": [...], "values": [...]}], "top_k": 10}``; optional
     ``"compare": true`` adds plain cosine top-k (``"cosine"``), ``"snippets": true`` adds the
-    start of each document's text. Answer: ``{"results": [[{"id": ..., "score": ...}, ...], ...]}``.
+    start of each document's text (a mail's Subject, then its body). ``k``, ``limit`` or ``size``
+    may name ``top_k``. Answer: ``{"results": [[{"id": ..., "score": ...}, ...], ...]}``.
 ``GET /health``
     ``{"status": "ok"}``; ``{"status": "degraded", "problems": [...]}`` (200) while queries are
     answered but the feedback learner stopped, a snapshot failed or internal errors happened in
@@ -29,7 +30,14 @@ Endpoints
     The triplets of recent queries' results the active rule most wants labelled (at most
     ``per_query`` per query; 0: no limit).
 ``GET /``
-    A search page: the learned similarity's top-k beside plain cosine's for a typed text.
+    A search page: the learned similarity's top-k beside plain cosine's for a typed text, the
+    query in the address (``/?q=...&k=...``); on a ``--learn`` server, feedback buttons and the
+    questions of ``/ask``. Its script and style sheet are ``/page.js`` and ``/page.css``.
+``GET /openapi.json``
+    The OpenAPI 3.1 description of these endpoints.
+
+Every answer carries ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY``,
+``Referrer-Policy: no-referrer`` and a strict ``Content-Security-Policy``.
 
 A *sharded* index (``index build --shards N``) is served from the Dask cluster at ``scheduler``
 (or ``$SPARSESIM_SCHEDULER``): its shards are loaded onto the workers and stay there while the
@@ -59,7 +67,9 @@ Modules
 ``app``
     :func:`create_app` (the Starlette routes) and :func:`serve` (uvicorn).
 ``page``
-    The search page's HTML.
+    The search page (HTML, script, style sheet) and its routes.
+``openapi``
+    The OpenAPI document and the security-header middleware.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import uuid
 
 from ..exceptions import ClusterError, MissingDependencyError, ResourceLimitError, SparsesimError
 from ..feedback.learner import LearnerStoppedError
-from .page import _PAGE, _html_escape
+from .openapi import SecurityHeaders, openapi_route
+from .page import page_routes
 from .parsing import RequestError, ServiceLimits, json_bytes, parse_json, read_body
 from .state import QueryService
 
@@ -32,7 +33,7 @@ def create_app(service: QueryService):
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import ClientDisconnect
-    from starlette.responses import HTMLResponse, Response
+    from starlette.responses import Response
     from starlette.routing import Route
 
     limiter = anyio.CapacityLimiter(service.limits.max_concurrency)
@@ -113,9 +114,6 @@ def create_app(service: QueryService):
     async def info(request):
         return answer(service.info())
 
-    async def page(request):
-        return HTMLResponse(_PAGE.replace("__TITLE__", _html_escape(service.index_dir.name)))
-
     async def not_found(request, exc):
         return error(getattr(exc, "status_code", 404), getattr(exc, "detail", "not found"))
 
@@ -123,11 +121,12 @@ def create_app(service: QueryService):
         return internal(request, exc)
 
     unavailable = ((ClusterError, LearnerStoppedError), 503)
-    routes = [Route("/", endpoint(page), methods=["GET"]), Route("/health", endpoint(health), methods=["GET"]),
+    routes = [*page_routes(service.index_dir.name), Route("/health", endpoint(health), methods=["GET"]),
               Route("/info", endpoint(info), methods=["GET"]),
               Route("/query", endpoint(query, [unavailable]), methods=["POST"]),
               Route("/feedback", endpoint(feedback, [unavailable, (ResourceLimitError, 503)]), methods=["POST"]),
               Route("/ask", endpoint(ask, [unavailable]), methods=["GET"])]
+    routes.append(openapi_route(routes))  # GET /openapi.json describes every route
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -145,8 +144,10 @@ def create_app(service: QueryService):
                 print(f"feedback snapshot: {snap['path']} ({snap['n_applied']} triplets applied)", file=sys.stderr,
                       flush=True)
 
+    from starlette.middleware import Middleware
+
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error},
-                     lifespan=lifespan)
+                     lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
 
 
 def _log_to_stderr() -> None:
@@ -160,13 +161,16 @@ def _log_to_stderr() -> None:
 
 
 def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceLimits | None = None,
-          log_level: str = "warning", learn: dict | None = None, scheduler: str | None = None) -> None:
+          log_level: str = "warning", learn: dict | None = None, scheduler: str | None = None,
+          sock=None) -> None:
     """Load the index once and serve it with uvicorn until interrupted.
 
     ``learn`` (keyword arguments of :class:`~sparsesim.feedback.FeedbackLearner`) turns on
     ``POST /feedback`` and ``GET /ask``; the final snapshot is written when the server stops
     (application shutdown, before uvicorn exits). ``scheduler`` (default
-    ``$SPARSESIM_SCHEDULER``): the Dask cluster that holds a sharded index's shards.
+    ``$SPARSESIM_SCHEDULER``): the Dask cluster that holds a sharded index's shards. ``sock``: a
+    socket already bound to ``host:port`` (``sparsesim serve`` binds it before loading the index,
+    so a port in use is reported at once); uvicorn listens on it.
     """
     try:
         import starlette  # noqa: F401
@@ -186,7 +190,11 @@ def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceL
         print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents{where}) at "
               f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr,
               flush=True)
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                    limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                limit_concurrency=service.limits.limit_connections, timeout_keep_alive=5)
+        server = uvicorn.Server(config)
+        server.run(sockets=None if sock is None else [sock])
+        if not server.started:  # uvicorn logged why (e.g. the port is taken); its own exit status
+            raise SystemExit(3)
     finally:
         service.close()

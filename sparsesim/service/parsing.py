@@ -18,7 +18,8 @@ import scipy.sparse as sp
 
 from ..validation import is_finite_number
 
-__all__ = ["ServiceLimits", "RequestError", "QueryParsing", "read_body", "parse_json", "json_bytes"]
+__all__ = ["ServiceLimits", "RequestError", "QueryParsing", "read_body", "parse_json", "json_bytes", "top_k_of",
+           "unknown_fields_message", "QUERY_FIELDS", "TOP_K_ALIASES"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,40 @@ class RequestError(Exception):
 
 
 
+#: The fields of a ``/query`` body.
+QUERY_FIELDS = frozenset({"texts", "vectors", "top_k", "compare", "snippets"})
+#: Names other search APIs use for ``top_k`` (faiss/this CLI ``k``, OpenSearch ``size``, Qdrant ``limit``).
+TOP_K_ALIASES = ("k", "limit", "size")
+#: Hints for fields other search APIs use that mean something else here.
+_FIELD_HINTS = {"text": 'send "texts": [TEXT] (a list)', "query": 'send "texts": [TEXT] (a list of query texts)',
+                "q": 'send "texts": [TEXT] (a list of query texts)', "vector": 'send "vectors": [VECTOR] (a list)',
+                "queries": 'send "texts": [...] or "vectors": [...]', "from": "paging is not supported; ask for "
+                "a larger top_k", "offset": "paging is not supported; ask for a larger top_k"}
+
+
+def unknown_fields_message(unknown) -> str:
+    """The 422 message for unknown ``/query`` fields: each with a hint or the closest field name."""
+    import difflib
+
+    parts = []
+    for name in sorted(map(str, unknown)):
+        hint = _FIELD_HINTS.get(name.lower())
+        if hint is None:
+            close = difflib.get_close_matches(name.lower(), sorted(QUERY_FIELDS), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else ""
+        parts.append(f"{name[:40]!r}" + (f" ({hint})" if hint else ""))
+    return (f"unknown field(s): {', '.join(parts)}; known: {', '.join(sorted(QUERY_FIELDS))} "
+            f"(and {', '.join(TOP_K_ALIASES)} for top_k)")
+
+
+def top_k_of(payload: dict):
+    """``top_k`` of a ``/query`` body, also given as ``k``, ``limit`` or ``size`` (one of them)."""
+    given = [name for name in ("top_k", *TOP_K_ALIASES) if name in payload]
+    if len(given) > 1:
+        raise RequestError(422, f"give the result count once: {', '.join(given)} all name top_k")
+    return payload[given[0]] if given else 10
+
+
 class QueryParsing:
     """The ``/query`` payload checks of :class:`~sparsesim.service.state.QueryService`.
 
@@ -73,10 +108,10 @@ class QueryParsing:
         lim = self.limits
         if not isinstance(payload, dict):
             raise RequestError(422, "the body must be a JSON object")
-        unknown = set(payload) - {"texts", "vectors", "top_k", "compare", "snippets"}
+        unknown = set(payload) - QUERY_FIELDS - set(TOP_K_ALIASES)
         if unknown:
-            raise RequestError(422, f"unknown field(s): {', '.join(sorted(map(str, unknown)))}")
-        top_k = payload.get("top_k", 10)
+            raise RequestError(422, unknown_fields_message(unknown))
+        top_k = top_k_of(payload)
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
             raise RequestError(422, f"top_k must be an integer, got {json.dumps(top_k)[:40]}")
         cap = min(lim.max_top_k, self.n_documents)  # the index's size, also while its shards are reloaded

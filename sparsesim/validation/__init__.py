@@ -27,7 +27,7 @@ from __future__ import annotations
 from .arrays import MAX_FEATURES, check_csr, check_csr_arrays, check_finite_array
 from .budgets import check_dense_request, check_n_jobs, check_n_triplets, check_seed_count, memory_budget
 from .labels import check_labels, check_task_streams, check_triplets
-from .messages import MAX_MESSAGE, bounded
+from .messages import MAX_MESSAGE, bounded, resolve_name
 from .params import check_bool, check_choice, check_float, check_int, check_random_state, is_finite_number
 from .specs import check_meta, check_params
 
@@ -43,5 +43,5 @@ __all__ = [
     "MAX_FEATURES", "MAX_MESSAGE", "bounded", "check_csr", "check_csr_arrays", "check_labels", "check_int",
     "check_float", "check_bool", "check_choice", "check_random_state", "check_params", "check_finite_array",
     "check_meta", "check_triplets", "check_task_streams", "memory_budget", "check_n_triplets", "check_n_jobs",
-    "check_seed_count", "check_dense_request", "is_finite_number",
+    "check_seed_count", "check_dense_request", "is_finite_number", "resolve_name",
 ]

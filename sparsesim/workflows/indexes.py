@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -26,8 +27,38 @@ SNIPPET_CHARS = 300
 
 
 def snippets_of(texts) -> np.ndarray:
-    """The first :data:`SNIPPET_CHARS` characters of each text, whitespace collapsed."""
-    return np.array([" ".join(str(t).split())[:SNIPPET_CHARS] for t in texts], dtype=str)
+    r"""The first :data:`SNIPPET_CHARS` characters of each text, whitespace collapsed; a mail or
+    news post (a block of ``Name: value`` header lines, then a blank line) reads
+    ``"SUBJECT - BODY"`` (with an em dash) instead of starting with its raw headers.
+
+    Examples
+    --------
+    >>> mail = "From: ann@example.org\nSubject: Re: tomato soup\nLines: 2\n\nAdd basil.\n"
+    >>> snippets_of([mail])[0] == "Re: tomato soup \u2014 Add basil."
+    True
+    >>> str(snippets_of(["plain   text\nhere"])[0])
+    'plain text here'
+    """
+    return np.array([_snippet(str(t))[:SNIPPET_CHARS] for t in texts], dtype=str)
+
+
+_HEADER_LINE = re.compile(r"[A-Za-z][A-Za-z0-9-]*:[ \t]")
+
+
+def _snippet(text: str) -> str:
+    head, sep, body = text.lstrip("\r\n").replace("\r\n", "\n").partition("\n\n")
+    lines = head.splitlines()
+    if sep and lines and _HEADER_LINE.match(lines[0]) and all(
+            _HEADER_LINE.match(line) or line[:1] in (" ", "\t") for line in lines):
+        from email.parser import HeaderParser
+
+        try:
+            subject = " ".join(str(HeaderParser().parsestr(head + "\n\n").get("Subject", "")).split())
+        except Exception:  # a header the parser cannot read: show the text as it is
+            subject = ""
+        if subject:
+            return f"{subject} \u2014 {' '.join(body.split())}"
+    return " ".join(text.split())
 
 
 def _load_part(path: str, model_path: str, data_options: dict | None = None):

@@ -253,14 +253,18 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
             "algorithm": meta.get("algorithm")}
 
 
-def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5) -> dict:
-    """Train OASIS on the embedded 20 Newsgroups sample and compare it with the dot product."""
+def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5, progress=None) -> dict:
+    """Train OASIS on the embedded 20 Newsgroups sample and compare it with the dot product.
+
+    ``progress`` is called with the triplets learned so far (0 when learning starts).
+    """
     n_triplets = check_n_triplets(n_triplets, "--triplets")
     seed = check_int(seed, "--seed", 0, 2**32 - 1)
     data = load_dataset("news20-sample")
     train, test = stratified_split(data.y, 0.7, seed=seed)
     top_k = check_int(top_k, "--top-k", 1, test.size - 1)
-    oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train])
+    oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(data.X[train], data.y[train],
+                                                                                    progress=progress)
     models = {"oasis": oasis.model_, "dot": make_estimator("dot").fit(data.X[train]).model_}
     Xt = data.X[test]
     report = {

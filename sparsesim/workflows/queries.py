@@ -165,11 +165,20 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
 
 
 def _answer(query_id, rows, scores, data: LabelledData) -> dict:
+    """One query's answer: ``results`` (id, score) pairs, and per id its ``labels`` (the class
+    name, or the label value when the data set names no classes) and ``titles`` (when the data
+    set has them, e.g. the Subject lines of the 20 Newsgroups sample)."""
     ids = [data.doc_id(int(j)) for j in rows]
+    names = data.class_names or {}
     labels = {}
-    if data.class_names:
-        labels = {doc: data.class_names.get(data.y[int(j)].item(), "") for doc, j in zip(ids, rows)}
-    return {"query": query_id, "results": [(doc, float(s)) for doc, s in zip(ids, scores)], "labels": labels}
+    if data.y is not None and len(data.y) == data.n_documents:
+        labels = {doc: str(names.get(data.y[int(j)].item(), data.y[int(j)].item())) for doc, j in zip(ids, rows)}
+    titles = {}
+    stored = (data.info or {}).get("titles")
+    if stored is not None and len(stored) == data.n_documents:
+        titles = {doc: " ".join(str(stored[int(j)]).split()) for doc, j in zip(ids, rows)}
+    return {"query": query_id, "results": [(doc, float(s)) for doc, s in zip(ids, scores)], "labels": labels,
+            "titles": titles}
 
 
 def _read_queries(model, queries_path, data_options=None):

@@ -1,0 +1,126 @@
+"""Checks of a command's option values that run before anything heavy loads.
+
+Each command calls these first, so a typo or an out-of-range value is refused with one
+``error:`` line in well under a second, before a data set, model or index is read. Names are
+matched as the library matches them (:func:`sparsesim.validation.resolve_name`: exact, then
+case-insensitive, else "did you mean ...?" with the known names), and the names handed on to the
+library are the registered spellings.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs, check_n_triplets,
+                                  check_params, resolve_name)
+
+__all__ = ["algorithm_name", "dataset_name", "index_kind", "fast_param_values", "algorithm_params",
+           "positive", "seed", "fraction", "triplet_count", "jobs", "check_port_free"]
+
+
+def algorithm_name(name: str) -> str:
+    """The registered spelling of an algorithm name."""
+    from sparsesim.registry import get_algorithm
+
+    return get_algorithm(name).name
+
+
+def dataset_name(name: str) -> str:
+    """The registered spelling of a data set name; a path (existing, or with a directory part
+    or a file suffix) is returned as given."""
+    if os.sep in name or "/" in name or Path(name).suffix or Path(name).exists():
+        return name
+    from sparsesim.data.catalog import get_dataset_spec
+
+    return get_dataset_spec(name).name
+
+
+def index_kind(kind: str) -> str:
+    """The registered spelling of an index kind (``exact``, ``ann``)."""
+    from sparsesim.indexes import INDEX_KINDS
+
+    return resolve_name(kind, INDEX_KINDS, "index kind")
+
+
+class _Values:
+    """Parameter values as attributes, for :func:`~sparsesim.validation.check_params`."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+
+def fast_param_values(params: dict) -> None:
+    """Check the values of the parameters every registered algorithm shares (``C``, ``eta``,
+    ``lam``, ``n_triplets``, ...: :data:`~sparsesim.validation.COMMON_PARAM_SPEC`), by name
+    (case-insensitive), without importing any learner. ``"auto"`` values are left to the learner."""
+    known = {k.lower(): k for k in COMMON_PARAM_SPEC}
+    for key, value in params.items():
+        name = known.get(str(key).lower())
+        if name is None or value == "auto":
+            continue
+        check_params(_Values({name: value}), {name: COMMON_PARAM_SPEC[name]})
+
+
+def algorithm_params(algorithm: str, params: dict) -> dict:
+    """``params`` checked against the algorithm's constructor: names in its spelling (an unknown
+    name lists the valid ones, with "did you mean"), shared values range-checked."""
+    from sparsesim.registry import get_algorithm
+
+    fast_param_values(params)
+    return get_algorithm(algorithm).resolve_params(params)
+
+
+def positive(value: int, option: str) -> int:
+    """An integer option that must be at least 1 (``--top-k``, ``--k``, ``--shards``)."""
+    return check_int(value, option, 1)
+
+
+def seed(value: int, option: str = "--seed") -> int:
+    return check_int(value, option, 0, 2**32 - 1)
+
+
+def fraction(value: float, option: str) -> float:
+    """A share strictly between 0 and 1."""
+    return check_float(value, option, 0, 1, low_open=True, high_open=True)
+
+
+def triplet_count(value: int, option: str = "--triplets") -> int:
+    return check_n_triplets(value, option)
+
+
+def jobs(value: int, option: str = "--n-jobs") -> int:
+    return check_n_jobs(value, option)
+
+
+def check_port_free(host: str, port: int):
+    """Bind ``host:port`` now and return the listening socket (handed to the server), so that a
+    port in use is reported before the index loads; raises :class:`PortInUseError`."""
+    import errno
+    import socket
+
+    from sparsesim.exceptions import InvalidInputError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except socket.gaierror as exc:
+        sock.close()
+        raise InvalidInputError(f"--host {host!r} is not a known host name or address ({exc.strerror})") from None
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(f"port {port} on {host} is already in use (another server is listening there); "
+                                 f"stop it or choose another --port") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PortInUseError(f"no permission to listen on {host}:{port} (ports below 1024 need privileges); "
+                                 f"choose another --port") from None
+        raise InvalidInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+class PortInUseError(Exception):
+    """The port ``serve`` was asked to listen on is taken (exit status 3, see docs/cli.md)."""

@@ -1,0 +1,166 @@
+"""The CLI behaves like the tools users know: names matched case-insensitively with "did you
+mean", option values refused before anything loads, one line and a documented exit status for a
+busy port and for Ctrl-C, and help text that renders cleanly."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clitools import run_cli
+from sparsesim.exceptions import UnknownNameError
+from sparsesim.validation import resolve_name
+
+
+def assert_one_error_line(code, out, err, fragment, status=2):
+    assert code == status, (code, out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
+
+
+def test_resolve_name_exact_then_case_insensitive_then_suggestions():
+    known = ["oasis", "sors-l1", "sors-offdiag", "OASIS-like"]
+    assert resolve_name("sors-l1", known, "algorithm") == "sors-l1"
+    assert resolve_name("SORS-L1", known, "algorithm") == "sors-l1"
+    assert resolve_name("oasis-LIKE", known, "algorithm") == "OASIS-like"
+    with pytest.raises(UnknownNameError) as info:
+        resolve_name("sors-11", known, "algorithm")
+    message = str(info.value)
+    assert "did you mean 'sors-l1'" in message and "known: OASIS-like, oasis, sors-l1, sors-offdiag" in message
+    with pytest.raises(UnknownNameError) as info:  # nothing close: no guess, still the list
+        resolve_name("zzzz", known, "algorithm")
+    assert "did you mean" not in str(info.value) and "known:" in str(info.value)
+    # two names that differ only by case: the case-insensitive match is ambiguous, so it is refused
+    with pytest.raises(UnknownNameError, match="did you mean 'Cc' or 'cC'"):
+        resolve_name("cc", ["Cc", "cC"], "parameter")
+
+
+def test_parameters_resolve_to_the_constructor_spelling_or_list_the_valid_keys():
+    from sparsesim.registry import get_algorithm
+
+    spec = get_algorithm("OASIS")
+    assert spec.name == "oasis"
+    assert spec.resolve_params({"c": 0.5, "N_TRIPLETS": 10}) == {"C": 0.5, "n_triplets": 10}
+    with pytest.raises(UnknownNameError) as info:
+        spec.make(cc=1)
+    message = str(info.value)
+    assert "did you mean 'C'" in message and "known: C, compact, identity" in message
+    assert spec.make(c=2.0).C == 2.0
+
+
+def test_typos_get_did_you_mean_on_the_command_line(monkeypatch, capsys):
+    code, out, err = run_cli(["train", "-a", "oasiss", "-d", "news20-sample", "-o", "x.npz"], monkeypatch, capsys)
+    assert_one_error_line(code, out, err, "unknown algorithm 'oasiss' (did you mean 'oasis'?)")
+    code, out, err = run_cli(["datasets", "info", "news20-smaple"], monkeypatch, capsys)
+    assert_one_error_line(code, out, err, "did you mean 'news20-sample'")
+    code, out, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", "x.npz", "-p", "cc=1"],
+                             monkeypatch, capsys)
+    assert_one_error_line(code, out, err, "unknown parameter of oasis 'cc' (did you mean 'C'?); known: C, ")
+    code, out, err = run_cli(["experiment", "-d", "news20-sample", "-a", "dot", "--protocol", "sorss"],
+                             monkeypatch, capsys)
+    assert_one_error_line(code, out, err, "did you mean 'sors'")
+
+
+def test_names_are_case_insensitive_on_the_command_line(monkeypatch, capsys):
+    code, out, err = run_cli(["datasets", "info", "News20-Sample", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["name"] == "news20-sample"
+    code, out, err = run_cli(["experiment", "-d", "NEWS20-sample", "-a", "DOT", "--protocol", "SORS",
+                              "--triplets", "10", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert [r["algorithm"] for r in results] == ["dot"] and 0 < results[0]["map"] <= 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["query", "-m", "MISSING.npz", "-c", "news20-sample", "--top-k", "-5", "-t", "hi"], "--top-k must be"),
+    (["train", "-a", "oasis", "-d", "MISSING.svm", "-o", "x.npz", "-p", "C=-1"], "C must be positive"),
+    (["train", "-a", "oasis", "-d", "MISSING.svm", "-o", "x.npz", "--train-fraction", "1.5"], "--train-fraction"),
+    (["evaluate", "-m", "MISSING.npz", "-d", "news20-sample", "--k", "0"], "--k must be"),
+    (["index", "build", "-m", "MISSING.npz", "-d", "news20-sample", "-o", "idx", "--kind", "exat"],
+     "did you mean 'exact'"),
+    (["index", "build", "-m", "MISSING.npz", "-d", "news20-sample", "-o", "idx", "--kind", "ann", "-p", "nprob=2"],
+     "did you mean 'nprobe'"),
+    (["demo", "--top-k", "0"], "--top-k must be"),
+])
+def test_option_values_are_refused_before_anything_loads(args, fragment, tmp_path):
+    """The files named do not exist: an answer about the option (not the file) shows the check ran
+    first; the learners, workflows and data loaders were never imported."""
+    probe = ("import sys\nfrom sparsesim.cli.app import main\nsys.argv = ['sparsesim'] + sys.argv[1:]\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "heavy = [m for m in ('sparsesim.workflows', 'sparsesim.learners.bilinear', 'sparsesim.data.builtin') "
+             "if m in sys.modules]\nprint(code, heavy)\n")
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    elapsed = time.perf_counter() - start
+    assert res.stdout.strip() == "2 []", (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], res.stderr
+    assert elapsed < 30  # generous: the machine may be loaded; what matters is that nothing heavy loaded
+
+
+def _free_port_held():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line_with_status_3(tmp_path):
+    holder, port = _free_port_held()
+    try:
+        # the index does not even exist: the port is checked before anything loads
+        res = subprocess.run([sys.executable, "-m", "sparsesim.cli", "serve", "--index", str(tmp_path / "idx"),
+                              "--port", str(port)], capture_output=True, text=True, timeout=120)
+    finally:
+        holder.close()
+    assert res.returncode == 3, res
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 is already in use (another server is listening there); stop it or "
+        f"choose another --port"]
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
+    env = dict(os.environ, SPARSESIM_NO_SPINNER="1")
+    proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "train", "-a", "oasis", "-d", "news20-sample",
+                             "-n", "5000000", "-o", str(tmp_path / "m.npz")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(4.0)  # past interpreter start-up (slow under load); loading modules or training: the same answer
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert out == "" and err == "interrupted\n"
+    assert not (tmp_path / "m.npz").exists()
+
+
+COMMANDS = [["train"], ["tune"], ["evaluate"], ["query"], ["experiment"], ["serve"], ["learn"], ["demo"],
+            ["index", "build"], ["index", "add"], ["index", "calibrate"], ["datasets", "fetch"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_renders_cleanly(command, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli([*command, "--help"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "<bool>" not in out and "``" not in out and "list[str]" not in out
+    description = out.split("Options:")[0].split("Arguments:")[0].strip().split("\n\n")[1:]  # after the usage line
+    for paragraph in description:
+        lines = paragraph.splitlines()
+        # re-wrapped whole: every line but a paragraph's last fills most of the width
+        assert all(len(line) > 50 for line in lines[:-1]), paragraph
+    for line in out.splitlines():
+        assert len(line) <= 80, line
+
+
+def test_help_keeps_square_brackets(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(["tune", "--help"], monkeypatch, capsys)
+    assert code == 0 and "sparsesim[dask]" in " ".join(out.split())
