@@ -30,6 +30,15 @@ FAMILIES = {
         ("bench_sors", "profile_"),
         "python benchmarks/bench_sors.py --help",
     ),
+    "quality": (
+        "Learned similarity against baselines",
+        "Retrieval quality (MAP, AP@10) of the learners beside the baselines a user tries first (cosine, "
+        "BM25, LSA, classifier embeddings), closed set and open set (classes unseen in training), with fit "
+        "time, peak memory and model bytes (`benchmarks/bench_quality.py`, `sparsesim experiment`). "
+        "How to read them: [Learned similarity and baselines](../quality.md).",
+        ("bench_quality", "bench_baseline", "baselines_"),
+        "SPARSESIM_DATA=../shared/data python benchmarks/bench_quality.py --help",
+    ),
     "indexes": (
         "Retrieval indexes",
         "Exact and ann index: queries per second, recall@10 against exact search, build peak and size "
