@@ -99,7 +99,7 @@ def main() -> None:
     model, index = work / f"model-{tag}.npz", work / f"index-{tag}"
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     reuse = args.reuse and model.is_file() and index.is_dir()
-    summary = None if reuse else train_model(args.algorithm, str(jsonl), model, n_triplets=args.triplets, seed=args.seed, params=params,
+    summary = None if reuse else train_model(args.algorithm, str(jsonl), model, n_triplets=args.triplets, seed=args.seed, params=params, overwrite=True,
                           data_options={"id_column": "id", "tfidf": {"min_df": 3, "sublinear_tf": True}})
     if not reuse:
         if index.exists():

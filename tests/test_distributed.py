@@ -785,7 +785,7 @@ def test_connect_is_bounded_in_time_and_names_the_cause(mode, match):
         with pytest.raises(ClusterError, match=match) as info:
             with connect(fake.address, timeout=3):
                 pass
-        assert time.monotonic() - start < 3 + 3  # the probe's deadline plus the thread's grace
+        assert time.monotonic() - start < 3 + 10  # the probe's deadline (3 s), plus slack for a loaded machine
         assert "memory" not in str(info.value)
     finally:
         fake.close()
@@ -810,5 +810,5 @@ def test_cli_with_a_scheduler_that_does_not_speak_dask_is_one_error_line_within_
         fake.close()
     assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "memory" not in res.stderr, res.stderr
-    assert elapsed < 10 + 15  # the documented 10 s, plus starting the interpreter on a busy machine
+    assert elapsed < 10 + 35  # the documented 10 s, plus starting the interpreter on a loaded machine (a hang: 60 s+)
     assert not (tmp_path / "x").exists()

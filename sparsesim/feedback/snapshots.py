@@ -21,16 +21,20 @@ from ..models import BilinearSimilarity
 from ..persistence import bundle_checksum, check_output_path
 from ..text import featurizer_arrays
 
-__all__ = ["snapshot_identity", "check_snapshot_target", "check_resumable"]
+__all__ = ["featurizer_checksum", "snapshot_identity", "check_snapshot_target", "check_resumable"]
+
+
+def featurizer_checksum(model: BilinearSimilarity) -> str | None:
+    """sha256 of the model's text featuriser (vocabulary, idf, settings); ``None`` without one."""
+    if model.featurizer is None:
+        return None
+    arrays, meta = featurizer_arrays(model.featurizer)
+    return bundle_checksum(arrays, meta)
 
 
 def snapshot_identity(model: BilinearSimilarity) -> dict:
     """``{"index_model": sha256, "featurizer": sha256 or None}`` of the model an index serves."""
-    featurizer = None
-    if model.featurizer is not None:
-        arrays, meta = featurizer_arrays(model.featurizer)
-        featurizer = bundle_checksum(arrays, meta)
-    return {"index_model": model.checksum(), "featurizer": featurizer}
+    return {"index_model": model.checksum(), "featurizer": featurizer_checksum(model)}
 
 
 def check_snapshot_target(path, index_dir, resume: bool, overwrite: bool, inputs=()) -> Path:
@@ -63,8 +67,7 @@ def check_resumable(path, snapshot: BilinearSimilarity, identity: dict) -> None:
     if "index_model" not in recorded or "featurizer" not in recorded:
         raise FileFormatError(f"{path}: not a feedback snapshot of this sparsesim (no record of the index it was "
                               f"learned on){hint}")
-    mine = snapshot_identity(snapshot)
-    if mine["featurizer"] != identity["featurizer"] or recorded["featurizer"] != identity["featurizer"]:
+    if featurizer_checksum(snapshot) != identity["featurizer"] or recorded["featurizer"] != identity["featurizer"]:
         raise ModelMismatchError(f"{path}: the snapshot was learned with another text featuriser (vocabulary) than "
                                  f"the index's model{hint}")
     if recorded["index_model"] != identity["index_model"]:

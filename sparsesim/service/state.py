@@ -158,7 +158,8 @@ class QueryService(QueryParsing):
             except Exception as exc:  # noqa: BLE001 - the scheduler itself does not answer
                 self._load_error = f"the Dask scheduler at {self.scheduler} does not answer ({type(exc).__name__})"
                 self._stale = self._stale or self.index
-            if self._stale is not None and time.monotonic() - self._reload_tried >= RELOAD_EVERY:
+            if (self._stale is not None and not self._reload.locked()  # a load under way: not a second one
+                    and time.monotonic() - self._reload_tried >= RELOAD_EVERY):
                 with contextlib.suppress(ClusterError):
                     self._ensure_loaded()
             if self._stale is not None:
