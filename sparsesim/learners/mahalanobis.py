@@ -106,8 +106,9 @@ class _DenseMahalanobis(TripletLearner):
         if d > limit:
             raise ResourceLimitError(
                 f"{type(self).__name__} keeps a dense d x d metric A ({8 * d * d / 2**30:.1f} GiB at d = {d}) and "
-                f"allows at most max_features = {limit} features; reduce the features (e.g. TruncatedSVD) or use "
-                "a sparse similarity learner (oasis, sors-l1) for high-dimensional data")
+                f"allows at most max_features = {limit} features; raise max_features if that fits in memory, "
+                "reduce the features (e.g. TruncatedSVD), or use a sparse similarity learner (oasis, sors-l1) "
+                "for high-dimensional data")
         budget = MemoryBudget(parse_memory(self.max_memory), self.max_memory, owner=type(self).__name__)
         check_allocation(budget, 3 * 8 * d * d, f"the dense {d} x {d} metric and its work space",
                          hint="fewer features")
