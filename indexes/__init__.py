@@ -21,19 +21,27 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidPara
 from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
                                   check_random_state)
 
+from sparsesim.embedding import EmbeddingSimilarity
+
 from .ann import AnnIndex
 from .base import Index
+from .embedding_ann import EmbeddingAnnIndex
+from .embedding_index import EmbeddingExactIndex
 from .exact import ExactIndex
 from .array_checks import check_faiss
 from .storage import (check_stored_model, derived_arrays_checked, mark_derived_arrays_checked, read_index,
                       read_manifest, save_index)
 from .verify import verify_derived
 
-__all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
-           "read_manifest"]
+__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "INDEX_KINDS",
+           "build_index", "load_index", "save_index", "read_manifest"]
 
 # the one map from an index kind (CLI ``--kind``, manifest ``kind``) to its class
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
+# the same kinds over an EmbeddingSimilarity (build_index picks them by the model's class)
+EMBEDDING_INDEX_KINDS = {"exact": EmbeddingExactIndex, "ann": EmbeddingAnnIndex}
+# every kind an index directory may declare
+STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS.values()}}
 
 
 def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
@@ -84,9 +92,9 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     checksum (a load that is not memory-mapped hashes it at every load).
     """
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
-    if stored.kind not in INDEX_KINDS:
+    if stored.kind not in STORED_KINDS:
         raise FileFormatError(f"{stored.directory}: unknown index kind {stored.kind!r}")
-    index = INDEX_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
+    index = STORED_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
     if getattr(index, "faiss_", None) is not None:
         try:
             check_faiss(index.faiss_, index.n_documents, index.dim)
@@ -115,12 +123,14 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
     Parameters
     ----------
-    model : BilinearSimilarity
-        The learned similarity (M = I + W).
+    model : BilinearSimilarity or EmbeddingSimilarity
+        The learned similarity (M = I + W), or an embedding similarity (then the index is an
+        :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
+        :mod:`sparsesim.indexes.embedding_index`).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}
-        Exact bilinear top-k, or sparse + FAISS candidates re-ranked with the exact score.
+        Exact top-k, or candidates (sparse postings, FAISS) re-ranked with the exact score.
     ids : sequence of int or str, optional
         One unique user id per document (default: row numbers).
     n_jobs : int, default -1
@@ -151,10 +161,11 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     """
     if kind not in INDEX_KINDS:
         raise UnknownNameError(f"unknown index kind {kind!r}; known: {', '.join(INDEX_KINDS)}")
-    cls = INDEX_KINDS[kind]
+    embedding = isinstance(model, EmbeddingSimilarity)
+    cls = (EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
     params = check_index_params(cls, params)
     n_jobs = check_n_jobs(n_jobs, "n_jobs")
-    if kind == "ann" and hasattr(X, "shape") and len(X.shape) == 2:
+    if kind == "ann" and not embedding and hasattr(X, "shape") and len(X.shape) == 2:
         dim = params.get("dim", inspect.signature(cls.__init__).parameters["dim"].default)
         check_ann_dim(dim, int(X.shape[0]), int(X.shape[1]))
     index = cls(model, n_jobs=n_jobs, **params)

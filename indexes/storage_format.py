@@ -25,7 +25,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 MAX_DOCUMENTS = 2**40
 
 MANIFEST_SCHEMA = {
-    "kind": ("choice", ("exact", "ann")),
+    "kind": ("choice", ("exact", "ann", "embedding-exact", "embedding-ann")),
     "n_documents": ("int", 0, MAX_DOCUMENTS),
     "n_features": ("int", 1, MAX_FEATURES),
     "id_dtype": ("choice?", ("int", "str")),
@@ -42,6 +42,16 @@ MODEL_FACTS_SCHEMA = {
     "n_features": ("int", 1, MAX_FEATURES),
     "identity": ("bool",),
     "normalize": ("bool",),
+}
+#: index kinds over an :class:`~sparsesim.embedding.EmbeddingSimilarity` (their model facts differ)
+EMBEDDING_KINDS = ("embedding-exact", "embedding-ann")
+EMBEDDING_FACTS_SCHEMA = {
+    "checksum": ("str",),
+    "model_kind": ("choice", ("embedding-similarity",)),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "n_components": ("int", 1, 1 << 16),
+    "normalize": ("bool",),
+    "identity_weight": ("float", None, None),
 }
 STATE_SCHEMA = {
     "strategy_": ("choice?", ("corpus", "query")),

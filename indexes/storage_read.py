@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, read_npy
 from sparsesim.validation import bounded, check_csr_arrays, check_meta
 
-from .array_checks import _F64, _I32, _I64, check_csr_structure, check_index_arrays
+from .array_checks import _F64, _I32, _I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
-from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA,
-                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, OLDEST_READ_VERSION, STATE_SCHEMA,
+from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
+                             FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA, MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, OLDEST_READ_VERSION, STATE_SCHEMA,
                              manifest_checksum)
 
 
@@ -54,7 +55,8 @@ def read_manifest(directory) -> dict:
     data_dir = manifest.get("data_dir")
     if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
         raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
-    check_meta(manifest["model"], MODEL_FACTS_SCHEMA, f"{path} (model)")
+    facts_schema = EMBEDDING_FACTS_SCHEMA if manifest["kind"] in EMBEDDING_KINDS else MODEL_FACTS_SCHEMA
+    check_meta(manifest["model"], facts_schema, f"{path} (model)")
     check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
     if manifest["model"]["n_features"] != manifest["n_features"]:
         raise FileFormatError(f"{path}: n_features {manifest['n_features']} differs from the model's "
@@ -227,6 +229,8 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     guards = {name: BlockGuard(data / f"{name}.npy", arrays[name], digests[f"{name}.npy"] if verify else None,
                                check, manifest["block_bytes"]) for name, check in lazy.items()}
     stored = manifest["model"]
+    if manifest["kind"] in EMBEDDING_KINDS:
+        return _read_embedding_index(manifest, model, arrays, extra, directory, data, guards)
     if model is None:
         if MODEL_FILE not in manifest["files"]:
             raise FileFormatError(f"{directory}: no stored model; pass the model")
@@ -257,6 +261,37 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
     return StoredIndex(manifest, model, arrays, extra, directory, guards, deferred_checksum)
+
+
+def _read_embedding_index(manifest, model, arrays, extra, directory: Path, data: Path, guards) -> StoredIndex:
+    """The model and arrays of an index over an :class:`~sparsesim.embedding.EmbeddingSimilarity`
+    (its whole model file is hashed at load: P is dense and read whole)."""
+    facts = manifest["model"]
+    if model is None:
+        if MODEL_FILE not in manifest["files"]:
+            raise FileFormatError(f"{directory}: no stored model; pass the model")
+        model = EmbeddingSimilarity.load(data / MODEL_FILE)
+        mismatch = FileFormatError
+    else:
+        mismatch = ModelMismatchError
+    if not isinstance(model, EmbeddingSimilarity):
+        raise InvalidInputError(f"this index serves an EmbeddingSimilarity; got a {type(model).__name__}")
+    for key, value in (("n_features", model.n_features), ("n_components", model.n_components),
+                       ("normalize", model.normalize), ("identity_weight", model.identity_weight)):
+        if facts[key] != value:
+            raise mismatch(f"{directory}: the index was built for a model with {key}={facts[key]!r}, this model "
+                           f"has {value!r}")
+    checksum = model.checksum()
+    if checksum != facts["checksum"]:
+        raise mismatch(f"{directory}: the index was built with model {facts['checksum'][:12]}, not with this "
+                       f"model ({checksum[:12]})")
+    n, d = manifest["n_documents"], manifest["n_features"]
+    try:
+        check_embedding_arrays(arrays, n, d, model.n_components, manifest, lazy=set(guards),
+                               sparse=model.identity_weight != 0.0)
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
+    return StoredIndex(manifest, model, arrays, extra, directory, guards, False)
 
 
 def check_stored_model(stored: StoredIndex, model: BilinearSimilarity) -> None:

@@ -24,7 +24,11 @@ from .storage_format import (_DATA_DIR_RE, _FILE_RE, FORMAT_NAME, FORMAT_VERSION
                              manifest_checksum, mark_derived_arrays_checked)
 
 
-def _model_facts(model: BilinearSimilarity) -> dict:
+def _model_facts(model) -> dict:
+    if not isinstance(model, BilinearSimilarity):  # an EmbeddingSimilarity
+        return {"checksum": model.checksum(), "model_kind": "embedding-similarity", "n_features": model.n_features,
+                "n_components": model.n_components, "normalize": model.normalize,
+                "identity_weight": model.identity_weight, "algorithm": model.metadata.get("algorithm")}
     return {"checksum": model.checksum(), "n_features": model.n_features, "identity": model.identity,
             "normalize": model.normalize, "nnz": model.nnz(), "algorithm": model.metadata.get("algorithm")}
 
@@ -91,11 +95,15 @@ def _write_version(index, vdir: Path) -> dict:
     ``blocks.sha256`` (files in sorted-name order), itself listed with its sha256.
     """
     model = index.model
-    _model_shell(model).save(vdir / MODEL_FILE)
     names = [MODEL_FILE]
-    W = model.W
-    arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64), f"{MODEL_W}.indices": np.asarray(W.indices, np.int32),
-              f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+    if isinstance(model, BilinearSimilarity):
+        _model_shell(model).save(vdir / MODEL_FILE)
+        W = model.W
+        arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64),
+                  f"{MODEL_W}.indices": np.asarray(W.indices, np.int32), f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+    else:  # an embedding model: its own file (P is dense and read whole at load)
+        model.save(vdir / MODEL_FILE)
+        arrays = {}
     arrays.update(index._arrays())
     for name, arr in arrays.items():
         _save_npy(vdir / f"{name}.npy", arr)
@@ -166,7 +174,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
         Another process held the target's lock for longer than the lock timeout.
     """
     directory = Path(directory).expanduser()
-    if index.X_ is None:
+    if index.ids_ is None:
         raise InvalidInputError("the index is empty; build it before saving")
     check_index_target(directory, overwrite)
     parent = directory.parent if str(directory.parent) else Path(".")

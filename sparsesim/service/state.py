@@ -82,9 +82,13 @@ class QueryService(QueryParsing):
                                         f"indexes (build one with `index build --shards N`), or drop --scheduler")
             self.index = load_index(self.index_dir, mmap=mmap)
             self.manifest = read_manifest(self.index_dir)
-            X = sp.csr_matrix(self.index.X_)
-            norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-            self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
+            X = self.index.X_  # None: an embedding index without an identity part stores no sparse corpus
+            if X is None:
+                self._cosine_T = None
+            else:
+                X = sp.csr_matrix(X)
+                norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+                self._cosine_T = (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).T.tocsr()
             self.snippets = self.index.snippets_
         self.model = self.index.model
         self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
@@ -118,7 +122,7 @@ class QueryService(QueryParsing):
             "index": str(self.index_dir), "kind": self.index.kind, "n_documents": int(self.index.n_documents),
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
             "snippets": self.snippets is not None, "compare": self._cosine_T is not None, "sharded": sharded,
-            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz(),
+            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if hasattr(self.model, "nnz") else None,
                       "dataset": meta.get("dataset"), "checksum": self.manifest["model"].get("checksum")},
             "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
             "limits": asdict(self.limits),
