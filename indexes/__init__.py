@@ -45,7 +45,7 @@ STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS
 
 
 def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
-               check_calibration: bool = True) -> Index:
+               check_calibration: bool = True, verify_in_background: bool = False) -> Index:
     """Read an index directory written by :meth:`Index.save`.
 
     Parameters
@@ -61,12 +61,22 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         block is checked against its sha256 and for out-of-range or non-finite values the first
         time a query is about to read it (:mod:`sparsesim.indexes.blocks`), so loading costs
         the same whatever the index size and corruption is still refused before an answer is
-        returned. :meth:`Index.verify_all` checks every remaining block at once.
+        returned. :meth:`Index.verify_all` checks every remaining block at once. A file this
+        user's sparsesim wrote, or verified whole before, and that is unchanged since (same
+        device, inode, size, modification and status-change times, and the same manifest
+        checksum; :func:`~sparsesim.indexes.storage_format.file_identity`) is not checked
+        again: a fresh process answers its first queries at the warm speed.
     verify : bool, default True
         Check sha256 checksums (whole files at load, or blocks on first use; sizes and the
         structural checks always run).
     n_jobs : int, default 1
         Threads of the loaded index.
+    verify_in_background : bool, default False
+        Load the query kernels (:meth:`Index.warm_up`) and, memory-mapped, check the blocks not
+        checked yet, in a background thread (queries still check what they read first); once a
+        file is checked whole it is recorded as verified,
+        so the next process loads it without block checks. A corrupt block it finds is kept in
+        ``index.background_error_`` (and refused when a query reads it).
     check_calibration : bool, default True
         Ann: replay the stored calibration record and probe the recall it claims
         (:mod:`sparsesim.indexes.recall_check`). False is for a caller that replaces the record
@@ -114,7 +124,28 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         check_stored_model(stored, index.model)
         if verify and check_calibration:
             mark_derived_arrays_checked(stored.manifest.get("manifest_checksum"))
+    index.background_error_ = None
+    if verify_in_background:
+        _verify_in_background(index)
     return index
+
+
+def _verify_in_background(index) -> None:
+    """Check every remaining block of ``index`` in a daemon thread (see :func:`load_index`)."""
+    import threading
+
+    def run():
+        try:
+            index.warm_up()  # the kernels first: a server's first requests then run at the warm speed
+        except FileFormatError as exc:
+            index.background_error_ = str(exc)
+        for guard in list(index._guards.values()):
+            try:
+                guard.ensure_all()
+            except FileFormatError as exc:
+                index.background_error_ = str(exc)
+
+    threading.Thread(target=run, name="sparsesim-verify", daemon=True).start()
 
 
 def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calibration_queries=None,

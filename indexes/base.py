@@ -77,6 +77,18 @@ class Index:
             if guard is not None and guard.pending:
                 guard.ensure_rows(indptr, rows, limit)
 
+    def warm_up(self):
+        """Load the compiled kernels this index's queries use, by answering one small batch of its
+        own documents through them: their first call in a process loads them from numba's disk
+        cache (about a second), which would otherwise fall on the first batch of queries."""
+        n = self.n_documents
+        if n:
+            from . import small_batch
+
+            rows = np.arange(min(n, small_batch.SMALL_BATCH + 1), dtype=np.int64)  # past the numpy path
+            self._query_rows(self.stored_queries(rows), 1, 1)
+        return self
+
     def verify_all(self):
         """Check every block not checked yet (a memory-mapped index otherwise checks blocks on use).
 

@@ -21,7 +21,7 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_p
 
 from .blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
 from .storage_format import (_DATA_DIR_RE, _FILE_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
-                             manifest_checksum, mark_derived_arrays_checked)
+                             file_identity, manifest_checksum, mark_derived_arrays_checked, mark_file_verified)
 
 
 def _model_facts(model) -> dict:
@@ -215,6 +215,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             mark_derived_arrays_checked(checksum)  # written from this process's own arrays
+            _mark_written(directory / data_dir, checksum, manifest["files"])
             index.loaded_from_ = (str(directory.resolve()), checksum)
             return directory
         _check_unchanged_since_load(index, directory)
@@ -234,6 +235,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 pending.unlink()
             raise
         mark_derived_arrays_checked(checksum)
+        _mark_written(vdir, checksum, manifest["files"])
         # the new version is in place; remove the old one
         if old is not None and old.get("data_dir") is None:
             for fname in old.get("files", {}) if isinstance(old.get("files"), dict) else ():
@@ -244,6 +246,14 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                         pass
         _sweep_inside(directory, keep=data_dir)
     return directory
+
+
+def _mark_written(vdir: Path, checksum: str, files: dict):
+    """Record the arrays just written (from this process's own checked arrays) as verified, so a
+    memory-mapped load of them needs no block checks (:func:`storage_format.file_identity`)."""
+    for fname in files:
+        if fname.endswith(".npy"):
+            mark_file_verified(file_identity(vdir / fname, checksum))
 
 
 def _read_manifest_loose(directory: Path):

@@ -80,7 +80,8 @@ class QueryService(QueryParsing):
             if self.scheduler is not None:
                 raise InvalidInputError(f"{self.index_dir} is a single-process index; a scheduler serves sharded "
                                         f"indexes (build one with `index build --shards N`), or drop --scheduler")
-            self.index = load_index(self.index_dir, mmap=mmap)
+            # blocks not checked yet are checked in the background: the next start is fast from the first query
+            self.index = load_index(self.index_dir, mmap=mmap, verify_in_background=mmap)
             self.manifest = read_manifest(self.index_dir)
             X = self.index.X_  # None: an embedding index without an identity part stores no sparse corpus
             if X is None:
