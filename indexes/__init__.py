@@ -3,10 +3,15 @@
 Public entry points (what the CLI calls)
 ----------------------------------------
 ``build_index(model, X, kind="exact" | "ann", ids=None, n_jobs=1, **params) -> Index``
-    Index corpus ``X`` under ``model``; ``params`` go to :class:`ExactIndex` or :class:`AnnIndex`.
+    Index corpus ``X`` under ``model``; ``params`` go to :class:`ExactIndex` or :class:`AnnIndex`
+    (an :class:`~sparsesim.embedding.EmbeddingSimilarity` model: :class:`EmbeddingExactIndex`
+    or :class:`EmbeddingAnnIndex`).
 ``Index.query(Q, top_k=10) -> (ids, scores)``
     ``ids`` is a list (one array per query) of user ids, best first; ``scores`` an
     (n_queries, top_k) array of exact bilinear scores.
+``Index.search(Q, k=10) -> (scores, ids)``
+    faiss's layout: two (n_queries, k) arrays, padded with -inf / -1 past the last document;
+    ``len(index)`` and ``index.ntotal`` count the documents.
 ``Index.add(X_new, ids=None)``
     Append documents without rebuilding.
 ``Index.save(directory, overwrite=False)`` / ``load_index(directory, model=None, mmap=False)``
