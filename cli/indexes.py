@@ -71,8 +71,9 @@ def index_build(
         if "shards" in summary:
             place = f"on {len(set(summary['workers']))} Dask worker(s)" if summary["scheduler"] else "in-process"
             where = f" as {len(summary['shards'])} shards {summary['shards']} {place}"
+        size = f" ({summary['index_bytes'] / 2**20:,.1f} MiB)" if "index_bytes" in summary else ""
         _echo(f"built {kind} index over {summary['n_documents']} documents{where} in "
-                   f"{summary['build_seconds']:.1f} s; saved {out}")
+                   f"{summary['build_seconds']:.1f} s; saved {out}{size}")
         if "calibration" in summary:
             _echo(_calibration_line(summary["calibration"]))
 

@@ -3,10 +3,15 @@
 Public entry points (what the CLI calls)
 ----------------------------------------
 ``build_index(model, X, kind="exact" | "ann", ids=None, n_jobs=1, **params) -> Index``
-    Index corpus ``X`` under ``model``; ``params`` go to :class:`ExactIndex` or :class:`AnnIndex`.
+    Index corpus ``X`` under ``model``; ``params`` go to :class:`ExactIndex` or :class:`AnnIndex`
+    (an :class:`~sparsesim.embedding.EmbeddingSimilarity` model: :class:`EmbeddingExactIndex`
+    or :class:`EmbeddingAnnIndex`).
 ``Index.query(Q, top_k=10) -> (ids, scores)``
     ``ids`` is a list (one array per query) of user ids, best first; ``scores`` an
     (n_queries, top_k) array of exact bilinear scores.
+``Index.search(Q, k=10) -> (scores, ids)``
+    faiss's layout: two (n_queries, k) arrays, padded with -inf / -1 past the last document;
+    ``len(index)`` and ``index.ntotal`` count the documents.
 ``Index.add(X_new, ids=None)``
     Append documents without rebuilding.
 ``Index.save(directory, overwrite=False)`` / ``load_index(directory, model=None, mmap=False)``
@@ -21,23 +26,31 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidPara
 from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
                                   check_random_state, resolve_name)
 
+from sparsesim.embedding import EmbeddingSimilarity
+
 from .ann import AnnIndex
 from .base import Index
+from .embedding_ann import EmbeddingAnnIndex
+from .embedding_index import EmbeddingExactIndex
 from .exact import ExactIndex
 from .array_checks import check_faiss
 from .storage import (check_stored_model, derived_arrays_checked, mark_derived_arrays_checked, read_index,
                       read_manifest, save_index)
 from .verify import verify_derived
 
-__all__ = ["Index", "ExactIndex", "AnnIndex", "INDEX_KINDS", "build_index", "load_index", "save_index",
-           "read_manifest"]
+__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "INDEX_KINDS",
+           "build_index", "load_index", "save_index", "read_manifest"]
 
 # the one map from an index kind (CLI ``--kind``, manifest ``kind``) to its class
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
+# the same kinds over an EmbeddingSimilarity (build_index picks them by the model's class)
+EMBEDDING_INDEX_KINDS = {"exact": EmbeddingExactIndex, "ann": EmbeddingAnnIndex}
+# every kind an index directory may declare
+STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS.values()}}
 
 
 def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
-               check_calibration: bool = True) -> Index:
+               check_calibration: bool = True, verify_in_background: bool = False) -> Index:
     """Read an index directory written by :meth:`Index.save`.
 
     Parameters
@@ -53,12 +66,22 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         block is checked against its sha256 and for out-of-range or non-finite values the first
         time a query is about to read it (:mod:`sparsesim.indexes.blocks`), so loading costs
         the same whatever the index size and corruption is still refused before an answer is
-        returned. :meth:`Index.verify_all` checks every remaining block at once.
+        returned. :meth:`Index.verify_all` checks every remaining block at once. A file this
+        user's sparsesim wrote, or verified whole before, and that is unchanged since (same
+        device, inode, size, modification and status-change times, and the same manifest
+        checksum; :func:`~sparsesim.indexes.storage_format.file_identity`) is not checked
+        again: a fresh process answers its first queries at the warm speed.
     verify : bool, default True
         Check sha256 checksums (whole files at load, or blocks on first use; sizes and the
         structural checks always run).
     n_jobs : int, default 1
         Threads of the loaded index.
+    verify_in_background : bool, default False
+        Load the query kernels (:meth:`Index.warm_up`) and, memory-mapped, check the blocks not
+        checked yet, in a background thread (queries still check what they read first); once a
+        file is checked whole it is recorded as verified,
+        so the next process loads it without block checks. A corrupt block it finds is kept in
+        ``index.background_error_`` (and refused when a query reads it).
     check_calibration : bool, default True
         Ann: replay the stored calibration record and probe the recall it claims
         (:mod:`sparsesim.indexes.recall_check`). False is for a caller that replaces the record
@@ -84,9 +107,9 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     checksum (a load that is not memory-mapped hashes it at every load).
     """
     stored = read_index(directory, model=model, mmap=mmap, verify=verify)
-    if stored.kind not in INDEX_KINDS:
+    if stored.kind not in STORED_KINDS:
         raise FileFormatError(f"{stored.directory}: unknown index kind {stored.kind!r}")
-    index = INDEX_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
+    index = STORED_KINDS[stored.kind].from_stored(stored, mmap=mmap, n_jobs=n_jobs)
     if getattr(index, "faiss_", None) is not None:
         try:
             check_faiss(index.faiss_, index.n_documents, index.dim)
@@ -106,7 +129,28 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         check_stored_model(stored, index.model)
         if verify and check_calibration:
             mark_derived_arrays_checked(stored.manifest.get("manifest_checksum"))
+    index.background_error_ = None
+    if verify_in_background:
+        _verify_in_background(index)
     return index
+
+
+def _verify_in_background(index) -> None:
+    """Check every remaining block of ``index`` in a daemon thread (see :func:`load_index`)."""
+    import threading
+
+    def run():
+        try:
+            index.warm_up()  # the kernels first: a server's first requests then run at the warm speed
+        except FileFormatError as exc:
+            index.background_error_ = str(exc)
+        for guard in list(index._guards.values()):
+            try:
+                guard.ensure_all()
+            except FileFormatError as exc:
+                index.background_error_ = str(exc)
+
+    threading.Thread(target=run, name="sparsesim-verify", daemon=True).start()
 
 
 def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calibration_queries=None,
@@ -115,12 +159,14 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
     Parameters
     ----------
-    model : BilinearSimilarity
-        The learned similarity (M = I + W).
+    model : BilinearSimilarity or EmbeddingSimilarity
+        The learned similarity (M = I + W), or an embedding similarity (then the index is an
+        :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
+        :mod:`sparsesim.indexes.embedding_index`).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}
-        Exact bilinear top-k, or sparse + FAISS candidates re-ranked with the exact score.
+        Exact top-k, or candidates (sparse postings, FAISS) re-ranked with the exact score.
     ids : sequence of int or str, optional
         One unique user id per document (default: row numbers).
     n_jobs : int, default -1
@@ -150,10 +196,11 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     (2, 3)
     """
     kind = resolve_name(kind, INDEX_KINDS, "index kind")
-    cls = INDEX_KINDS[kind]
+    embedding = isinstance(model, EmbeddingSimilarity)
+    cls = (EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
     params = check_index_params(cls, params)
     n_jobs = check_n_jobs(n_jobs, "n_jobs")
-    if kind == "ann" and hasattr(X, "shape") and len(X.shape) == 2:
+    if kind == "ann" and not embedding and hasattr(X, "shape") and len(X.shape) == 2:
         dim = params.get("dim", inspect.signature(cls.__init__).parameters["dim"].default)
         check_ann_dim(dim, int(X.shape[0]), int(X.shape[1]))
     index = cls(model, n_jobs=n_jobs, **params)

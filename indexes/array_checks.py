@@ -119,6 +119,49 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, 
             raise InvalidInputError(f"state says the index was learned from {n_fit} documents but holds {n}")
 
 
+def check_embedding_arrays(arrays: dict, n: int, d: int, r: int, manifest: dict, lazy=frozenset(),
+                           sparse: bool = False) -> None:
+    """The structural pass over the arrays of an index over an embedding model (raises
+    InvalidInputError): ids as in :func:`check_index_arrays`; ``embeddings`` a finite (n, r)
+    float32 array; with ``sparse`` (the model's identity part) the normalised corpus as a
+    canonical (n, d) CSR matrix, and for the ann kind its impact-ordered postings (d, n); without,
+    neither is stored."""
+    ids = arrays.get("ids")
+    if ids is None or ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == _I64 or ids.dtype.kind == "U"):
+        raise InvalidInputError(f"ids.npy must hold ({n},) int64 or str ids")
+    id_dtype = manifest.get("id_dtype")
+    if id_dtype is not None and (id_dtype == "int") != (ids.dtype.kind == "i"):
+        raise InvalidInputError(f"ids.npy holds {ids.dtype} but the manifest says {id_dtype!r} ids")
+    if n and has_duplicates(ids):
+        raise InvalidInputError("ids.npy holds duplicate ids")
+    if "embeddings" not in arrays:
+        raise InvalidInputError("missing embeddings.npy")
+    check_finite_array(arrays["embeddings"], "embeddings", dtypes=(_F32,), shape=(n, r))
+    wanted = {"corpus": (n, d, _F64, True), "postings": (d, n, _F32, False)}
+    if not sparse or manifest["kind"] != "embedding-ann":
+        wanted.pop("postings")
+    if not sparse:
+        wanted.pop("corpus")
+    for prefix in ("corpus", "postings"):
+        present = [part for part in ("indptr", "indices", "data") if f"{prefix}.{part}" in arrays]
+        if prefix not in wanted:
+            if present:
+                raise InvalidInputError(f"{prefix}.*.npy stored although this index has no use for them")
+            continue
+        if len(present) != 3:
+            raise InvalidInputError(f"missing {prefix}.indptr/indices/data.npy")
+        rows, cols, dtype, sorted_indices = wanted[prefix]
+        parts = [arrays[f"{prefix}.{part}"] for part in ("indptr", "indices", "data")]
+        if f"{prefix}.data" in lazy:
+            check_csr_structure(*parts, (rows, cols), prefix, dtype)
+        else:
+            check_csr_arrays(*parts, (rows, cols), name=prefix, data_dtypes=(dtype,), sorted_indices=sorted_indices)
+            if parts[0].dtype != _I64 or parts[1].dtype != _I32:
+                raise InvalidInputError(f"{prefix} index arrays must be int64/int32")
+    n_fit = manifest["state"].get("n_fit_documents")
+    if n_fit is not None and n_fit > n:
+        raise InvalidInputError(f"state says the index was learned from {n_fit} documents but holds {n}")
+
 def check_faiss(index, n: int, dim: int) -> None:
     """Refuse a FAISS index whose structure could make a search read or return out of range.
 

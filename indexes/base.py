@@ -40,10 +40,12 @@ class Index:
     kind = ""
     #: the largest score documents may reach in this kind of index (see :func:`check_score_range`)
     score_limit = SCORE_LIMITS["float64"]
+    #: the similarity class an index kind serves
+    model_class = BilinearSimilarity
 
     def __init__(self, model: BilinearSimilarity, n_jobs: int | None = 1):
-        if not isinstance(model, BilinearSimilarity):
-            raise InvalidInputError(f"model must be a BilinearSimilarity, got {type(model).__name__}")
+        if not isinstance(model, self.model_class):
+            raise InvalidInputError(f"model must be a {self.model_class.__name__}, got {type(model).__name__}")
         self._guards = {}  # memory-mapped arrays checked block by block on use (storage.lazy_checks)
         self._postings = None
         self.model = model
@@ -76,6 +78,18 @@ class Index:
             guard = self._guards.get(f"{prefix}.{part}")
             if guard is not None and guard.pending:
                 guard.ensure_rows(indptr, rows, limit)
+
+    def warm_up(self):
+        """Load the compiled kernels this index's queries use, by answering one small batch of its
+        own documents through them: their first call in a process loads them from numba's disk
+        cache (about a second), which would otherwise fall on the first batch of queries."""
+        n = self.n_documents
+        if n:
+            from . import small_batch
+
+            rows = np.arange(min(n, small_batch.SMALL_BATCH + 1), dtype=np.int64)  # past the numpy path
+            self._query_rows(self.stored_queries(rows), 1, 1)
+        return self
 
     def verify_all(self):
         """Check every block not checked yet (a memory-mapped index otherwise checks blocks on use).
@@ -175,7 +189,7 @@ class Index:
         scores : ndarray, shape (n_queries, top_k)
             Their bilinear scores S(q, x) = q^T M x.
         """
-        Qp = prepare_rows(self._model, Q, "queries")
+        Qp = self.prepare_queries(Q)
         k = check_top_k(top_k, self.n_documents)
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         if Qp.shape[0] == 0:
@@ -223,7 +237,7 @@ class Index:
         n = self.n_documents
         id_dtype = np.int64 if self.ids_ is None else self.ids_.dtype
         if n == 0:
-            return faiss_layout([], np.empty((0, 0)), k, prepare_rows(self._model, Q, "queries").shape[0], id_dtype)
+            return faiss_layout([], np.empty((0, 0)), k, self.prepare_queries(Q).shape[0], id_dtype)
         ids, scores = self.query(Q, top_k=min(k, n), n_jobs=n_jobs, **options)
         return faiss_layout(ids, scores, k, len(ids), id_dtype)
 
@@ -315,18 +329,27 @@ class Index:
             raise InvalidInputError(f"top_k={k}: a stored document has only {self.n_documents - 1} other documents "
                                     f"to be similar to")
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
-        self._ensure_rows("corpus", self._X.indptr, rows)
-        Qp = take_rows(self._X, rows)  # stored rows are already in the model's form (normalised at build)
+        Qp = self.stored_queries(rows)
         found, scores = self._query_rows(Qp, min(k + 1, self.n_documents), jobs, **options)
         found, scores = drop_own_rows(found, scores, rows, k)
         return list(self.ids_[found]), scores
 
     def query_rows(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
         """Like :meth:`query` but returns row numbers (n_queries, top_k) instead of user ids."""
-        Qp = prepare_rows(self._model, Q, "queries")
+        Qp = self.prepare_queries(Q)
         k = check_top_k(top_k, self.n_documents)
         jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         return self._query_rows(Qp, k, jobs, **options)
+
+    def prepare_queries(self, Q, name: str = "queries"):
+        """Query rows in the form ``_query_rows`` takes (here: canonical CSR in the model's form)."""
+        return prepare_rows(self._model, Q, name)
+
+    def stored_queries(self, rows):
+        """Stored documents ``rows`` as prepared queries (their blocks checked first when mapped)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self._ensure_rows("corpus", self._X.indptr, rows)
+        return take_rows(self._X, rows)  # stored rows are already in the model's form (normalised at build)
 
     def add(self, X_new, ids=None):
         """Add documents (with user ids) to the index without rebuilding what is already there.

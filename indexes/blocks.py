@@ -82,10 +82,12 @@ class BlockGuard:
     check : callable or None
         ``check(values) -> message or None`` on the flat elements of a block.
     block_bytes : int
+    on_complete : callable, optional
+        Called once, without arguments, when the last block was checked (with ``digests``).
     """
 
     def __init__(self, path: Path, array: np.ndarray, digests: bytes | None, check=None,
-                 block_bytes: int = BLOCK_BYTES):
+                 block_bytes: int = BLOCK_BYTES, on_complete=None):
         self.path = Path(path)
         self.array = array
         self.size = self.path.stat().st_size
@@ -105,6 +107,7 @@ class BlockGuard:
         self._raw = np.memmap(self.path, dtype=np.uint8, mode="r") if self.size else np.zeros(0, np.uint8)
         self._flat = array.reshape(-1)
         self._lock = threading.Lock()
+        self._on_complete = on_complete if digests is not None else None
 
     def _verify(self, block: int):
         lo = block * self.block_bytes
@@ -129,6 +132,11 @@ class BlockGuard:
                 if not self.done[block]:
                     self.done[block] = True
                     self.pending -= 1
+                    finished = self.pending == 0
+                else:
+                    finished = False
+            if finished and self._on_complete is not None:
+                self._on_complete()
 
     def ensure_all(self):
         """Check every block not checked yet."""

@@ -34,11 +34,10 @@ import warnings
 
 import numpy as np
 
-from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.validation import check_meta
 
-from .base import drop_own_rows, prepare_rows
+from .base import drop_own_rows
 from .exact import ExactIndex
 
 __all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
@@ -93,6 +92,8 @@ def check_target_recall(target) -> float | None:
 
 def exact_top_k(index, Qp, k: int, n_jobs: int = 1):
     """Exact top-``k`` (rows, scores) of prepared queries ``Qp`` over ``index``'s stored corpus."""
+    if hasattr(index, "exact_rows"):  # an index kind that computes its own exact answers
+        return index.exact_rows(Qp, k, n_jobs)
     exact = ExactIndex(index.model, strategy="query", n_jobs=n_jobs)
     exact.X_ = index.X_
     exact.ids_ = index.ids_
@@ -136,7 +137,7 @@ def measure_recall(index, rows, top_k: int, settings, n_jobs: int = 1):
 
     Returns a list of (per-query recall array, CPU seconds) in the order of ``settings``.
     """
-    Qp = take_rows(index.X_, rows)
+    Qp = index.stored_queries(rows)
     truth_rows, truth_scores = exact_top_k(index, Qp, top_k + 1, n_jobs=n_jobs)
     _, truth_scores = drop_own_rows(truth_rows, truth_scores, rows, top_k)
     out = []
@@ -200,11 +201,11 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
         # an explicit integer seed is recorded, so the load-time check can replay this measurement
         sample_seed = _sample_seed(random_state)
         exclude = held_out_sample(n, m, sample_seed)
-        Qp = take_rows(index.X_, exclude)
+        Qp = index.stored_queries(exclude)
         source = "corpus sample (held out from its own answer)"
         kk = top_k + 1
     else:
-        Qp = prepare_rows(index.model, queries, "calibration queries")
+        Qp = index.prepare_queries(queries, "calibration queries")
         if Qp.shape[0] < 2:
             raise InvalidInputError(f"calibration needs at least 2 queries, got {Qp.shape[0]}")
         exclude = None

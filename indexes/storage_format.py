@@ -25,7 +25,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 MAX_DOCUMENTS = 2**40
 
 MANIFEST_SCHEMA = {
-    "kind": ("choice", ("exact", "ann")),
+    "kind": ("choice", ("exact", "ann", "embedding-exact", "embedding-ann")),
     "n_documents": ("int", 0, MAX_DOCUMENTS),
     "n_features": ("int", 1, MAX_FEATURES),
     "id_dtype": ("choice?", ("int", "str")),
@@ -42,6 +42,16 @@ MODEL_FACTS_SCHEMA = {
     "n_features": ("int", 1, MAX_FEATURES),
     "identity": ("bool",),
     "normalize": ("bool",),
+}
+#: index kinds over an :class:`~sparsesim.embedding.EmbeddingSimilarity` (their model facts differ)
+EMBEDDING_KINDS = ("embedding-exact", "embedding-ann")
+EMBEDDING_FACTS_SCHEMA = {
+    "checksum": ("str",),
+    "model_kind": ("choice", ("embedding-similarity",)),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "n_components": ("int", 1, 1 << 16),
+    "normalize": ("bool",),
+    "identity_weight": ("float", None, None),
 }
 STATE_SCHEMA = {
     "strategy_": ("choice?", ("corpus", "query")),
@@ -92,5 +102,45 @@ def mark_derived_arrays_checked(checksum: str | None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(directory / checksum, os.O_WRONLY | os.O_CREAT, 0o600)
         os.close(fd)
+    except OSError:
+        pass
+
+
+def _verified_files_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("sparsesim")) / "verified-files"
+
+
+def file_identity(path, checksum: str | None) -> str | None:
+    """A key naming one file's bytes as this index content holds them: the manifest checksum (which
+    binds the file's sha256 and block digests), the file's name, and its identity on disk (device,
+    inode, size, modification and status-change times in ns; any write or replacement changes the
+    status-change time, which no caller can set). ``None`` when the file cannot be stat'ed."""
+    if not isinstance(checksum, str) or not _HEX64.match(checksum):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    facts = f"{checksum}:{Path(path).name}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return hashlib.sha256(facts.encode()).hexdigest()
+
+
+def file_verified(identity: str | None) -> bool:
+    """Whether every block of the file named by ``identity`` (:func:`file_identity`) was hashed
+    and checked before by this user's sparsesim (or written by it), unchanged since."""
+    return identity is not None and (_verified_files_dir() / identity).is_file()
+
+
+def mark_file_verified(identity: str | None) -> None:
+    """Record that the file named by ``identity`` was verified whole (best effort, like
+    :func:`mark_derived_arrays_checked`)."""
+    if identity is None:
+        return
+    try:
+        directory = _verified_files_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(directory / identity, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError:
         pass

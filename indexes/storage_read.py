@@ -6,18 +6,21 @@ memory-mapped load checks block by block on first use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, read_npy
 from sparsesim.validation import bounded, check_csr_arrays, check_meta
 
-from .array_checks import _F64, _I32, _I64, check_csr_structure, check_index_arrays
+from .array_checks import _F64, _I32, _I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
-from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA,
-                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, OLDEST_READ_VERSION, STATE_SCHEMA,
-                             manifest_checksum)
+from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
+                             FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA, MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W,
+                             OLDEST_READ_VERSION, STATE_SCHEMA, file_identity, file_verified, manifest_checksum,
+                             mark_file_verified)
 
 
 def read_manifest(directory) -> dict:
@@ -54,7 +57,8 @@ def read_manifest(directory) -> dict:
     data_dir = manifest.get("data_dir")
     if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
         raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
-    check_meta(manifest["model"], MODEL_FACTS_SCHEMA, f"{path} (model)")
+    facts_schema = EMBEDDING_FACTS_SCHEMA if manifest["kind"] in EMBEDDING_KINDS else MODEL_FACTS_SCHEMA
+    check_meta(manifest["model"], facts_schema, f"{path} (model)")
     check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
     if manifest["model"]["n_features"] != manifest["n_features"]:
         raise FileFormatError(f"{path}: n_features {manifest['n_features']} differs from the model's "
@@ -224,9 +228,16 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
             arrays[fname[:-4]] = read_npy(path, mmap=mmap)
         else:
             extra[fname] = path
+    # a file this user verified whole (or wrote) before, unchanged since, needs no guard
+    # (:func:`~sparsesim.indexes.storage_format.file_identity`: taken after mapping it)
+    identities = {name: file_identity(data / f"{name}.npy", manifest.get("manifest_checksum"))
+                  for name in lazy} if verify else {}
     guards = {name: BlockGuard(data / f"{name}.npy", arrays[name], digests[f"{name}.npy"] if verify else None,
-                               check, manifest["block_bytes"]) for name, check in lazy.items()}
+                               check, manifest["block_bytes"], on_complete=partial(mark_file_verified, identities.get(name)))
+              for name, check in lazy.items() if not file_verified(identities.get(name))}
     stored = manifest["model"]
+    if manifest["kind"] in EMBEDDING_KINDS:
+        return _read_embedding_index(manifest, model, arrays, extra, directory, data, guards, lazy)
     if model is None:
         if MODEL_FILE not in manifest["files"]:
             raise FileFormatError(f"{directory}: no stored model; pass the model")
@@ -234,7 +245,7 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         if split_model:
             if model.W.nnz:
                 raise FileFormatError(f"{data / MODEL_FILE}: holds W although the index stores it beside it")
-            W = _stored_w(arrays, d, guards, directory)
+            W = _stored_w(arrays, d, lazy, directory)
             model.W = W
             for key in ("nnz", "sparsity"):
                 model.metadata.pop(key, None)
@@ -242,7 +253,7 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
                 model.metadata["nnz"] = stored["nnz"]
         # a W checked block by block on use is hashed against the manifest's model checksum by
         # load_index, once its blocks are verified (check_stored_model), not here: that reads all of W
-        deferred_checksum = any(k.startswith(MODEL_W) for k in guards)
+        deferred_checksum = any(k.startswith(MODEL_W) for k in lazy)
         try:
             _check_model(model, stored, directory, checksum=False)
         except ModelMismatchError as exc:
@@ -253,10 +264,42 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         deferred_checksum = False
         _check_model(model, stored, directory)
     try:
-        check_index_arrays(manifest["kind"], arrays, n, d, manifest, lazy=set(guards))
+        check_index_arrays(manifest["kind"], arrays, n, d, manifest, lazy=set(lazy))
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
     return StoredIndex(manifest, model, arrays, extra, directory, guards, deferred_checksum)
+
+
+def _read_embedding_index(manifest, model, arrays, extra, directory: Path, data: Path, guards,
+                          lazy) -> StoredIndex:
+    """The model and arrays of an index over an :class:`~sparsesim.embedding.EmbeddingSimilarity`
+    (its whole model file is hashed at load: P is dense and read whole)."""
+    facts = manifest["model"]
+    if model is None:
+        if MODEL_FILE not in manifest["files"]:
+            raise FileFormatError(f"{directory}: no stored model; pass the model")
+        model = EmbeddingSimilarity.load(data / MODEL_FILE)
+        mismatch = FileFormatError
+    else:
+        mismatch = ModelMismatchError
+    if not isinstance(model, EmbeddingSimilarity):
+        raise InvalidInputError(f"this index serves an EmbeddingSimilarity; got a {type(model).__name__}")
+    for key, value in (("n_features", model.n_features), ("n_components", model.n_components),
+                       ("normalize", model.normalize), ("identity_weight", model.identity_weight)):
+        if facts[key] != value:
+            raise mismatch(f"{directory}: the index was built for a model with {key}={facts[key]!r}, this model "
+                           f"has {value!r}")
+    checksum = model.checksum()
+    if checksum != facts["checksum"]:
+        raise mismatch(f"{directory}: the index was built with model {facts['checksum'][:12]}, not with this "
+                       f"model ({checksum[:12]})")
+    n, d = manifest["n_documents"], manifest["n_features"]
+    try:
+        check_embedding_arrays(arrays, n, d, model.n_components, manifest, lazy=set(lazy),
+                               sparse=model.identity_weight != 0.0)
+    except InvalidInputError as exc:
+        raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
+    return StoredIndex(manifest, model, arrays, extra, directory, guards, False)
 
 
 def check_stored_model(stored: StoredIndex, model: BilinearSimilarity) -> None:
@@ -298,14 +341,15 @@ def lazy_checks(n: int, d: int) -> dict:
             f"{MODEL_W}.indices": index_check(d), f"{MODEL_W}.data": finite_check}
 
 
-def _stored_w(arrays: dict, d: int, guards: dict, directory: Path):
-    """W of a format-3 index from its arrays (removed from ``arrays``): checked whole, or its
-    ``indptr`` now and its indices and values block by block on use."""
+def _stored_w(arrays: dict, d: int, lazy, directory: Path):
+    """W of a format-3 index from its arrays (removed from ``arrays``): checked whole, or (named in
+    ``lazy``) its ``indptr`` now and its indices and values block by block on use (or by an earlier
+    verification of the same file)."""
     parts = {part: arrays.pop(f"{MODEL_W}.{part}", None) for part in ("indptr", "indices", "data")}
     if any(v is None for v in parts.values()):
         raise FileFormatError(f"{directory}: incomplete model arrays {MODEL_W}.*")
     try:
-        if f"{MODEL_W}.data" in guards:
+        if f"{MODEL_W}.data" in lazy:
             check_csr_structure(parts["indptr"], parts["indices"], parts["data"], (d, d), "W", _F64)
         else:
             check_csr_arrays(parts["indptr"], parts["indices"], parts["data"], (d, d), name="W",
@@ -315,7 +359,7 @@ def _stored_w(arrays: dict, d: int, guards: dict, directory: Path):
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
     W = csr_from_arrays({f"W.{k}": v for k, v in parts.items()}, "W", (d, d))
-    if f"{MODEL_W}.data" not in guards:
+    if f"{MODEL_W}.data" not in lazy:
         W.has_sorted_indices = True
         W.has_canonical_format = True
     return W

@@ -21,10 +21,14 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_p
 
 from .blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
 from .storage_format import (_DATA_DIR_RE, _FILE_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
-                             manifest_checksum, mark_derived_arrays_checked)
+                             file_identity, manifest_checksum, mark_derived_arrays_checked, mark_file_verified)
 
 
-def _model_facts(model: BilinearSimilarity) -> dict:
+def _model_facts(model) -> dict:
+    if not isinstance(model, BilinearSimilarity):  # an EmbeddingSimilarity
+        return {"checksum": model.checksum(), "model_kind": "embedding-similarity", "n_features": model.n_features,
+                "n_components": model.n_components, "normalize": model.normalize,
+                "identity_weight": model.identity_weight, "algorithm": model.metadata.get("algorithm")}
     return {"checksum": model.checksum(), "n_features": model.n_features, "identity": model.identity,
             "normalize": model.normalize, "nnz": model.nnz(), "algorithm": model.metadata.get("algorithm")}
 
@@ -91,11 +95,15 @@ def _write_version(index, vdir: Path) -> dict:
     ``blocks.sha256`` (files in sorted-name order), itself listed with its sha256.
     """
     model = index.model
-    _model_shell(model).save(vdir / MODEL_FILE)
     names = [MODEL_FILE]
-    W = model.W
-    arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64), f"{MODEL_W}.indices": np.asarray(W.indices, np.int32),
-              f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+    if isinstance(model, BilinearSimilarity):
+        _model_shell(model).save(vdir / MODEL_FILE)
+        W = model.W
+        arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64),
+                  f"{MODEL_W}.indices": np.asarray(W.indices, np.int32), f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+    else:  # an embedding model: its own file (P is dense and read whole at load)
+        model.save(vdir / MODEL_FILE)
+        arrays = {}
     arrays.update(index._arrays())
     for name, arr in arrays.items():
         _save_npy(vdir / f"{name}.npy", arr)
@@ -166,7 +174,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
         Another process held the target's lock for longer than the lock timeout.
     """
     directory = Path(directory).expanduser()
-    if index.X_ is None:
+    if index.ids_ is None:
         raise InvalidInputError("the index is empty; build it before saving")
     check_index_target(directory, overwrite)
     parent = directory.parent if str(directory.parent) else Path(".")
@@ -207,6 +215,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             mark_derived_arrays_checked(checksum)  # written from this process's own arrays
+            _mark_written(directory / data_dir, checksum, manifest["files"])
             index.loaded_from_ = (str(directory.resolve()), checksum)
             return directory
         _check_unchanged_since_load(index, directory)
@@ -226,6 +235,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                 pending.unlink()
             raise
         mark_derived_arrays_checked(checksum)
+        _mark_written(vdir, checksum, manifest["files"])
         # the new version is in place; remove the old one
         if old is not None and old.get("data_dir") is None:
             for fname in old.get("files", {}) if isinstance(old.get("files"), dict) else ():
@@ -236,6 +246,14 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
                         pass
         _sweep_inside(directory, keep=data_dir)
     return directory
+
+
+def _mark_written(vdir: Path, checksum: str, files: dict):
+    """Record the arrays just written (from this process's own checked arrays) as verified, so a
+    memory-mapped load of them needs no block checks (:func:`storage_format.file_identity`)."""
+    for fname in files:
+        if fname.endswith(".npy"):
+            mark_file_verified(file_identity(vdir / fname, checksum))
 
 
 def _read_manifest_loose(directory: Path):

@@ -213,6 +213,10 @@ def verify_derived(index, seed=None, sample: int = 4096, record_checks: bool = T
         A derived array does not match the stored corpus and model.
     """
     rng = np.random.default_rng(seed)
+    own = getattr(index, "verify_derived_arrays", None)
+    if own is not None:  # an index kind with its own derived arrays (embedding indexes)
+        own(rng, sample)
+        return
     with np.errstate(all="ignore"):  # an overflow (values near 1e308) makes a non-finite error: refused
         _verify(index, rng, sample)
         if index.kind == "ann":

@@ -56,8 +56,9 @@ def _poke(path, value, dtype):
     del arr
 
 
-def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus):
-    index = load_index(saved / "heavy", mmap=True)
+def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus, tmp_path):
+    path, _ = _copy(saved, tmp_path, "heavy")  # a copy: files this process has not verified or written
+    index = load_index(path, mmap=True)
     guards = index._guards
     assert {"corpus.data", "corpus.indices", "postings.data", "postings.indices", "heavy.Z",
             "model.W.data", "model.W.indices"} <= set(guards)
@@ -162,3 +163,62 @@ def test_format_2_directory_still_read_and_checked_whole(saved, corpus, model, t
     ids2, scores2 = load_index(saved / "light").query(corpus[:3], top_k=5)
     np.testing.assert_array_equal(np.array(ids), np.array(ids2))
     np.testing.assert_allclose(scores, scores2, rtol=0, atol=1e-12)
+
+
+# -- fast from the first query: files verified whole (or written) before are not checked again -----
+def _wait_until_verified(index, timeout=120.0):
+    import time
+
+    deadline = time.time() + timeout
+    while any(g.pending for g in index._guards.values()) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(g.pending for g in index._guards.values())
+
+
+def test_files_written_or_verified_whole_load_without_block_checks(saved, corpus, tmp_path):
+    path, data = _copy(saved, tmp_path, "heavy")  # copied: not written or verified by this user yet
+    want = load_index(saved / "heavy").query(corpus[:3], top_k=10)
+    first = load_index(path, mmap=True)
+    assert {"corpus.data", "heavy.Z", "model.W.data"} <= set(first._guards)
+    first.verify_all()  # every block hashed and checked: each file is recorded as verified
+    again = load_index(path, mmap=True)
+    assert again._guards == {}
+    got = again.query(corpus[:3], top_k=10)
+    np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]))
+    np.testing.assert_array_equal(got[1], want[1])
+    # a file changed since (same size, one byte): checked block by block again, and refused
+    raw = bytearray((data / "heavy.Z.npy").read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    (data / "heavy.Z.npy").write_bytes(bytes(raw))
+    changed = load_index(path, mmap=True)
+    assert set(changed._guards) == {"heavy.Z"}
+    with pytest.raises(FileFormatError, match="sha256 mismatch in bytes"):
+        changed.query(corpus, top_k=10)
+    # an index saved by this process loads without block checks
+    build_index(BilinearSimilarity(sp.random(D, D, density=0.01, random_state=5, format="csr")), corpus[:300],
+                kind="exact", strategy="corpus").save(tmp_path / "fresh")
+    assert load_index(tmp_path / "fresh", mmap=True)._guards == {}
+
+
+def test_background_verification_checks_every_block_and_records_it(saved, corpus, tmp_path):
+    path, data = _copy(saved, tmp_path, "light")
+    index = load_index(path, mmap=True, verify_in_background=True)
+    index.query(corpus[:2], top_k=5)  # queries run meanwhile, checking what they read themselves
+    _wait_until_verified(index)
+    assert index.background_error_ is None
+    assert load_index(path, mmap=True)._guards == {}
+    # a corrupt block is found by the background thread and still refused when a query reads it
+    bad, bad_data = _copy(saved, tmp_path / "bad", "light")
+    raw = bytearray((bad_data / "corpus.data.npy").read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    (bad_data / "corpus.data.npy").write_bytes(bytes(raw))
+    index = load_index(bad, mmap=True, verify_in_background=True)
+    import time
+
+    deadline = time.time() + 120
+    while index.background_error_ is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert "sha256 mismatch" in index.background_error_
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        index.query(corpus, top_k=10)
+    assert "corpus.data" in load_index(bad, mmap=True)._guards  # never recorded as verified

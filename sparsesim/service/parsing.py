@@ -124,8 +124,8 @@ class QueryParsing:
                 raise RequestError(422, f"{key} must be true or false")
             flags.append(value)
         if flags[0] and self._cosine_T is None:
-            raise RequestError(422, "compare (plain cosine) needs a single-process index; this server serves a "
-                                    "sharded index")
+            raise RequestError(422, "compare (plain cosine) needs the index's sparse corpus; this server serves a "
+                                    "sharded index or an embedding index without one")
         has_texts, has_vectors = "texts" in payload, "vectors" in payload
         if has_texts == has_vectors:
             raise RequestError(422, 'give exactly one of "texts" or "vectors"')

@@ -96,9 +96,11 @@ class QueryService(QueryParsing):
             if self.scheduler is not None:
                 raise InvalidInputError(f"{self.index_dir} is a single-process index; a scheduler serves sharded "
                                         f"indexes (build one with `index build --shards N`), or drop --scheduler")
-            self.index = load_index(self.index_dir, mmap=mmap)
+            # blocks not checked yet are checked in the background: the next start is fast from the first query
+            self.index = load_index(self.index_dir, mmap=mmap, verify_in_background=mmap)
             self.manifest = read_manifest(self.index_dir)
-            self._cosine_T = unit_rows(self.index.X_).T.tocsr()
+            X = self.index.X_  # None: an embedding index without an identity part stores no sparse corpus
+            self._cosine_T = None if X is None else unit_rows(X).T.tocsr()
             self.snippets = self.index.snippets_
             self.n_documents = int(self.index.n_documents)
         self.model = self.index.model
@@ -135,7 +137,7 @@ class QueryService(QueryParsing):
             "index": str(self.index_dir), "kind": self.index.kind, "n_documents": self.n_documents,
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
             "snippets": self.snippets is not None, "compare": self._cosine_T is not None, "sharded": sharded,
-            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz(),
+            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if hasattr(self.model, "nnz") else None,
                       "dataset": meta.get("dataset"), "checksum": self.manifest["model"].get("checksum")},
             "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
             "limits": asdict(self.limits),

@@ -15,7 +15,8 @@ from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
 from ..indexes import build_index, load_index
 from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
-from ..indexes.storage import check_index_target
+from ..indexes.storage import check_index_target, read_manifest
+from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
 from ..persistence import check_output_path, target_lock
 from .corpus import _looks_like_path, load_corpus
@@ -122,7 +123,10 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
 
 def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options,
                          overwrite: bool = False) -> dict:
-    model = BilinearSimilarity.load(model_path)
+    model = load_similarity_model(model_path)
+    if not isinstance(model, BilinearSimilarity):
+        raise InvalidInputError(f"{model_path} is an embedding model; sharded indexes serve bilinear models (build "
+                                f"a single index: drop --shards and --scheduler)")
     with (connect(scheduler) if scheduler else nullcontext()) as client:
         start = time.perf_counter()
         index = ShardedIndex(model, kind=kind, n_shards=n_shards, client=client, model_file=model_path,
@@ -147,7 +151,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
                        calibration_queries, n_jobs: int = -1, overwrite: bool = False) -> dict:
-    model = BilinearSimilarity.load(model_path)
+    model = load_similarity_model(model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
     params = dict(params or {})
@@ -162,10 +166,16 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start
     index.save(out, overwrite=overwrite)
-    out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds}
+    out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
+                   "index_bytes": index_bytes(out), "index_kind": index.kind}
     if getattr(index, "calibration_", None) is not None:
         out_summary["calibration"] = index.calibration_
     return out_summary
+
+
+def index_bytes(index_dir) -> int:
+    """Bytes on disk of a saved index's current version (every file its manifest lists)."""
+    return int(sum(facts["bytes"] for facts in read_manifest(index_dir)["files"].values()))
 
 
 def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path=None,
@@ -179,7 +189,7 @@ def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path
         index = load_index(index_dir, check_calibration=False)  # the record is replaced below
         if not hasattr(index, "calibrate"):
             raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
-        model = BilinearSimilarity.load(model_path) if model_path is not None else None
+        model = load_similarity_model(model_path) if model_path is not None else None
         queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
         record = index.calibrate(queries, target_recall=target_recall, model=model)
         index.save(index_dir, overwrite=True)
@@ -217,7 +227,7 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
         seconds = time.perf_counter() - start
         index.save(index_dir, overwrite=True)
     out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
-           "n_documents": int(index.n_documents), "seconds": seconds}
+           "n_documents": int(index.n_documents), "seconds": seconds, "index_bytes": index_bytes(index_dir)}
     if hasattr(index, "n_fit_documents_"):
         out["n_fit_documents"] = int(index.n_fit_documents_)
     return out
@@ -260,7 +270,7 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     if sum(x is not None for x in (queries_path, texts, query_ids)) != 1:
         raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
     scheduler = resolve_scheduler(scheduler)
-    model = BilinearSimilarity.load(model_path) if model_path is not None else None
+    model = load_similarity_model(model_path) if model_path is not None else None
     if is_sharded(index_dir):
         if query_ids is not None:
             raise InvalidInputError("--query-ids searches a single-process index; give --queries FILE for a "
