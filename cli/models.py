@@ -59,10 +59,11 @@ def train(
     if json_out:
         _emit(summary)
     else:
-        _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: "
-                   f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
-                   f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s); "
-                   f"{_size_text(summary)}; saved {out}")
+        learned = (f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
+                   f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s)"
+                   if summary["n_triplets"] else f"fitted in {summary['train_seconds']:.1f} s, no triplets")
+        _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: {learned}; "
+              f"{_size_text(summary)}; saved {out}")
         if summary.get("resolved_params"):
             typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
 

@@ -116,7 +116,7 @@ def test_classifier_embeddings_are_the_classifiers_outputs(name):
 def test_two_class_probability_embedding():
     X, y = counts(seed=4, classes=2)
     est = make_estimator("logreg-proba").fit(X, y)
-    clf = LogisticRegression(C=10.0, max_iter=1000).fit(l2(X), y)
+    clf = LogisticRegression(C=100.0, max_iter=1000).fit(l2(X), y)
     np.testing.assert_allclose(est.model_.embed(X), normalize(clf.predict_proba(l2(X))), atol=1e-6)
 
 

@@ -82,6 +82,9 @@ def test_tune_validates_on_held_out_classes():
     assert result.estimator.n_features_in_ == data.n_features and len(result.trials) >= 2
     docs = tune_similarity("oasis", data.X, data.y, 600, grid={"C": [0.1, 1.0]}, seed=2, validation_fraction=0.4)
     assert docs.info["validation"] == "documents"
+    five = np.isin(data.y, classes[:5])  # 0.2 of 5 classes rounds to 1: two are held out
+    few = tune_similarity("oasis", data.X[five], data.y[five], 600, grid={"C": [1.0]}, seed=2, validation="classes")
+    assert few.info["n_validation"] == 2 * 40
     with pytest.raises(InvalidInputError, match="two classes"):
         tune_similarity("oasis", data.X[np.isin(data.y, classes[:3])], data.y[np.isin(data.y, classes[:3])], 600,
                         validation="classes")

@@ -60,9 +60,9 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     validation : {"documents", "classes"}
         ``"documents"``: trials learn from part of every class and are scored on retrieval among
         the held-out documents of the same classes. ``"classes"`` (class-disjoint, for models that
-        must serve classes never seen in training): a seeded share of the classes
-        (:func:`sparsesim.triplets.class_split`) is held out whole; trials learn from the other
-        classes and are scored on retrieval among the held-out classes' documents.
+        must serve classes never seen in training): a seeded ``validation_fraction`` of the classes,
+        at least two (:func:`sparsesim.triplets.class_split`), is held out whole; trials learn
+        from the other classes and are scored on retrieval among the held-out classes' documents.
 
     Returns
     -------
@@ -80,8 +80,10 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     rows = usable_rows(y, warn=True)
     if rows is not None:
         X, y = X[rows], y[rows]
-    if validation == "classes":
-        fit_classes, _ = class_split(y, validation_fraction, seed=seed)  # refuses too few classes, before any work
+    if validation == "classes":  # at least two classes held out; too few classes are refused before any work
+        n_classes = np.unique(y).size
+        share = max(validation_fraction, 2.0 / n_classes) if n_classes >= 4 else validation_fraction
+        fit_classes, _ = class_split(y, share, seed=seed)
     base = dict(params or {})
     start_all = time.perf_counter()
     if spec.kind == "baseline":
