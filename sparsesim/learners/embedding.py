@@ -118,6 +118,8 @@ class ProxySSI(TripletLearner):
     """
 
     _algorithm = "proxy-ssi"
+    #: ``sparsesim tune`` fits each candidate on labels (a grid search), not from a triplet stream
+    tune_by_fit = True
     _state_attrs = TripletLearner._state_attrs + ("P_", "proxies_", "GP_", "GC_", "identity_weight_", "n_epochs_",
                                                   "validation_", "classes_", "scale_")
     _fit_chunk = 1024
