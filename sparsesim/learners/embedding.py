@@ -93,6 +93,10 @@ class ProxySSI(TripletLearner):
     validation_fraction : float, default 0.15
     refit : bool, default True
         After the choice, train again on all documents for the chosen number of passes.
+    n_triplets : int, optional
+        Budget of anchors (each one a proxy triplet against every class, plus its document
+        triplet when ``triplet_weight > 0``): training stops after this many, whatever
+        ``n_epochs``. Default: ``n_epochs`` full passes.
     random_state : int, optional
         Seed of the initial projection, the hold-out, the orders and the triplets.
 
@@ -126,7 +130,7 @@ class ProxySSI(TripletLearner):
 
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
-                 validation_fraction=0.15, refit=True, random_state=None):
+                 validation_fraction=0.15, refit=True, n_triplets=None, random_state=None):
         self.n_components = n_components
         self.scale = scale
         self.learning_rate = learning_rate
@@ -138,6 +142,7 @@ class ProxySSI(TripletLearner):
         self.validation = validation
         self.validation_fraction = validation_fraction
         self.refit = refit
+        self.n_triplets = n_triplets
         self.random_state = random_state
 
     _OPEN = {"low_open": True}
@@ -146,7 +151,7 @@ class ProxySSI(TripletLearner):
         "learning_rate": ("float", 0, None, _OPEN), "n_epochs": ("int", 1, 10_000),
         "triplet_weight": ("float", 0, None), "negatives": ("choice", _NEGATIVES), "margin": ("float", 0, None),
         "identity_weight": ("float", 0, None), "validation": ("choice", _VALIDATION),
-        "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",),
+        "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",), "n_triplets": ("int?", 1, None),
     }
 
     def _width(self, X) -> int:
@@ -228,9 +233,13 @@ class ProxySSI(TripletLearner):
         self._init_state(Xn.shape[1], width, n_classes)
         if on_epoch is not None:
             on_epoch(0)
+        budget = np.inf if self.n_triplets is None else int(self.n_triplets)
         for epoch in range(1, epochs + 1):
             for batch in self._triplet_stream(y, Xn, rng):
-                self._learn(Xn, **batch)
+                room = int(min(budget - self.n_triplets_seen_, batch["triplets"].shape[0]))
+                if room <= 0:
+                    break
+                self._learn(Xn, **{k: (v[:room] if isinstance(v, np.ndarray) else v) for k, v in batch.items()})
             self.n_epochs_ = epoch
             if on_epoch is not None:
                 on_epoch(epoch)
@@ -285,7 +294,8 @@ class ProxySSI(TripletLearner):
         history: list = []
         auto_alpha = isinstance(self.identity_weight, str)
         alphas = ALPHA_GRID if auto_alpha else (float(self.identity_weight),)
-        epochs = int(self.n_epochs)
+        epochs = int(self.n_epochs) if self.n_triplets is None else \
+            max(1, -(-int(self.n_triplets) // max(1, X.shape[0])))  # passes the budget needs
         alpha = 1.0 if auto_alpha else float(self.identity_weight)
         if split is not None:
             tr, va = split
@@ -304,7 +314,9 @@ class ProxySSI(TripletLearner):
                 if progress is not None:
                     progress(self.n_triplets_seen_)
 
-            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, epochs, rng, on_epoch)
+            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width,
+                        epochs if self.n_triplets is None else max(1, -(-int(self.n_triplets) // max(1, tr.size))),
+                        rng, on_epoch)
             best = max(history, key=lambda h: max(h["map"].values()))
             epochs = best["epoch"]
             alpha = max(best["map"], key=best["map"].get)
