@@ -7,8 +7,9 @@ training documents of the seen classes; test documents of the unseen classes que
 
 Baselines are the registered ones, computed in the same run with their defaults: cosine (tf-idf),
 BM25 (bm25s, on raw term counts), LSA (TruncatedSVD), linear-SVM decision scores, logistic-regression
-(C=10) decision scores and probabilities as L2-normalised embeddings. The learner is the registered ``proxy-ssi`` with its defaults (open set:
-``validation="classes"``, so its choices are made on classes held out of the seen ones).
+(C=10) decision scores and probabilities as L2-normalised embeddings. The learner is the registered
+``proxy-ssi`` with its defaults (open set: ``validation="classes"``, so its choices are made on
+classes held out of the seen ones).
 
 Per method the JSON records MAP, AP@10, fit seconds (wall, the machine shared with other jobs),
 the peak of traced allocations during fit, and model bytes/entries.

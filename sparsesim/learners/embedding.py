@@ -95,8 +95,8 @@ class ProxySSI(TripletLearner):
         After the choice, train again on all documents for the chosen number of passes.
     n_triplets : int, optional
         Budget of anchors (each one a proxy triplet against every class, plus its document
-        triplet when ``triplet_weight > 0``): training stops after this many, whatever
-        ``n_epochs``. Default: ``n_epochs`` full passes.
+        triplet when ``triplet_weight > 0``): training stops after this many or after ``n_epochs``
+        passes, whichever comes first. Default: ``n_epochs`` full passes.
     random_state : int, optional
         Seed of the initial projection, the hold-out, the orders and the triplets.
 
@@ -151,7 +151,8 @@ class ProxySSI(TripletLearner):
         "learning_rate": ("float", 0, None, _OPEN), "n_epochs": ("int", 1, 10_000),
         "triplet_weight": ("float", 0, None), "negatives": ("choice", _NEGATIVES), "margin": ("float", 0, None),
         "identity_weight": ("float", 0, None), "validation": ("choice", _VALIDATION),
-        "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",), "n_triplets": ("int?", 1, None),
+        "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",),
+        "n_triplets": ("int?", 1, None),
     }
 
     def _width(self, X) -> int:
@@ -244,6 +245,12 @@ class ProxySSI(TripletLearner):
             if on_epoch is not None:
                 on_epoch(epoch)
 
+    def _passes(self, n_documents: int) -> int:
+        """Passes over ``n_documents``: ``n_epochs``, fewer when the ``n_triplets`` budget ends sooner."""
+        if self.n_triplets is None:
+            return int(self.n_epochs)
+        return int(min(self.n_epochs, max(1, -(-int(self.n_triplets) // max(1, n_documents)))))
+
     def _holdout(self, y, rng):
         """(train rows, held-out rows) of ``fit``'s choice, or None when nothing can be held out."""
         if self.validation == "none":
@@ -294,8 +301,7 @@ class ProxySSI(TripletLearner):
         history: list = []
         auto_alpha = isinstance(self.identity_weight, str)
         alphas = ALPHA_GRID if auto_alpha else (float(self.identity_weight),)
-        epochs = int(self.n_epochs) if self.n_triplets is None else \
-            max(1, -(-int(self.n_triplets) // max(1, X.shape[0])))  # passes the budget needs
+        epochs = self._passes(X.shape[0])
         alpha = 1.0 if auto_alpha else float(self.identity_weight)
         if split is not None:
             tr, va = split
@@ -309,23 +315,24 @@ class ProxySSI(TripletLearner):
             def on_epoch(epoch):
                 Eva = _embed(Xva, self.P_)
                 emb = Eva @ Eva.T
-                maps = {a: float(evaluate_retrieval(lambda r, a=a: a * cos[r] + emb[r], yva, k=k)["map"]) for a in alphas}
+                maps = {a: float(evaluate_retrieval(lambda r, a=a: a * cos[r] + emb[r], yva, k=k)["map"])
+                        for a in alphas}
                 history.append({"epoch": epoch, "map": maps})
                 if progress is not None:
                     progress(self.n_triplets_seen_)
 
-            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width,
-                        epochs if self.n_triplets is None else max(1, -(-int(self.n_triplets) // max(1, tr.size))),
-                        rng, on_epoch)
+            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, self._passes(tr.size), rng, on_epoch)
             best = max(history, key=lambda h: max(h["map"].values()))
             epochs = best["epoch"]
             alpha = max(best["map"], key=best["map"].get)
+        spent = float(getattr(self, "train_seconds_", 0.0))  # the held-out run's time counts too
         if split is None or self.refit or epochs == 0:
             self._train(Xn, codes, classes.size, width, epochs, rng)
-        else:  # keep the held-out run's model, trained for the chosen passes: train it again up to them
+        else:  # the fit part alone, for the chosen passes
             tr, _ = split
             ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
             self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, epochs, np.random.default_rng(self.random_state))
+        self.train_seconds_ += spent if split is not None else 0.0
         self.identity_weight_ = float(alpha)
         self.validation_ = history
         self.classes_ = classes
