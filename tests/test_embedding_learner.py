@@ -183,3 +183,16 @@ def test_bad_parameters_raise(sample, params):
     Xtr, ytr, _, _ = sample
     with pytest.raises(SparsesimError):
         ProxySSI(**params).fit(Xtr, ytr)
+
+
+def test_tune_fits_each_candidate_and_keeps_the_best(sample):
+    from sparsesim.tuning import tune_similarity
+
+    Xtr, ytr, _, _ = sample
+    result = tune_similarity("proxy-ssi", Xtr, ytr, n_triplets=1000, grid={"scale": [1.0, 4.0]},
+                             params={"n_epochs": 1}, seed=0)
+    scores = [t["score"] for t in result.trials]
+    assert len(scores) == 2 and result.best_score == max(scores)
+    assert result.best_params == result.trials[int(np.argmax(scores))]["params"]
+    assert result.estimator.scale_ == result.best_params["scale"]
+    assert result.estimator.n_features_in_ == Xtr.shape[1]

@@ -93,6 +93,10 @@ class ProxySSI(TripletLearner):
     validation_fraction : float, default 0.15
     refit : bool, default True
         After the choice, train again on all documents for the chosen number of passes.
+    n_triplets : int, optional
+        Budget of anchors (each one a proxy triplet against every class, plus its document
+        triplet when ``triplet_weight > 0``): training stops after this many or after ``n_epochs``
+        passes, whichever comes first. Default: ``n_epochs`` full passes.
     random_state : int, optional
         Seed of the initial projection, the hold-out, the orders and the triplets.
 
@@ -118,13 +122,15 @@ class ProxySSI(TripletLearner):
     """
 
     _algorithm = "proxy-ssi"
+    #: ``sparsesim tune`` fits each candidate on labels (a grid search), not from a triplet stream
+    tune_by_fit = True
     _state_attrs = TripletLearner._state_attrs + ("P_", "proxies_", "GP_", "GC_", "identity_weight_", "n_epochs_",
                                                   "validation_", "classes_", "scale_")
     _fit_chunk = 1024
 
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
-                 validation_fraction=0.15, refit=True, random_state=None):
+                 validation_fraction=0.15, refit=True, n_triplets=None, random_state=None):
         self.n_components = n_components
         self.scale = scale
         self.learning_rate = learning_rate
@@ -136,6 +142,7 @@ class ProxySSI(TripletLearner):
         self.validation = validation
         self.validation_fraction = validation_fraction
         self.refit = refit
+        self.n_triplets = n_triplets
         self.random_state = random_state
 
     _OPEN = {"low_open": True}
@@ -145,6 +152,7 @@ class ProxySSI(TripletLearner):
         "triplet_weight": ("float", 0, None), "negatives": ("choice", _NEGATIVES), "margin": ("float", 0, None),
         "identity_weight": ("float", 0, None), "validation": ("choice", _VALIDATION),
         "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",),
+        "n_triplets": ("int?", 1, None),
     }
 
     def _width(self, X) -> int:
@@ -226,12 +234,22 @@ class ProxySSI(TripletLearner):
         self._init_state(Xn.shape[1], width, n_classes)
         if on_epoch is not None:
             on_epoch(0)
+        budget = np.inf if self.n_triplets is None else int(self.n_triplets)
         for epoch in range(1, epochs + 1):
             for batch in self._triplet_stream(y, Xn, rng):
-                self._learn(Xn, **batch)
+                room = int(min(budget - self.n_triplets_seen_, batch["triplets"].shape[0]))
+                if room <= 0:
+                    break
+                self._learn(Xn, **{k: (v[:room] if isinstance(v, np.ndarray) else v) for k, v in batch.items()})
             self.n_epochs_ = epoch
             if on_epoch is not None:
                 on_epoch(epoch)
+
+    def _passes(self, n_documents: int) -> int:
+        """Passes over ``n_documents``: ``n_epochs``, fewer when the ``n_triplets`` budget ends sooner."""
+        if self.n_triplets is None:
+            return int(self.n_epochs)
+        return int(min(self.n_epochs, max(1, -(-int(self.n_triplets) // max(1, n_documents)))))
 
     def _holdout(self, y, rng):
         """(train rows, held-out rows) of ``fit``'s choice, or None when nothing can be held out."""
@@ -283,7 +301,7 @@ class ProxySSI(TripletLearner):
         history: list = []
         auto_alpha = isinstance(self.identity_weight, str)
         alphas = ALPHA_GRID if auto_alpha else (float(self.identity_weight),)
-        epochs = int(self.n_epochs)
+        epochs = self._passes(X.shape[0])
         alpha = 1.0 if auto_alpha else float(self.identity_weight)
         if split is not None:
             tr, va = split
@@ -297,21 +315,24 @@ class ProxySSI(TripletLearner):
             def on_epoch(epoch):
                 Eva = _embed(Xva, self.P_)
                 emb = Eva @ Eva.T
-                maps = {a: float(evaluate_retrieval(lambda r, a=a: a * cos[r] + emb[r], yva, k=k)["map"]) for a in alphas}
+                maps = {a: float(evaluate_retrieval(lambda r, a=a: a * cos[r] + emb[r], yva, k=k)["map"])
+                        for a in alphas}
                 history.append({"epoch": epoch, "map": maps})
                 if progress is not None:
                     progress(self.n_triplets_seen_)
 
-            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, epochs, rng, on_epoch)
+            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, self._passes(tr.size), rng, on_epoch)
             best = max(history, key=lambda h: max(h["map"].values()))
             epochs = best["epoch"]
             alpha = max(best["map"], key=best["map"].get)
+        spent = float(getattr(self, "train_seconds_", 0.0))  # the held-out run's time counts too
         if split is None or self.refit or epochs == 0:
             self._train(Xn, codes, classes.size, width, epochs, rng)
-        else:  # keep the held-out run's model, trained for the chosen passes: train it again up to them
+        else:  # the fit part alone, for the chosen passes
             tr, _ = split
             ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
             self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, epochs, np.random.default_rng(self.random_state))
+        self.train_seconds_ += spent if split is not None else 0.0
         self.identity_weight_ = float(alpha)
         self.validation_ = history
         self.classes_ = classes

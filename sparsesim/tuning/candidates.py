@@ -39,6 +39,8 @@ DEFAULT_GRIDS = {
     # OMTRSL's task coupling b is dimensionless (b = 0: independent tasks; large b: one model)
     **{name: {"b": [0.1, 1.0, 10.0, 100.0]} for name in ("omtrsl", "omtrsl-active", "omtrsl-random")},
     **{name: {"eta": [1e-6, 1e-4, 1e-2], "normalize": [False, True]} for name in ("omtllog", "omtlvon")},
+    # proxy-ssi: the proxy softmax's temperature (its "auto" value is log(3 (K - 1)), 4.0 for 20 classes)
+    "proxy-ssi": {"scale": [2.5, 4.0, 6.0]},
 }
 TUNABLE_KINDS = ("similarity", "baseline")
 

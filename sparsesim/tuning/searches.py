@@ -7,11 +7,12 @@ import time
 
 import numpy as np
 
+from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..registry import get_algorithm
 from ..triplets import class_split, omtrsl_triplets, sors_triplets, stratified_split, usable_rows
 from ..validation import check_csr, check_labels, check_task_streams
-from .candidates import TUNABLE_KINDS
+from .candidates import TUNABLE_KINDS, default_grid, grid_points
 from .halving import TuneResult, _check_search, _check_threads_fit, _search, _trial_base
 from .trials import _StreamProblem, _TaskTripletProblem, _TripletProblem
 
@@ -102,6 +103,9 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     keep = usable_rows(y_fit, warn=False)
     if keep is not None:
         X_fit, y_fit = X_fit[keep], y_fit[keep]
+    if getattr(spec.make(), "tune_by_fit", False):
+        return _fit_search(algorithm, base, params, grid, validation, X, y, X_fit, y_fit, X_val, y_val, progress,
+                           final, start_all)
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
     problem = _TripletProblem(X_fit, triplets, X_val, y_val)
@@ -117,6 +121,42 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     result.search_seconds = time.perf_counter() - start_all - result.final_seconds
     result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), n_triplets=int(n_triplets),
                        validation=validation)
+    return result
+
+
+def _fit_search(algorithm, base, params, grid, validation, X, y, X_fit, y_fit, X_val, y_val, progress, final,
+                start_all) -> TuneResult:
+    """Grid search for learners that learn from labels in one ``fit`` (``tune_by_fit``: their passes
+    over the data are not a triplet budget to halve): every candidate is fitted on the fit part and
+    scored by validation MAP; the winner is fitted on the whole training part."""
+    spec = get_algorithm(algorithm)
+    base = {k: v for k, v in base.items() if k in spec.make().get_params()}
+    if validation == "classes" and "validation" in spec.make().get_params():
+        base.setdefault("validation", "classes")  # the learner's own choices hold classes out too
+    grid = {k: list(v) for k, v in (grid or default_grid(algorithm, {})).items()}
+    points = grid_points(grid)
+    trials = []
+    for i, point in enumerate(points):
+        t0 = time.perf_counter()
+        est = spec.make(**dict(base, **point)).fit(X_fit, y_fit)
+        score = float(evaluate_retrieval(est.model_.scorer(X_val), y_val)["map"])
+        trials.append({"trial": i, "params": dict(point), "score": score, "seconds": time.perf_counter() - t0,
+                       "eliminated_at": None})
+        if progress is not None:
+            progress(i + 1, len(points))
+    best = max(trials, key=lambda t: t["score"])  # ties: the first
+    for t in trials:
+        if t is not best:
+            t["eliminated_at"] = 0
+    result = TuneResult(algorithm, dict(best["params"]), best["score"], trials,
+                        [{"budget": None, "n_candidates": len(points)}])
+    if final:
+        t0 = time.perf_counter()
+        result.estimator = spec.make(**dict(base, **best["params"])).fit(X, y)
+        result.final_seconds = time.perf_counter() - t0
+    result.search_seconds = time.perf_counter() - start_all - result.final_seconds
+    result.info.update(n_fit=int(X_fit.shape[0]), n_validation=int(X_val.shape[0]), validation=validation,
+                       search="grid, one fit per candidate")
     return result
 
 
