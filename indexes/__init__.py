@@ -211,11 +211,22 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     return index.fit(X, ids=ids)
 
 
+#: build settings with their own argument (CLI option), never taken from an index's parameters
+OWN_OPTIONS = {"n_jobs": "--n-jobs", "kind": "--kind", "ids": "--id-column", "model": "--model",
+               "calibration_queries": "--calibration-queries", "n_shards": "--shards", "shards": "--shards",
+               "client": "--scheduler", "scheduler": "--scheduler", "model_file": "--model"}
+
+
 def check_index_params(cls, params: dict) -> dict:
     """Refuse unknown index parameters (names are matched case-insensitively; an unknown one gets
-    "did you mean") and values whose type differs from the default's
+    "did you mean"), settings that have their own option (:data:`OWN_OPTIONS`, e.g. ``n_jobs``)
+    and values whose type differs from the default's
     (an int parameter given 2.5, a bool given ``"yes"``), naming the parameter; returns the
     checked values as plain Python values."""
+    taken = sorted(set(params or {}) & set(OWN_OPTIONS))
+    if taken:
+        raise InvalidParameterError(f"{', '.join(taken)} cannot be given as an index parameter (--param); use "
+                                    f"{', '.join(OWN_OPTIONS[k] for k in taken)}")
     signature = inspect.signature(cls.__init__).parameters
     known = [p for p in signature if p not in ("self", "model", "n_jobs")]
     # names matched case-insensitively; an unknown one names the closest known ones

@@ -156,7 +156,7 @@ def test_cli_target_recall_calibration_queries_and_overrides(model, corpus, tmp_
     assert again["target_recall"] == 0.99 and again["queries"].startswith("corpus sample")
     assert load_index(tmp_path / "idx").calibration_["target_recall"] == 0.99
     for args, fragment in ((["index", "build", *common, "--data", tmp_path / "c.svm", "--kind", "ann", "--out",
-                             tmp_path / "x", "--target-recall", "1.5"], "target_recall"),
+                             tmp_path / "x", "--target-recall", "1.5"], "--target-recall"),
                            (["index", "build", *common, "--data", tmp_path / "c.svm", "--kind", "exact", "--out",
                              tmp_path / "y", "--target-recall", "0.9"], "--kind ann")):
         code, out, err = run_cli(args, monkeypatch, capsys)

@@ -475,7 +475,7 @@ def test_cli_experiment_json_records_each_runs_resolved_params(monkeypatch, caps
 
     data = _tiny_data()
     monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: data)
-    code, out, err = run_cli(["experiment", "--protocol", "ijcai17", "--dataset", "tiny", "--algorithms",
+    code, out, err = run_cli(["experiment", "--protocol", "ijcai17", "--dataset", "isolet-tasks", "--algorithms",
                               "omtrsl,ostrsl", "--triplets", "200", "--param", "omtrsl.b=2", "--option", "folds=3",
                               "--option", "only_folds=[1]", "--json"], monkeypatch, capsys)
     assert code == 0, err

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
-from ..indexes import build_index, load_index
+from ..indexes import OWN_OPTIONS, build_index, load_index
 from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
 from ..indexes.storage import check_index_target, read_manifest
 from ..model_files import load_similarity_model
@@ -69,12 +69,6 @@ def _load_part(path: str, model_path: str, data_options: dict | None = None):
     return data.X, data.ids
 
 
-#: build settings with their own argument (CLI option), never taken from ``params``
-_OWN_OPTIONS = {"n_jobs": "--n-jobs", "kind": "--kind", "ids": "--id-column", "model": "--model",
-                "calibration_queries": "--calibration-queries", "n_shards": "--shards", "shards": "--shards",
-                "client": "--scheduler", "scheduler": "--scheduler", "model_file": "--model"}
-
-
 def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, params: dict | None = None,
                            data_options: dict | None = None, target_recall=None, calibration_queries=None,
                            shards: int | None = None, scheduler: str | None = None, n_jobs: int = -1,
@@ -96,10 +90,10 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
     parts = [corpus] if isinstance(corpus, (str, os.PathLike)) else [str(c) for c in corpus]
     if not parts:
         raise InvalidInputError("give a corpus to index")
-    taken = sorted(set(params or {}) & set(_OWN_OPTIONS))
+    taken = sorted(set(params or {}) & set(OWN_OPTIONS))
     if taken:
         raise InvalidInputError(f"{', '.join(taken)} cannot be given as an index parameter (--param); use "
-                                f"{', '.join(_OWN_OPTIONS[k] for k in taken)}")
+                                f"{', '.join(OWN_OPTIONS[k] for k in taken)}")
     if out is None:
         raise InvalidInputError("give the index directory to write (--out)")
     inputs = [model_path, calibration_queries, *[p for p in parts if _looks_like_path(str(p))]]
