@@ -164,11 +164,17 @@ class BilinearSimilarity:
         cached = getattr(self, "_log_norm_bound", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        d = self.n_features
-        absw = np.abs(self.W.data)
+        d, W = self.n_features, self.W
+        rows, cols = np.zeros(d), np.zeros(d)
+        step = max(1, (1 << 22) * d // max(W.nnz, 1))  # row blocks of ~4M entries: bounded scratch memory
         with np.errstate(over="ignore"):
-            rows = np.bincount(np.repeat(np.arange(d), np.diff(self.W.indptr)), weights=absw, minlength=d)
-            cols = np.bincount(self.W.indices, weights=absw, minlength=d)
+            for lo in range(0, d, step):
+                hi = min(d, lo + step)
+                a, b = int(W.indptr[lo]), int(W.indptr[hi])
+                absw = np.abs(W.data[a:b])
+                rows[lo:hi] = np.bincount(np.repeat(np.arange(hi - lo), np.diff(W.indptr[lo:hi + 1])), weights=absw,
+                                          minlength=hi - lo)
+                cols += np.bincount(W.indices[a:b], weights=absw, minlength=d)
             if self.identity:
                 rows, cols = rows + 1.0, cols + 1.0
             with np.errstate(divide="ignore"):

@@ -190,3 +190,13 @@ def test_cli_corners_are_refused(monkeypatch, capsys):
     assert code == 2 and "unknown protocol ''" in err
     code, _, err = run_cli(["experiment", "-d", "news20-sample", "-a", "dot", "-p", ".C=1"], monkeypatch, capsys)
     assert code == 2 and "empty algorithm name" in err
+
+
+@pytest.mark.parametrize("identity", [True, False])
+def test_the_norm_bound_holds_for_every_model(identity):
+    for d, density in ((40, 0.3), (300, 0.02)):
+        W = sp.random(d, d, density=density, format="csr", random_state=d)
+        W.data -= 0.5
+        model = BilinearSimilarity(W, identity=identity)
+        assert np.linalg.norm(model.M.toarray(), 2) <= np.exp(model.log_norm_bound()) * (1 + 1e-12)
+    assert BilinearSimilarity(sp.csr_matrix((5, 5)), identity=False).log_norm_bound() == -np.inf

@@ -10,6 +10,7 @@ import tarfile
 import threading
 import warnings
 
+import numpy as np
 import pytest
 
 from sparsesim.data import load_dataset
@@ -117,3 +118,16 @@ def test_jsonl_lines_past_the_parser_limits_are_file_errors(tmp_path, line):
     path.write_text('{"text": "goal", "label": 1}\n' + line + "\n")
     with pytest.raises(FileFormatError, match=r"t.jsonl:2: not a JSON object"):
         load_dataset(str(path))
+
+
+def test_integer_labels_past_int64_are_names_written_in_full(tmp_path):
+    from sparsesim.data.readers import encode_labels
+
+    path = tmp_path / "t.jsonl"
+    big = 10**30
+    path.write_text("\n".join([f'{{"text": "goal", "label": {big}}}', '{"text": "chip", "label": 1}',
+                               f'{{"text": "code", "label": {2**63}}}']) + "\n")
+    data = load_dataset(str(path))
+    assert sorted(data.class_names.values()) == sorted(["1", str(big), str(2**63)])
+    codes, names = encode_labels(np.array([2**63, 1], dtype=np.uint64))  # no wrap to a negative code
+    assert names is not None and sorted(names.values()) == ["1", str(2**63)]
