@@ -271,29 +271,44 @@ def _balanced_counts(capacity: np.ndarray, m: int, rng) -> np.ndarray:
 
 
 def stratified_split(strata, sizes, seed) -> list:
-    """Disjoint stratified samples of rows: ``sizes[j]`` rows for sample j, each taking the same
-    number from every stratum as far as the strata allow (sorted row arrays, one per size).
+    """Disjoint stratified samples of rows, ``sizes[j]`` rows for sample j (sorted row arrays).
+
+    Together the samples take the same number of rows from every stratum as far as the strata
+    allow (a small stratum gives all it has, the others share the rest), and each sample gets its
+    proportional share of every stratum's rows (within one row), so a small stratum is present in
+    every sample.
 
     Examples
     --------
     >>> import numpy as np
     >>> strata = np.repeat([0, 1, 2], [50, 50, 5])
     >>> selection, certification = stratified_split(strata, [30, 30], seed=0)
-    >>> len(set(selection) & set(certification)), np.bincount(strata[certification]).tolist()
-    (0, [12, 12, 6])
+    >>> len(set(selection) & set(certification))
+    0
+    >>> np.bincount(strata[selection]).tolist(), np.bincount(strata[certification]).tolist()
+    ([13, 14, 3], [14, 14, 2])
     """
     strata = np.asarray(strata)
     _, codes = np.unique(strata, return_inverse=True)
     codes = codes.ravel()
     rng = np.random.default_rng(seed)
     members = [rng.permutation(np.flatnonzero(codes == c)) for c in range(int(codes.max()) + 1)]
-    used = np.zeros(len(members), dtype=np.int64)
     capacity = np.array([m.size for m in members], dtype=np.int64)
+    left = _balanced_counts(capacity, int(sum(int(v) for v in sizes)), rng)
+    used = np.zeros_like(capacity)
     samples = []
     for size in sizes:
-        counts = _balanced_counts(capacity - used, int(size), rng)
+        size = int(min(int(size), left.sum()))
+        exact = left * (size / left.sum()) if left.sum() else np.zeros(left.size)
+        counts = np.floor(exact).astype(np.int64)
+        extra = size - int(counts.sum())
+        if extra > 0:  # the largest fractional parts get one more (ties in random order)
+            order = rng.permutation(left.size)
+            order = order[np.argsort(-(exact - counts)[order], kind="stable")]
+            counts[order[:extra]] += 1
         rows = [members[c][used[c]:used[c] + counts[c]] for c in range(len(members))]
         used += counts
+        left -= counts
         samples.append(np.sort(np.concatenate(rows)).astype(np.int64))
     return samples
 

@@ -56,13 +56,13 @@ def test_stratified_samples_are_disjoint_and_balanced(seed):
     a, b = stratified_split(strata, [40, 40], seed)
     assert a.size == min(40, strata.size) and not set(a) & set(b)
     assert np.all(np.diff(a) > 0) and np.all(np.diff(b) > 0)
-    left = np.bincount(strata, minlength=7)
-    for sample in (a, b):
-        counts = np.bincount(strata[sample], minlength=7)
-        # every stratum gives the same number (+-1), unless it gave all it had left
-        partial = counts[counts < left]
-        assert partial.size == 0 or (partial.max() - partial.min() <= 1 and counts.max() <= partial.max())
-        left = left - counts
+    a_counts, b_counts = (np.bincount(strata[x], minlength=7) for x in (a, b))
+    joint, size = a_counts + b_counts, np.bincount(strata, minlength=7)
+    # together: every stratum gives the same number (+-1), unless it gave all it has
+    partial = joint[joint < size]
+    assert partial.size == 0 or (partial.max() - partial.min() <= 1 and joint.max() <= partial.max())
+    # each sample gets half of every stratum's share (+-1): a small stratum is in both
+    assert np.all(np.abs(a_counts - b_counts) <= 1)
     # same seed, same samples
     a2, b2 = stratified_split(strata, [40, 40], seed)
     assert np.array_equal(a, a2) and np.array_equal(b, b2)
