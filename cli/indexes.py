@@ -81,7 +81,8 @@ def index_build(
 def _calibration_line(cal: dict) -> str:
     setting = ", ".join(f"{k}={v}" for k, v in cal["setting"].items())
     status = "met" if cal["met"] else "NOT met (most accurate setting kept)"
-    return (f"calibrated on {cal['n_queries']} queries: recall@{cal['top_k']} {cal['recall']:.3f} "
+    chosen = f"chosen on {cal['selection']['n_queries']} queries, " if cal.get("selection") else ""
+    return (f"{chosen}certified on {cal['n_queries']} others: recall@{cal['top_k']} {cal['recall']:.3f} "
             f"(lower bound {cal['recall_lower_bound']:.3f}, target {cal['target_recall']} {status}) with {setting}, "
             f"{cal['qps_one_thread']:.0f} queries/s on one thread")
 
@@ -92,13 +93,17 @@ def index_calibrate(
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="A retrained model (same features) to serve "
                                          "from now on; the postings are kept, the pools re-measured."),
     target_recall: Optional[float] = typer.Option(None, "--target-recall", help="Default: the index's target."),
-    calibration_queries: Optional[Path] = typer.Option(None, "--calibration-queries", help="Query file "
-                                                        "(default: held-out corpus documents)."),
+    calibration_queries: Optional[Path] = typer.Option(None, "--queries", "--calibration-queries", help="Your "
+                                                        "query log (any query file `sparsesim query` reads): half "
+                                                        "choose the setting, the other half certify its recall "
+                                                        "(default: held-out corpus documents, stratified by "
+                                                        "cluster)."),
     zero_based: str = _zero_based_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Re-measure the fastest search setting of an ann index that meets the target recall
-    (without rebuilding its postings); rewrites the index atomically."""
+    (without rebuilding its postings) and certify its recall on queries the choice did not see;
+    rewrites the index atomically."""
     if target_recall is not None:
         check_float(target_recall, "--target-recall", 0, 1, low_open=True)
     from sparsesim.workflows import calibrate_index

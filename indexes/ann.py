@@ -258,13 +258,15 @@ class AnnIndex(Index):
         return ann_build.fit(self, X, ids, calibration_queries)
 
     # -- calibration (:mod:`sparsesim.indexes.ann_calibration`) -----------------------------
-    def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10):
+    def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10, strata=None):
         """(Re)calibrate the search setting without rebuilding the postings or the FAISS stage.
 
         Parameters
         ----------
         queries : sparse matrix, optional
-            Calibration queries (default: ``calibration_size`` held-out corpus documents).
+            Calibration queries, e.g. a query log: half choose the setting, the other half
+            certify it (default: two disjoint stratified samples of ``calibration_size``
+            held-out corpus documents, see :func:`sparsesim.indexes.calibration.calibrate`).
         target_recall : float, optional
             Default: the index's ``target_recall`` (0.95 if that is None).
         model : BilinearSimilarity, optional
@@ -273,13 +275,16 @@ class AnnIndex(Index):
             built with (``postings_model_``), and the calibration measures how well they still
             find the new model's neighbours (it raises the pool sizes as needed).
         top_k : int, default 10
+        strata : array-like, optional
+            A label per corpus document: the corpus samples take equally many documents from
+            each label, and the record gives the recall per label (default: per cluster).
 
         Returns
         -------
         dict
             The calibration record, also kept in ``calibration_``.
         """
-        return ann_calibration.recalibrate(self, queries, target_recall, model, top_k)
+        return ann_calibration.recalibrate(self, queries, target_recall, model, top_k, strata)
 
     def calibration_grid(self, top_k: int = 10) -> list:
         """Search settings the calibration measures: families ordered cheapest first (a family
@@ -327,6 +332,7 @@ class AnnIndex(Index):
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),
+                "calibrated_recall_by_stratum": (cal.get("strata") or {}).get("recall"),
                 "calibrated_with_model": cal.get("model_checksum"), "model": self.model_checksum()}
 
     # -- storage (:mod:`sparsesim.indexes.ann_state`) ---------------------------------------

@@ -18,7 +18,7 @@ from .calibration import calibrate, check_target_recall
 FALLBACK = {"n_postings": 256, "sparse_pool": 100, "dense_pool": 100, "nprobe": 32}
 
 
-def recalibrate(index, queries=None, target_recall=None, model=None, top_k: int = 10) -> dict:
+def recalibrate(index, queries=None, target_recall=None, model=None, top_k: int = 10, strata=None) -> dict:
     """(Re)calibrate the search setting of ``index``, first serving ``model`` when given (see
     :meth:`AnnIndex.calibrate`); returns the record, also kept in ``index.calibration_``."""
     if model is not None:
@@ -26,7 +26,7 @@ def recalibrate(index, queries=None, target_recall=None, model=None, top_k: int 
     target = check_target_recall(target_recall) if target_recall is not None else index.target_recall
     record = calibrate(index, queries, target_recall=0.95 if target is None else target, top_k=top_k,
                        n_queries=index.calibration_size, random_state=index.random_state,
-                       n_jobs=max(1, int(index.n_jobs or 1)))
+                       n_jobs=max(1, int(index.n_jobs or 1)), strata=strata)
     record["postings_model_checksum"] = index.postings_model_
     index.calibration_ = record
     return record

@@ -13,7 +13,7 @@ index does not have. Three checks, run with the other derived-array checks
    describes this corpus size, this model and these postings, its lower bound and ``met`` agree
    with its recall.
 2. **The recorded recall is replayed**: a calibration on held-out corpus documents records the
-   seed of its sample and each query's hits (how many of its top k are exact top-k results), so
+   rows (or the seed) of its certification sample and each query's hits (how many of its top k are exact top-k results), so
    ``replay`` (32) of its queries, chosen afresh, are drawn again, answered with the recorded
    setting and compared with the exact top-k; each must find exactly its recorded hits. A record
    whose hits overstate the index on a share g of its queries escapes with probability at most
@@ -210,7 +210,9 @@ def _replay(index, record, setting, rng, replay: int) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         return  # an older record with an unrecorded sample: the fresh probes below still run
     k, n_cal, n = int(record["top_k"]), int(record["n_queries"]), index.n_documents
-    rows = held_out_sample(n, n_cal, seed)
+    rows = held_out_sample(n, n_cal, seed) if record.get("rows") is None else np.asarray(record["rows"], np.int64)
+    if rows.size and rows.max() >= n:
+        _fail(f"the calibration record's rows reach {int(rows.max())}, the index holds {n} documents")
     hits = record.get("hits")
     if hits is None:
         (per_query, _), = measure_recall(index, rows, k, [setting])

@@ -155,7 +155,15 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
     calib = None if calibration_queries is None else _read_queries(model, calibration_queries, data_options)[1]
     start = time.perf_counter()
-    index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, n_jobs=n_jobs, **params)
+    labels = _calibration_labels(data) if kind == "ann" and calib is None else None
+    if labels is None:
+        index = build_index(model, data.X, kind=kind, ids=ids, calibration_queries=calib, n_jobs=n_jobs, **params)
+    else:  # calibrate on samples stratified by the corpus labels
+        target = params.pop("target_recall", 0.95)
+        index = build_index(model, data.X, kind=kind, ids=ids, n_jobs=n_jobs, target_recall=None, **params)
+        index.target_recall = target
+        if target is not None and index.n_documents > 11:
+            index.calibrate(strata=labels)
     if data.texts is not None:
         index.snippets_ = snippets_of(data.texts)
     seconds = time.perf_counter() - start
@@ -170,6 +178,14 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
 def index_bytes(index_dir) -> int:
     """Bytes on disk of a saved index's current version (every file its manifest lists)."""
     return int(sum(facts["bytes"] for facts in read_manifest(index_dir)["files"].values()))
+
+
+def _calibration_labels(data):
+    """The corpus labels to stratify an ann calibration by, when the corpus has two or more."""
+    y = getattr(data, "y", None)
+    if y is None or len(y) != data.X.shape[0] or len(np.unique(y)) < 2:
+        return None
+    return np.asarray(y)
 
 
 def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path=None,
