@@ -47,13 +47,13 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.validation import check_meta
 
 from .base import drop_own_rows, prepare_rows
+from .calibration_samples import corpus_strata, recall_by_stratum, stratified_split
 from .exact import ExactIndex
 
 __all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
@@ -200,131 +200,6 @@ def _time_setting(index, Qp, kk, options, repeats):
         result = index._query_rows(Qp, kk, 1, **options)
         best = min(best, time.process_time() - start)
     return result, max(best, 1e-9)
-
-
-_N_STRATA = 20  # clusters when the corpus has no labels
-_PROJECTION_DIM = 32
-_KMEANS_SAMPLE = 20000  # documents the k-means is fitted on
-_BLOCK = 100_000  # rows projected and assigned at once
-
-
-def corpus_strata(X, n_strata: int = _N_STRATA, seed: int = 0) -> np.ndarray:
-    """A cluster number (0 .. ``n_strata`` - 1) for every row of the sparse corpus ``X``.
-
-    A seeded k-means (scikit-learn ``MiniBatchKMeans``) on the L2-normalised rows of a
-    32-dimensional truncated SVD of the corpus (latent semantic analysis), both fitted on at most
-    20,000 rows and applied to all rows a block at a time (memory bounded by the block and the
-    features x 32 projection, whatever the corpus size).
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> X = sp.random(200, 50, density=0.1, format="csr", random_state=0)
-    >>> labels = corpus_strata(X, n_strata=4, seed=0)
-    >>> labels.shape, int(labels.max()) <= 3
-    ((200,), True)
-    """
-    from sklearn.cluster import MiniBatchKMeans
-    from sklearn.decomposition import TruncatedSVD
-    from sklearn.preprocessing import normalize
-
-    n = X.shape[0]
-    k = int(max(1, min(n_strata, n // 10)))
-    if k == 1:
-        return np.zeros(n, dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    fit_rows = np.sort(rng.choice(n, size=min(n, _KMEANS_SAMPLE), replace=False))
-    sample = take_rows(X, fit_rows)
-    sample = sp.csr_matrix((sample.data, sample.indices.astype(np.int32), sample.indptr.astype(np.int64)),
-                           shape=sample.shape)  # scikit-learn's sparse statistics take 32-bit indices
-    if sample.nnz < 2**31 - 1:
-        sample.indptr = sample.indptr.astype(np.int32)
-    dim = int(min(_PROJECTION_DIM, sample.shape[1] - 1, sample.shape[0] - 1))
-    svd = TruncatedSVD(n_components=dim, n_iter=3, random_state=int(rng.integers(2**31 - 1))).fit(sample)
-    B = np.ascontiguousarray(svd.components_.T)  # features x dim
-
-    def project(rows):  # scipy's product takes any index dtype (int64 corpora included)
-        return normalize(np.asarray(rows @ B, dtype=np.float64))
-
-    kmeans = MiniBatchKMeans(n_clusters=k, random_state=int(rng.integers(2**31 - 1)), n_init=3,
-                             batch_size=1024)
-    kmeans.fit(project(sample))
-    out = np.empty(n, dtype=np.int64)
-    for lo in range(0, n, _BLOCK):
-        out[lo:lo + _BLOCK] = kmeans.predict(project(X[lo:lo + _BLOCK]))
-    return out
-
-
-def _balanced_counts(capacity: np.ndarray, m: int, rng) -> np.ndarray:
-    """``m`` draws shared equally over strata of the given capacities (a full stratum gives all
-    it has; the remainder of an unequal share goes to randomly chosen strata)."""
-    counts = np.zeros_like(capacity)
-    m = int(min(m, capacity.sum()))
-    while m > 0:
-        open_ = np.flatnonzero(counts < capacity)
-        share = m // open_.size
-        if share == 0:
-            counts[rng.choice(open_, size=m, replace=False)] += 1
-            break
-        add = np.minimum(share, capacity[open_] - counts[open_])
-        counts[open_] += add
-        m -= int(add.sum())
-    return counts
-
-
-def stratified_split(strata, sizes, seed) -> list:
-    """Disjoint stratified samples of rows, ``sizes[j]`` rows for sample j (sorted row arrays).
-
-    Together the samples take the same number of rows from every stratum as far as the strata
-    allow (a small stratum gives all it has, the others share the rest), and each sample gets its
-    proportional share of every stratum's rows (within one row), so a small stratum is present in
-    every sample.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> strata = np.repeat([0, 1, 2], [50, 50, 5])
-    >>> selection, certification = stratified_split(strata, [30, 30], seed=0)
-    >>> len(set(selection) & set(certification))
-    0
-    >>> np.bincount(strata[selection]).tolist(), np.bincount(strata[certification]).tolist()
-    ([13, 14, 3], [14, 14, 2])
-    """
-    strata = np.asarray(strata)
-    _, codes = np.unique(strata, return_inverse=True)
-    codes = codes.ravel()
-    rng = np.random.default_rng(seed)
-    members = [rng.permutation(np.flatnonzero(codes == c)) for c in range(int(codes.max()) + 1)]
-    capacity = np.array([m.size for m in members], dtype=np.int64)
-    left = _balanced_counts(capacity, int(sum(int(v) for v in sizes)), rng)
-    used = np.zeros_like(capacity)
-    samples = []
-    for size in sizes:
-        size = int(min(int(size), left.sum()))
-        exact = left * (size / left.sum()) if left.sum() else np.zeros(left.size)
-        counts = np.floor(exact).astype(np.int64)
-        extra = size - int(counts.sum())
-        if extra > 0:  # the largest fractional parts get one more (ties in random order)
-            order = rng.permutation(left.size)
-            order = order[np.argsort(-(exact - counts)[order], kind="stable")]
-            counts[order[:extra]] += 1
-        rows = [members[c][used[c]:used[c] + counts[c]] for c in range(len(members))]
-        used += counts
-        left -= counts
-        samples.append(np.sort(np.concatenate(rows)).astype(np.int64))
-    return samples
-
-
-def recall_by_stratum(per_query, strata_of_rows, names=None) -> dict:
-    """{stratum name: {"n": queries, "recall": mean recall}} of per-query recalls."""
-    per_query = np.asarray(per_query, dtype=np.float64)
-    strata_of_rows = np.asarray(strata_of_rows)
-    out = {}
-    for value in np.unique(strata_of_rows):
-        mask = strata_of_rows == value
-        name = str(value.item() if hasattr(value, "item") else value) if names is None else names(value)
-        out[name] = {"n": int(mask.sum()), "recall": float(per_query[mask].mean())}
-    return out
 
 
 def _measure_grid(index, Qp, kk, exclude, truth_scores, top_k, target):
