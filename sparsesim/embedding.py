@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError
 from .persistence import arrays_checksum, load_bundle, save_bundle
-from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
+from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
 __all__ = ["EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS", "EmbeddingSimilarity"]
@@ -68,7 +68,7 @@ def _row_normalize(X: sp.csr_matrix) -> sp.csr_matrix:
     return (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
 
 
-class EmbeddingSimilarity:
+class EmbeddingSimilarity(TextQueries):
     """S(x, x') = identity_weight * <n(x), n(x')> + <e(x), e(x')> with e(x) = post(act(n(x) P + bias)).
 
     Parameters
@@ -141,28 +141,6 @@ class EmbeddingSimilarity:
             self.set_featurizer(featurizer)
 
     # -- text -----------------------------------------------------------------------------
-    def set_featurizer(self, featurizer) -> "EmbeddingSimilarity":
-        """Attach a fitted :class:`~sparsesim.text.TextFeaturizer` (or fitted ``TfidfVectorizer``)."""
-        if not isinstance(featurizer, TextFeaturizer):
-            featurizer = TextFeaturizer(featurizer)
-        if featurizer.n_features != self.n_features:
-            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
-                                    f"{self.n_features}")
-        self.featurizer = featurizer
-        return self
-
-    def transform(self, texts) -> sp.csr_matrix:
-        """Feature rows (CSR) of ``texts`` through the model's text featuriser.
-
-        Raises
-        ------
-        InvalidInputError
-            The model was not trained on text (it has no featuriser).
-        """
-        if self.featurizer is None:
-            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
-                                    "query it with feature vectors")
-        return self.featurizer.transform(texts)
 
     # -- structure ------------------------------------------------------------------------
     @property
@@ -314,16 +292,7 @@ class EmbeddingSimilarity:
         if bias is not None and (bias.dtype != np.float64 or bias.shape != (r,) or not np.all(np.isfinite(bias))):
             raise FileFormatError(f"{path}: bias must be a finite float64 array of shape ({r},), got a {bias.dtype} "
                                   f"array of shape {bounded(bias.shape, 60)}")
-        featurizer = None
-        if meta.get("text_featurizer") is not None:
-            if not isinstance(meta["text_featurizer"], dict):
-                raise FileFormatError(f"{path}: invalid text_featurizer metadata")
-            try:
-                featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
-            except RecursionError:
-                raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
-            if featurizer.n_features != d:
-                raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
+        featurizer = stored_featurizer(arrays, meta, path, d)
         if arrays:
             raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
         try:

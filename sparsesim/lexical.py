@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError, MissingDependencyError
 from .persistence import load_bundle, save_bundle
-from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
+from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
 __all__ = ["BM25_MODEL_KIND", "BM25_METHODS", "BM25_META_SCHEMA", "BM25Similarity", "check_counts"]
@@ -73,7 +73,7 @@ def check_counts(X, name: str = "X", n_features: int | None = None) -> sp.csr_ma
     return X
 
 
-class BM25Similarity:
+class BM25Similarity(TextQueries):
     """BM25 scores of corpus documents for query documents (see the module docstring).
 
     Parameters
@@ -126,25 +126,15 @@ class BM25Similarity:
         """Bytes of the model's arrays: none (the weights are the searched corpus's)."""
         return 0
 
-    def set_featurizer(self, featurizer) -> "BM25Similarity":
-        """Attach a fitted counting featuriser (``TextFeaturizer(use_idf=False, norm=None)``)."""
-        if not isinstance(featurizer, TextFeaturizer):
-            featurizer = TextFeaturizer(featurizer)
-        if featurizer.n_features != self.n_features:
-            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
-                                    f"{self.n_features}")
+    _vector_kind = "term-count vectors"
+
+    def check_featurizer(self, featurizer) -> None:
+        """Refuse a featuriser of another width or one that does not count terms
+        (BM25 needs ``TextFeaturizer(use_idf=False, norm=None)``)."""
+        super().check_featurizer(featurizer)
         settings = featurizer.settings()
         if settings.get("use_idf", True) or settings.get("norm", "l2") is not None:
             raise InvalidInputError("BM25 needs a featuriser that counts terms (use_idf=False, norm=None)")
-        self.featurizer = featurizer
-        return self
-
-    def transform(self, texts) -> sp.csr_matrix:
-        """Term-count rows of ``texts`` through the model's featuriser."""
-        if self.featurizer is None:
-            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
-                                    "query it with term-count vectors")
-        return self.featurizer.transform(texts)
 
     # -- scoring --------------------------------------------------------------------------
     def corpus_weights(self, X) -> sp.csr_matrix:
@@ -223,14 +213,7 @@ class BM25Similarity:
         """
         arrays, meta = load_bundle(path, kind=BM25_MODEL_KIND)
         check_meta(meta, BM25_META_SCHEMA, str(path))
-        featurizer = None
-        if meta.get("text_featurizer") is not None:
-            if not isinstance(meta["text_featurizer"], dict):
-                raise FileFormatError(f"{path}: invalid text_featurizer metadata")
-            try:
-                featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
-            except RecursionError:
-                raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
+        featurizer = stored_featurizer(arrays, meta, path)
         if arrays:
             raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
         try:

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from .exceptions import FileFormatError, InvalidInputError, InvalidInputTypeError
 from .csr_rows import unit_row_data
 from .persistence import arrays_checksum, load_bundle, save_bundle
-from .text import TextFeaturizer, featurizer_arrays, featurizer_from_arrays
+from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
 
 MODEL_KIND = "bilinear-similarity"
@@ -42,7 +42,7 @@ MODEL_META_SCHEMA = {
 }
 
 
-class BilinearSimilarity:
+class BilinearSimilarity(TextQueries):
     """A bilinear similarity S(x, x') = x^T M x' with M = I + W (or M = W).
 
     Parameters
@@ -85,28 +85,6 @@ class BilinearSimilarity:
             self.set_featurizer(featurizer)
 
     # -- text -----------------------------------------------------------------------------
-    def set_featurizer(self, featurizer) -> "BilinearSimilarity":
-        """Attach a fitted :class:`~sparsesim.text.TextFeaturizer` (or fitted ``TfidfVectorizer``)."""
-        if not isinstance(featurizer, TextFeaturizer):
-            featurizer = TextFeaturizer(featurizer)
-        if featurizer.n_features != self.n_features:
-            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
-                                    f"{self.n_features}")
-        self.featurizer = featurizer
-        return self
-
-    def transform(self, texts) -> sp.csr_matrix:
-        """Feature rows (CSR) of ``texts`` through the model's text featuriser.
-
-        Raises
-        ------
-        InvalidInputError
-            The model was not trained on text (it has no featuriser).
-        """
-        if self.featurizer is None:
-            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
-                                    "query it with feature vectors")
-        return self.featurizer.transform(texts)
 
     @classmethod
     def from_pipeline(cls, pipeline) -> "BilinearSimilarity":
@@ -296,16 +274,7 @@ class BilinearSimilarity:
         W.data, W.indices, W.indptr = arrays.pop("data"), arrays.pop("indices"), arrays.pop("indptr")
         W.has_sorted_indices = True
         W.has_canonical_format = True
-        featurizer = None
-        if meta.get("text_featurizer") is not None:
-            if not isinstance(meta["text_featurizer"], dict):
-                raise FileFormatError(f"{path}: invalid text_featurizer metadata")
-            try:
-                featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
-            except RecursionError:
-                raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
-            if featurizer.n_features != d:
-                raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {d}")
+        featurizer = stored_featurizer(arrays, meta, path, d)
         if arrays:
             raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
         model = cls(W, identity=meta["identity"], normalize=meta["normalize"], metadata=meta, featurizer=featurizer)

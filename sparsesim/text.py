@@ -17,7 +17,8 @@ import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError
 
-__all__ = ["TextFeaturizer", "featurizer_arrays", "featurizer_from_arrays", "DEFAULT_TFIDF"]
+__all__ = ["TextFeaturizer", "TextQueries", "featurizer_arrays", "featurizer_from_arrays", "stored_featurizer",
+           "DEFAULT_TFIDF"]
 
 #: Settings used when sparsesim builds the featuriser itself (scikit-learn's defaults, float64 rows).
 DEFAULT_TFIDF = {"dtype": "float64"}
@@ -207,3 +208,61 @@ def featurizer_from_arrays(arrays: dict, meta: dict, source: str = "model file")
     except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
         raise FileFormatError(f"{source}: unreadable text featuriser ({exc})") from None
     return TextFeaturizer(vec)
+
+
+class TextQueries:
+    """What every model class that can carry its text featuriser shares: attaching a fitted
+    featuriser of its width, and turning texts into query rows through it.
+
+    The class using it defines ``n_features`` and sets ``self.featurizer`` (``None`` when the
+    model was not trained on text); :meth:`check_featurizer` is where a class adds its own
+    conditions on the featuriser (BM25 needs raw counts).
+    """
+
+    featurizer: "TextFeaturizer | None" = None
+    #: what the "not trained on text" message tells the user to query with instead
+    _vector_kind = "feature vectors"
+
+    def check_featurizer(self, featurizer: "TextFeaturizer") -> None:
+        """Refuse a featuriser this model cannot use (here: any other width)."""
+        if featurizer.n_features != self.n_features:
+            raise InvalidInputError(f"the text featuriser has {featurizer.n_features} features, the model "
+                                    f"{self.n_features}")
+
+    def set_featurizer(self, featurizer):
+        """Attach a fitted :class:`~sparsesim.text.TextFeaturizer` (or fitted ``TfidfVectorizer``)."""
+        if not isinstance(featurizer, TextFeaturizer):
+            featurizer = TextFeaturizer(featurizer)
+        self.check_featurizer(featurizer)
+        self.featurizer = featurizer
+        return self
+
+    def transform(self, texts) -> sp.csr_matrix:
+        """Feature rows (CSR) of ``texts`` through the model's text featuriser.
+
+        Raises
+        ------
+        InvalidInputError
+            The model was not trained on text (it has no featuriser).
+        """
+        if self.featurizer is None:
+            raise InvalidInputError("this model was not trained on text (no text featuriser stored with it); "
+                                    f"query it with {self._vector_kind}")
+        return self.featurizer.transform(texts)
+
+
+def stored_featurizer(arrays: dict, meta: dict, path, n_features: int | None = None) -> "TextFeaturizer | None":
+    """The text featuriser a model file stores (``None`` when it stores none), its arrays popped
+    from ``arrays``; a malformed one, or one of another width than ``n_features``, raises
+    :class:`~sparsesim.exceptions.FileFormatError`."""
+    if meta.get("text_featurizer") is None:
+        return None
+    if not isinstance(meta["text_featurizer"], dict):
+        raise FileFormatError(f"{path}: invalid text_featurizer metadata")
+    try:
+        featurizer = featurizer_from_arrays(arrays, meta["text_featurizer"], source=str(path))
+    except RecursionError:
+        raise FileFormatError(f"{path}: unreadable text featuriser (nested too deeply)") from None
+    if n_features is not None and featurizer.n_features != n_features:
+        raise FileFormatError(f"{path}: the text featuriser has {featurizer.n_features} features, the model {n_features}")
+    return featurizer

@@ -28,7 +28,6 @@ import scipy.sparse as sp
 from ..embedding import EmbeddingSimilarity
 from ..engine.embedding_rules import run_batch
 from ..evaluation import evaluate_retrieval
-from ..exceptions import InvalidInputError
 from ..triplets import stratified_split, usable_rows
 from ..validation import check_fit_matrix, check_labels, check_params
 from .base import TripletLearner
