@@ -207,3 +207,15 @@ def test_oracle_with_blas_path_full_covariance():
     M_ref, S_ref, _, _ = dense_selective(X, T, "cw", "active", u, signs, delta=0.8, eta=0.3, gamma=0.5)
     np.testing.assert_allclose(a.model_.W.toarray(), M_ref, **TOL)
     np.testing.assert_allclose(a.engine_.covariance(), S_ref, **TOL)
+
+
+@pytest.mark.parametrize("name", ["pars", "cwas-d"])
+def test_an_initial_table_larger_than_the_budget_is_refused_before_it_is_allocated(name):
+    # found by the campaign (library/param, seed 2811): initial_capacity=2**31 tried to allocate 48 GiB
+    from sparsesim.exceptions import MemoryBudgetError
+    from sparsesim.registry import make_estimator
+
+    X = sp.random(12, 6, density=0.5, format="csr", random_state=0)
+    est = make_estimator(name, initial_capacity=2**31, max_memory="1GiB", n_triplets=10, random_state=0)
+    with pytest.raises(MemoryBudgetError, match="initial_capacity"):
+        est.fit(X, np.repeat([0, 1, 2], 4))

@@ -211,6 +211,11 @@ class SparseSecondOrderEngine(_EngineBase):
         super().__init__(d, rule, policy, delta, rate, C, eta, gamma, r, sigma_step, query_budget)
         self.budget = budget  # sparsesim.memory.MemoryBudget: checked before every table rebuild
         diag_init = 1.0 if identity else 0.0
+        # the first table is allocated here, before any rebuild check: refuse one larger than the budget
+        # (records of key + value, plus the per-entry variance for the second-order rules)
+        cap = 1 << max(4, int(np.ceil(np.log2(max(16, int(initial_capacity))))))
+        check_allocation(budget, cap * (16 if self.rule == PA else 24), f"the initial table of {cap:,} entries",
+                         hint="a smaller initial_capacity")
         if self.rule == PA:
             self.store = HashStore(self.d, "plain", diag_init, initial_capacity)
         else:
