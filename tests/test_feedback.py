@@ -58,7 +58,7 @@ def test_feedback_equals_offline_update_and_changes_scores(corpus, compact, tol)
         q0 = X[0]
         before = fl.score(q0, [3, 4])[0]
         assert fl.submit(records) == 3
-        fl.flush(timeout=60)
+        fl.flush(timeout=600)
         after = fl.score(q0, [3, 4])[0]
         # offline: the same learner started from the same model, the same triplets in order
         rows = sp.vstack([X[0], X[3], X[4], X[5], X[8], X[1],
@@ -87,7 +87,7 @@ def test_low_rank_versions_fold_into_the_base_and_match_the_learner(corpus):
         for _ in range(10):
             t = rng.choice(60, size=(5, 3), replace=True)
             fl.submit([{"query": int(a), "preferred": int(p), "other": int(o)} for a, p, o in t if p != o])
-            fl.flush(timeout=60)
+            fl.flush(timeout=600)
             assert abs(fl.model.W - fl.learner.model_.W).max() < 1e-12
         info = fl.info()
         assert info["rebases"] >= 2 and info["factored_updates"] < 7
@@ -98,7 +98,7 @@ def test_sors_publishes_full_exports(corpus):
     X, _, model = corpus
     with FeedbackLearner(build_index(model, X, kind="exact"), learner=SORS(lam=1e-4, eta=0.1)) as fl:
         fl.submit([{"query": 0, "preferred": 3, "other": 4}])
-        fl.flush(timeout=60)
+        fl.flush(timeout=600)
         assert fl.info()["publishing"] == "full export of W"
         assert abs(fl.model.W - fl.learner.model_.W).max() == 0.0
 
@@ -138,7 +138,7 @@ def test_snapshots_and_resume(corpus, tmp_path):
     fl = FeedbackLearner(index, snapshot=snap, snapshot_every=4, snapshot_seconds=3600)
     for i in range(10):
         fl.submit({"query": i, "preferred": (i + 3) % 60, "other": (i + 1) % 60})
-    fl.flush(timeout=60)
+    fl.flush(timeout=600)
     assert snap.exists()
     assert fl.info()["snapshot"]["n_applied"] >= 4
     fl.close()  # final snapshot
@@ -211,7 +211,7 @@ def test_drift_check_rebuilds_the_candidate_index_while_queries_answer(corpus, m
             t = [(int(a), int(rng.choice(np.flatnonzero(y != y[a]))), int(rng.choice(np.flatnonzero(y == y[a]))))
                  for a in rng.choice(60, 20)]
             fl.submit([{"query": a, "preferred": p, "other": o} for a, p, o in t if p != a and o != a])
-            fl.flush(timeout=60)
+            fl.flush(timeout=600)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             info = fl.info()["candidates"]
@@ -269,7 +269,7 @@ def test_drift_refresh_rebuilds_an_ann_candidate_index():
         t = [(int(a), int(rng.choice(np.flatnonzero(y != y[a]))), int(rng.choice(np.flatnonzero(y == y[a]))))
              for a in rng.choice(200, 100)]  # against the labels: the model moves far
         fl.submit([{"query": a, "preferred": p, "other": o} for a, p, o in t if o != a])
-        fl.flush(timeout=60)
+        fl.flush(timeout=600)
         info = fl.check_candidates()
         assert info["refreshes"] == 1 and info["recall"] > info["recall_before_refresh"]
         fresh = fl._candidates

@@ -92,19 +92,19 @@ def test_failed_snapshot_is_reported_and_retried_while_learning_goes_on(tmp_path
     fl = FeedbackLearner(idx, snapshot=snaps / "snap.npz", snapshot_every=1)
     shutil.rmtree(snaps)  # the directory disappears while serving
     fl.submit(FEEDBACK)
-    fl.flush(timeout=30)
+    fl.flush(timeout=600)
     assert fl.n_applied == 2 and fl.problems() and "snapshot" in fl.problems()[0]
     fl.submit(FEEDBACK[:1])  # feedback is still taken
-    fl.flush(timeout=30)
+    fl.flush(timeout=600)
     assert fl.n_applied == 3
     snaps.mkdir()
     fl.submit(FEEDBACK[1:])
-    fl.flush(timeout=30)
+    fl.flush(timeout=600)
     for _ in range(100):  # the retry waits a second after a failure
         if not fl.problems():
             break
         fl.submit(FEEDBACK[:1])
-        fl.flush(timeout=30)
+        fl.flush(timeout=600)
         time.sleep(0.1)
     assert fl.problems() == [] and BilinearSimilarity.load(snaps / "snap.npz").metadata["feedback"]["n_applied"] >= 4
     shutil.rmtree(snaps)
@@ -124,7 +124,7 @@ def test_a_failed_learner_refuses_feedback_and_keeps_answering(tmp_path, monkeyp
     monkeypatch.setattr(fl.learner, "partial_fit_triplets", broken)
     fl.submit(FEEDBACK)
     with pytest.raises(LearnerStoppedError, match="RuntimeError: boom"):
-        fl.flush(timeout=30)
+        fl.flush(timeout=600)
     with pytest.raises(LearnerStoppedError):
         fl.submit(FEEDBACK)
     assert "stopped" in fl.problems()[0]

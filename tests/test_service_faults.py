@@ -122,7 +122,7 @@ def test_a_failed_learner_is_a_503_and_a_degraded_health(learning, monkeypatch):
     monkeypatch.setattr(service.feedback.learner, "partial_fit_triplets", broken)
     assert client.post("/feedback", json={"query": "doc1", "preferred": "doc3", "other": "doc2"}).status_code == 202
     with pytest.raises(Exception):
-        service.feedback.flush(timeout=30)
+        service.feedback.flush(timeout=600)
     r = client.post("/feedback", json={"query": "doc1", "preferred": "doc3", "other": "doc2"})
     assert r.status_code == 503 and "learner bug" in r.json()["error"]
     health = client.get("/health")
