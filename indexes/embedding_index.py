@@ -38,6 +38,7 @@ from sparsesim.persistence import csr_from_arrays
 from sparsesim.validation import bounded
 
 from .base import Index, merge_top_k, normalize_ids, prepare_rows, threaded, top_k_rows
+from .document_facts import fact_arrays, restore_facts
 
 __all__ = ["EmbeddedRows", "EmbeddingIndex", "EmbeddingExactIndex"]
 
@@ -278,8 +279,7 @@ class EmbeddingIndex(Index):
             arrays.update({"corpus.indptr": np.asarray(X.indptr, np.int64),
                            "corpus.indices": np.asarray(X.indices, np.int32),
                            "corpus.data": np.asarray(X.data, np.float64)})
-        if self.snippets_ is not None and len(self.snippets_) == self.n_documents:
-            arrays["snippets"] = np.asarray(self.snippets_, dtype=str)
+        arrays.update(fact_arrays(self))
         return arrays
 
     @classmethod
@@ -298,9 +298,7 @@ class EmbeddingIndex(Index):
         index._guards = dict(stored.guards)
         index._model_checksum = manifest["model"]["checksum"]
         index.ids_ = arrays["ids"]
-        snippets = arrays.get("snippets")
-        index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \
-            else None
+        restore_facts(index, arrays, n)
         try:
             index._restore(arrays, stored.extra_files, manifest, mmap)
         except KeyError as exc:

@@ -14,6 +14,7 @@ import numpy as np
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
 from ..indexes import OWN_OPTIONS, build_index, load_index
+from ..indexes.document_facts import FACT_NAMES, extend_facts, facts_of
 from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
 from ..indexes.storage import check_index_target, read_manifest
 from ..model_files import load_similarity_model
@@ -164,8 +165,8 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         index.target_recall = target
         if target is not None and index.n_documents > 11:
             index.calibrate(strata=labels)
-    if data.texts is not None:
-        index.snippets_ = snippets_of(data.texts)
+    for name, values in document_facts(data).items():
+        setattr(index, name + "_", values)
     seconds = time.perf_counter() - start
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
@@ -227,11 +228,9 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
         data = load_corpus(corpus, model=index.model, options=data_options)
         start = time.perf_counter()
         before = index.n_documents
-        old_snippets = index.snippets_
+        held = {name: getattr(index, name + "_", None) for name in FACT_NAMES}
         index.add(data.X, ids=data.ids)
-        if old_snippets is not None:
-            new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
-            index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
+        extend_facts(index, held, data.n_documents, document_facts(data))
         if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
             index.refit()
         seconds = time.perf_counter() - start
@@ -297,19 +296,51 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
         names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
         rows = index.rows_of(names)
         ids, scores = index.query_similar_rows(rows, top_k, **options)
-        labels = index.ids_[rows]
-        return [{"query": labels[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                                       for i, s in zip(ids[r], scores[r])], "search": search}
-                for r in range(len(names))]
+        names = index.ids_[rows]
+        return _with_facts(index, [{"query": names[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                                                           for i, s in zip(ids[r], scores[r])],
+                                    "search": search} for r in range(len(names))])
     model = index.reader_model()  # reading queries needs no W
     if texts is not None:
         qnames, Q = list(texts), _text_queries(model, texts)
     else:
         qnames, Q = _read_queries(model, queries_path, data_options)
     ids, scores = index.query(Q, top_k, **options)
-    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                             for i, s in zip(ids[r], scores[r])], "search": search}
-            for r in range(len(qnames))]
+    return _with_facts(index, [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
+                                                                for i, s in zip(ids[r], scores[r])], "search": search}
+                               for r in range(len(qnames))])
+
+
+def _with_facts(index, answers: list[dict]) -> list[dict]:
+    """Add ``labels`` and ``titles`` (id -> text) to each answer from what the index stores
+    about its documents (class names; the start of each text)."""
+    found = sorted({doc for answer in answers for doc, _ in answer["results"]}, key=str)
+    if not found or (index.labels_ is None and index.snippets_ is None):
+        return answers
+    facts = facts_of(index, index.rows_of(found))
+    labels = dict(zip(found, facts.get("labels", [])))
+    titles = dict(zip(found, facts.get("snippets", [])))
+    for answer in answers:
+        answer["labels"] = {doc: labels[doc] for doc, _ in answer["results"] if labels.get(doc)}
+        answer["titles"] = {doc: titles[doc] for doc, _ in answer["results"] if titles.get(doc)}
+    return answers
+
+
+def document_facts(data) -> dict:
+    """What an index built from ``data`` keeps about each document for display: ``snippets``
+    (the start of each text, or the data set's stored titles) and ``labels`` (class names, when
+    the corpus has two or more classes)."""
+    facts = {}
+    titles = (data.info or {}).get("titles")
+    if data.texts is not None:
+        facts["snippets"] = snippets_of(data.texts)
+    elif titles is not None and len(titles) == data.n_documents:
+        facts["snippets"] = snippets_of(titles)
+    y = getattr(data, "y", None)
+    if y is not None and np.ndim(y) == 1 and len(y) == data.n_documents and len(np.unique(y)) >= 2:
+        names = data.class_names or {}
+        facts["labels"] = np.array([str(names.get(v.item(), v.item())) for v in np.asarray(y)], dtype=str)
+    return facts
 
 
 def _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler) -> list[dict]:
