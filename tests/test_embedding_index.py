@@ -140,6 +140,10 @@ def test_calibrate_and_refusals(corpus):
         ann.query(Q[:1, :10], top_k=3)  # wrong width
     with pytest.raises(InvalidInputError, match="unknown parameter"):
         build_index(model, X, kind="exact", strategy="corpus")  # a bilinear index's parameter
+    from sparsesim.feedback import FeedbackLearner
+
+    with pytest.raises(InvalidInputError, match="bilinear model, not the EmbeddingSimilarity"):
+        FeedbackLearner(ann)  # `serve --learn` on an embedding index: refused before serving
 
 
 def _data(directory):
