@@ -221,3 +221,9 @@ register(AlgorithmSpec("mtfl", "sparsesim.learners.mtl_batch:MTFL", "multitask-c
 register(AlgorithmSpec("trml", "sparsesim.learners.mtl_batch:TRML", "multitask-classifier",
                        "TRML: batch trace-norm regularised multi-task learning (logistic loss + ||W||_*, Pong et al. "
                        "2010), retrained every 100 instances"))
+register(AlgorithmSpec("cw-col", "sparsesim.learners.mtl_collab:CWCOL", "multitask-classifier",
+                       "CW-COL: a global and a personal confidence-weighted (AROW) model per task, predicted by their "
+                       "eta-mix (Li et al. 2011)"))
+register(AlgorithmSpec("osmtl-e", "sparsesim.learners.mtl_collab:OSMTLE", "multitask-classifier",
+                       "OSMTL-e: Perceptron on a smoothed combination of all tasks' weights, shares by exponential "
+                       "weights of the tasks' hinge losses (Murugesan et al. 2016)"))
