@@ -195,6 +195,9 @@ register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multita
                        "OSTRSL: one independent OASIS-style learner per task, trained in parallel"))
 register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
                        "OGRSL: one global OASIS-style similarity for all tasks"))
+register(AlgorithmSpec("mtlmnn", "sparsesim.learners.mtlmnn:MTLMNN", "multitask-similarity",
+                       "mtLMNN: shared + per-task PSD metrics by large-margin nearest neighbours (Parameswaran & "
+                       "Weinberger 2010); batch, dense, low d"))
 
 # --- online multi-task classification (ROMCO and its online baselines) --------------------
 register(AlgorithmSpec("romco-nucl", "sparsesim.learners.romco:ROMCO", "multitask-classifier",
