@@ -38,14 +38,21 @@ __all__ = ["MTFL", "TRML", "logistic_task_loss", "row_group_prox", "fista_multit
 
 def logistic_task_loss(W: np.ndarray, X: sp.csr_matrix, y: np.ndarray, task: np.ndarray, counts: np.ndarray):
     """``sum_t mean_{i in t} log(1 + exp(-y_i w_t . x_i))`` and its gradient (``d x m``)."""
-    margins = y * np.asarray((X.multiply(W[:, task].T)).sum(axis=1)).ravel() if X.shape[0] else np.zeros(0)
-    weight = 1.0 / counts[task]
-    loss = float(np.sum(weight * np.logaddexp(0.0, -margins)))
-    coef = -y * weight * np.exp(-np.logaddexp(0.0, margins))  # d loss / d (w . x) = -y sigmoid(-y w.x) / n_t
+    return _blocks_loss(W, _task_blocks(X, y, task), counts)
+
+
+def _task_blocks(X, y, task):
+    return [(int(t), X[rows], y[rows]) for t in np.unique(task) for rows in [np.flatnonzero(task == t)]]
+
+
+def _blocks_loss(W, blocks, counts):
+    loss = 0.0
     G = np.zeros_like(W)
-    for t in np.unique(task):
-        rows = task == t
-        G[:, t] = X[rows].T @ coef[rows]
+    for t, Xt, yt in blocks:
+        margins = yt * (Xt @ W[:, t])
+        loss += float(np.sum(np.logaddexp(0.0, -margins))) / counts[t]
+        # d loss / d (w . x) = -y sigmoid(-y w.x) / n_t
+        G[:, t] = Xt.T @ (-yt * np.exp(-np.logaddexp(0.0, margins)) / counts[t])
     return loss, G
 
 
@@ -94,13 +101,14 @@ def fista_multitask(X, y, task, n_tasks, rho, kind, W0=None, max_iter=100, tol=1
     counts[counts == 0] = 1.0
     W = np.zeros((d, n_tasks)) if W0 is None else np.array(W0, dtype=np.float64)
     Z, t_k, L = W.copy(), 1.0, 1.0
+    blocks = _task_blocks(X, y, task)
     n_iter = 0
     for n_iter in range(1, int(max_iter) + 1):
-        f_z, g_z = logistic_task_loss(Z, X, y, task, counts)
+        f_z, g_z = _blocks_loss(Z, blocks, counts)
         while True:
             W_new = _prox(Z - g_z / L, rho / L, kind)
             diff = W_new - Z
-            f_new, _ = logistic_task_loss(W_new, X, y, task, counts)
+            f_new, _ = _blocks_loss(W_new, blocks, counts)
             if f_new <= f_z + float(np.sum(g_z * diff)) + 0.5 * L * float(np.sum(diff * diff)) + 1e-12:
                 break
             L *= 2.0
