@@ -193,4 +193,6 @@ def search_params(streams: MultiTaskStreams, algorithm: str, seed: int = 12345, 
         trials = _evaluate_grid(streams, algorithm, grid, seed, n_jobs, max_per_task)
         return {"best": _best(trials)["params"], "trials": trials,
                 "grid": " x ".join(f"{n} in {COLLAB_GRIDS[algorithm][n]}" for n in names)}
+    if algorithm in ("mtfl", "trml"):
+        return {"best": base, "trials": [], "grid": "none (batch learner at its default parameters, as in the paper)"}
     return {"best": base, "trials": [], "grid": "none (no free parameter; C = 1 as in the paper)"}
