@@ -64,6 +64,14 @@ FAMILIES = {
         ("bench_feedback",),
         "SPARSESIM_DATA=../shared/data python benchmarks/bench_feedback.py --documents 2000 --eval 200 --budget 2000",
     ),
+    "papers": (
+        "The papers' baselines",
+        "The baselines the five papers compare against (LMNN, ITML, mtLMNN, MTFL, TRML, CW-COL, OSMTL-e) "
+        "run by the papers' protocols (`sparsesim experiment`): the protocol's summary rows, and the "
+        "paper's numbers where it has them. How to read them: [The papers' baselines](../baselines.md).",
+        ("paper_baselines_",),
+        "SPARSESIM_DATA=../shared/data sparsesim experiment --help",
+    ),
 }
 
 MACHINE_KEYS = ("machine", "cpus", "load_average", "load_average_at_start", "load_average_at_end", "loadavg_start")

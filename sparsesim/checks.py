@@ -45,7 +45,7 @@ from .triplets import omtrsl_triplets, sors_triplets
 __all__ = ["Problem", "make_problem", "common_checks", "fast_params"]
 
 # small settings that keep every check well under a second
-_FAST = {"n_triplets": 120, "initial_capacity": 256, "n_neighbors": 5}
+_FAST = {"n_triplets": 120, "initial_capacity": 256, "n_neighbors": 5, "retrain_every": 12}
 
 
 def fast_params(estimator) -> dict:
