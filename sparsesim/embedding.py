@@ -38,7 +38,8 @@ from .persistence import arrays_checksum, load_bundle, save_bundle
 from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
-__all__ = ["lexical_rows", "EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS", "EmbeddingSimilarity"]
+__all__ = ["lexical_rows", "EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS",
+           "EmbeddingSimilarity"]
 
 EMBEDDING_MODEL_KIND = "embedding-similarity"
 ACTIVATIONS = ("linear", "softmax")
@@ -244,7 +245,8 @@ class EmbeddingSimilarity(TextQueries):
             raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
         out = np.einsum("ij,ij->i", self._embed_checked(A), self._embed_checked(B))
         if self.identity_weight != 0.0:
-            out += self.identity_weight * np.asarray(self.lexical_rows(A).multiply(self.lexical_rows(B)).sum(axis=1)).ravel()
+            lexical = self.lexical_rows(A).multiply(self.lexical_rows(B))
+            out += self.identity_weight * np.asarray(lexical.sum(axis=1)).ravel()
         return out
 
     def score_matrix(self, Q, X, block_size: int = 2048) -> np.ndarray:
