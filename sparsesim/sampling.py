@@ -36,14 +36,14 @@ and a model trajectory give the same triplets.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from .exceptions import InvalidInputError
 from .triplets import iter_sors_triplets
 
-__all__ = ["SAMPLERS", "select_negatives", "draw_other_class", "iter_sampled_triplets"]
+__all__ = ["SAMPLERS", "draw_other_class", "iter_sampled_triplets", "select_negatives"]
 
 SAMPLERS = ("uniform", "semihard", "hard", "distance-weighted")
 DW_CUTOFF = 0.5  # Wu et al.'s lower clip of the distance

@@ -8,7 +8,12 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError, InvalidParameterError
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
 from sparsesim.learners.sampled import AVERAGE_CHECKPOINTS
-from sparsesim.sampling import SAMPLERS, draw_other_class, iter_sampled_triplets, select_negatives
+from sparsesim.sampling import (
+    SAMPLERS,
+    draw_other_class,
+    iter_sampled_triplets,
+    select_negatives,
+)
 from sparsesim.triplets import iter_sors_triplets
 
 LEARNERS = [OASIS, SORS, AdaSORS]
@@ -102,7 +107,7 @@ def test_passes_revisit_the_same_pairs_in_a_new_order():
     assert t.shape == (1500, 3)
     first, second = t[:500], t[500:1000]
     assert not np.array_equal(first, second)
-    key = lambda a: sorted(map(tuple, a.tolist()))  # noqa: E731
+    key = lambda a: sorted(map(tuple, a.tolist()))
     assert key(first) == key(second) == key(t[1000:])
 
 
@@ -196,7 +201,7 @@ def test_uniform_fit_is_the_sors_protocol_bit_for_bit(cls):
 @pytest.mark.parametrize("sampler", ["semihard", "distance-weighted"])
 def test_mined_fit_is_seeded(cls, sampler):
     X, y = corpus()
-    fit = lambda seed: cls(n_triplets=1500, random_state=seed, sampler=sampler, pool_size=8).fit(X, y)  # noqa: E731
+    fit = lambda seed: cls(n_triplets=1500, random_state=seed, sampler=sampler, pool_size=8).fit(X, y)
     a, b, c = fit(0), fit(0), fit(1)
     assert (a.model_.W != b.model_.W).nnz == 0
     assert (a.model_.W != c.model_.W).nnz > 0

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..sampling import SAMPLERS, iter_sampled_triplets
 
-__all__ = ["SampledFit", "SAMPLED_FIT_SPEC", "AVERAGE_CHECKPOINTS"]
+__all__ = ["AVERAGE_CHECKPOINTS", "SAMPLED_FIT_SPEC", "SampledFit"]
 
 #: fractions of the updates after which M is added to the average (``averaging=True``)
 AVERAGE_CHECKPOINTS = (0.6, 0.7, 0.8, 0.9, 1.0)
