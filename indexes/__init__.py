@@ -26,10 +26,12 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidPara
 from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
                                   check_random_state, resolve_name)
 
+from sparsesim.compact import CompactSimilarity
 from sparsesim.embedding import EmbeddingSimilarity
 
 from .ann import AnnIndex
 from .base import Index
+from .compact_index import CompactExactIndex
 from .embedding_ann import EmbeddingAnnIndex
 from .embedding_index import EmbeddingExactIndex
 from .exact import ExactIndex
@@ -38,7 +40,7 @@ from .storage import (check_stored_model, derived_arrays_checked, mark_derived_a
                       read_manifest, save_index)
 from .verify import verify_derived
 
-__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "INDEX_KINDS",
+__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "CompactExactIndex", "INDEX_KINDS",
            "build_index", "load_index", "save_index", "read_manifest"]
 
 # the one map from an index kind (CLI ``--kind``, manifest ``kind``) to its class
@@ -159,10 +161,11 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
     Parameters
     ----------
-    model : BilinearSimilarity or EmbeddingSimilarity
+    model : BilinearSimilarity, EmbeddingSimilarity or CompactSimilarity
         The learned similarity (M = I + W), or an embedding similarity (then the index is an
         :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
-        :mod:`sparsesim.indexes.embedding_index`).
+        :mod:`sparsesim.indexes.embedding_index`), or a compact one (an in-memory
+        :class:`CompactExactIndex`, exact only).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}
@@ -196,6 +199,14 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     (2, 3)
     """
     kind = resolve_name(kind, INDEX_KINDS, "index kind")
+    if isinstance(model, CompactSimilarity):
+        if kind != "exact":
+            raise InvalidInputError("a compact (ssi-dwuv) model is served by the exact index only; use kind='exact'")
+        index = CompactExactIndex(model, n_jobs=check_n_jobs(n_jobs, "n_jobs"),
+                                  **check_index_params(CompactExactIndex, params))
+        if calibration_queries is not None:
+            raise InvalidInputError("calibration_queries apply to ann indexes only")
+        return index.fit(X, ids=ids)
     embedding = isinstance(model, EmbeddingSimilarity)
     cls = (EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
     params = check_index_params(cls, params)
