@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -117,7 +118,9 @@ def main(argv=None):
         summary[name]["map_std"] = float(np.std([r["map"] for r in rs]))
     report = {"dataset": args.dataset, "protocol": "validation" if args.validate else "closed", "seeds": args.seeds,
               "n_features": int(X.shape[1]), "ssi_params": params, "summary": summary, "runs": results,
-              "note": "times measured on a 2-core machine shared with other jobs"}
+              "note": "times measured on a 2-core machine shared with other jobs",
+              "command": "SPARSESIM_DATA=/work/shared/data python benchmarks/bench_compact.py "
+                         + " ".join(sys.argv[1:] if argv is None else argv)}
     OUT.mkdir(exist_ok=True)
     path = OUT / f"compact_{args.dataset}_{report['protocol']}{args.tag}.json"
     path.write_text(json.dumps(report, indent=1, default=float))

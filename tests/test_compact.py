@@ -309,11 +309,11 @@ def test_tune_searches_the_default_space_on_the_training_part():
     from sparsesim.triplets import stratified_split
     from sparsesim.tuning import default_grid, tune_similarity
 
-    assert default_grid("ssi-dwuv", {}) == {"learning_rate": [0.03, 0.1, 0.3]}
+    assert default_grid("ssi-dwuv", {}) == {"learning_rate": [0.1, 0.3, 1.0]}
     data = load_dataset("news20-sample")
     train, _ = stratified_split(data.y, 0.7, seed=0)
     result = tune_similarity("ssi-dwuv", data.X[train], data.y[train], n_triplets=1500, seed=0)
     rates = {t["params"]["learning_rate"] for t in result.trials}
-    assert rates == {0.03, 0.1, 0.3}
+    assert rates == {0.1, 0.3, 1.0}
     assert result.estimator.learning_rate == result.best_params["learning_rate"]
     assert isinstance(result.estimator.model_, CompactSimilarity)

@@ -122,8 +122,10 @@ class CompactSSI(TripletLearner):
     C : float or "auto", default "auto"
         Cap of the passive-aggressive step on D and W; ``"auto"``: OASIS's rule
         (:func:`sparsesim.defaults.resolve_bilinear`) on the normalised corpus.
-    learning_rate : float, default 0.1
-        Step eta of the low-rank (SSI) update.
+    learning_rate : float, default 0.3
+        Step eta of the low-rank (SSI) update. Chosen on a validation part of news20's training
+        split (seed 0, 2e4 triplets): 0.01 / 0.03 / 0.1 / 0.3 / 1.0 gave MAP 20.6 / 22.4 / 27.5 /
+        37.3 / 27.7 (docs/compact.md).
     init_scale : float, default 1.0
         Scale of the initial random projection U_0 = V_0 (0: the low-rank part starts at 0 and,
         its gradient being 0 there, stays 0).
@@ -156,7 +158,7 @@ class CompactSSI(TripletLearner):
     _state_attrs = TripletLearner._state_attrs + ("diagonal_", "W_", "U_", "V_", "rank_", "support_",
                                                   "resolved_params_")
 
-    def __init__(self, rank=AUTO, support=AUTO, max_size_ratio=20.0, C=AUTO, learning_rate=0.1, init_scale=1.0,
+    def __init__(self, rank=AUTO, support=AUTO, max_size_ratio=20.0, C=AUTO, learning_rate=0.3, init_scale=1.0,
                  n_triplets=100_000, random_state=None):
         self.rank = rank
         self.support = support
