@@ -272,10 +272,32 @@ def test_exact_index_scores_are_the_models(tmp_path):
     np.testing.assert_allclose(sims[0], -np.sort(-row)[:4], rtol=1e-6, atol=1e-6)
     index.add(corpus(10, n=3), ids=["n0", "n1", "n2"])
     assert index.n_documents == 43
-    with pytest.raises(InvalidInputError, match="exact"):
-        build_index(model, X, kind="ann")
     with pytest.raises(InvalidInputError, match="not saved"):
         index.save(tmp_path / "idx")
+
+
+def test_ann_index_reranks_with_the_exact_score():
+    from sparsesim.data.synthetic import rcv1_like
+    from sparsesim.indexes import CompactAnnIndex, build_index
+
+    data = rcv1_like(460, n_features=300, nnz_per_doc=25, n_classes=6, class_vocab=120, seed=4)
+    X, Q = data.X[:400], data.X[400:]
+    est = CompactSSI(n_triplets=3000, random_state=0).fit(X, data.y[:400])
+    model = est.model_
+    assert model.rank > 0 and model.W.nnz > 0
+    exact = build_index(model, X, kind="exact")
+    rows, scores = exact.query_rows(Q, top_k=10)
+    ann = build_index(model, X, kind="ann", target_recall=None, random_state=1)
+    assert isinstance(ann, CompactAnnIndex)
+    full = {"nprobe": ann.nlist_, "dense_pool": ann.n_documents, "n_postings": ann.n_documents,
+            "sparse_pool": ann.n_documents}
+    arows, ascores = ann.query_rows(Q, top_k=10, **full)  # every document a candidate: the exact answer
+    np.testing.assert_array_equal(arows, rows)
+    np.testing.assert_allclose(ascores, scores, rtol=0, atol=1e-12)
+    calibrated = build_index(model, X, kind="ann", random_state=1)
+    assert calibrated.calibration_["met"]
+    _, cscores = calibrated.query_rows(Q, top_k=10)
+    assert np.mean(cscores >= scores[:, -1:] - 1e-9) >= 0.9  # fresh queries, recall counting ties
 
 
 def test_cli_trains_evaluates_queries_and_refuses_an_index(tmp_path, monkeypatch, capsys):
