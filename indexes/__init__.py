@@ -26,10 +26,12 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, InvalidPara
 from sparsesim.validation import (bounded, check_bool, check_dense_request, check_float, check_int, check_n_jobs,
                                   check_random_state, resolve_name)
 
+from sparsesim.compact import CompactSimilarity
 from sparsesim.embedding import EmbeddingSimilarity
 
 from .ann import AnnIndex
 from .base import Index
+from .compact_index import CompactAnnIndex, CompactExactIndex
 from .embedding_ann import EmbeddingAnnIndex
 from .embedding_index import EmbeddingExactIndex
 from .exact import ExactIndex
@@ -38,13 +40,15 @@ from .storage import (check_stored_model, derived_arrays_checked, mark_derived_a
                       read_manifest, save_index)
 from .verify import verify_derived
 
-__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "INDEX_KINDS",
+__all__ = ["Index", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "CompactExactIndex", "CompactAnnIndex", "INDEX_KINDS",
            "build_index", "load_index", "save_index", "read_manifest"]
 
 # the one map from an index kind (CLI ``--kind``, manifest ``kind``) to its class
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
 # the same kinds over an EmbeddingSimilarity (build_index picks them by the model's class)
 EMBEDDING_INDEX_KINDS = {"exact": EmbeddingExactIndex, "ann": EmbeddingAnnIndex}
+# over a CompactSimilarity (in memory only: not in STORED_KINDS)
+COMPACT_INDEX_KINDS = {"exact": CompactExactIndex, "ann": CompactAnnIndex}
 # every kind an index directory may declare
 STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS.values()}}
 
@@ -159,10 +163,11 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
     Parameters
     ----------
-    model : BilinearSimilarity or EmbeddingSimilarity
+    model : BilinearSimilarity, EmbeddingSimilarity or CompactSimilarity
         The learned similarity (M = I + W), or an embedding similarity (then the index is an
         :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
-        :mod:`sparsesim.indexes.embedding_index`).
+        :mod:`sparsesim.indexes.embedding_index`), or a compact one (an in-memory
+        :class:`CompactExactIndex` or :class:`CompactAnnIndex`, not saved).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}
@@ -196,8 +201,9 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     (2, 3)
     """
     kind = resolve_name(kind, INDEX_KINDS, "index kind")
-    embedding = isinstance(model, EmbeddingSimilarity)
-    cls = (EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
+    embedding = isinstance(model, (EmbeddingSimilarity, CompactSimilarity))
+    cls = (COMPACT_INDEX_KINDS if isinstance(model, CompactSimilarity) else
+           EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
     params = check_index_params(cls, params)
     n_jobs = check_n_jobs(n_jobs, "n_jobs")
     if kind == "ann" and not embedding and hasattr(X, "shape") and len(X.shape) == 2:

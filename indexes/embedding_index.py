@@ -89,9 +89,14 @@ class EmbeddingIndex(Index):
 
     # -- facts ------------------------------------------------------------------------------
     @property
+    def sparse_weight(self) -> float:
+        """Weight of the sparse dot product ``<Q.X, X>`` in the score (the model's alpha)."""
+        return self._model.identity_weight
+
+    @property
     def sparse_part(self) -> bool:
         """Whether the score has an identity part (the sparse corpus is stored and scored)."""
-        return self._model.identity_weight != 0.0
+        return self.sparse_weight != 0.0
 
     @property
     def E_(self) -> np.ndarray:
@@ -187,7 +192,7 @@ class EmbeddingIndex(Index):
         n = self.n_documents
         E = self._E
         X = self.X_ if self.sparse_part else None  # (a memory-mapped corpus: every block checked first)
-        alpha = self._model.identity_weight
+        alpha = self.sparse_weight
         chunk = max(self.chunk_size, k)
         bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
         out_rows, out_scores = [], []
@@ -225,7 +230,7 @@ class EmbeddingIndex(Index):
         safe = np.where(valid, docs, 0)
         scores = np.einsum("qwr,qr->qw", np.asarray(self._E[safe], dtype=np.float64), Qe.E)
         if self.sparse_part:
-            scores += self._model.identity_weight * self._sparse_dots(Qe.X, safe)
+            scores += self.sparse_weight * self._sparse_dots(Qe.X, safe)
         scores[~valid] = -np.inf
         order = np.lexsort((np.where(valid, docs, n), -scores), axis=1)[:, :k]
         rows = np.take_along_axis(docs, order, axis=1)

@@ -133,6 +133,10 @@ register(AlgorithmSpec("proxy-ssi", "sparsesim.learners.embedding:ProxySSI", "si
                        "low-rank S = alpha cos + <e(x),e(x')> from class-proxy and mined triplets (SSI, proxies), "
                        "alpha and passes chosen on held-out data"))
 
+register(AlgorithmSpec("ssi-dwuv", "sparsesim.learners.compact:CompactSSI", "similarity",
+                       "compact M = D + W + UV^T: SSI low-rank step, PA step on the diagonal and a sparse "
+                       "co-occurrence support; within 20x the corpus's stored entries (Bai et al. 2009)"))
+
 # --- online Mahalanobis metric learners on pairs (the SORS paper's baselines; dense A, d <= max_features) ---
 register(AlgorithmSpec("lego", "sparsesim.learners.mahalanobis:LEGO", "similarity",
                        "LEGO: online LogDet metric learning on pairs from triplets (Jain et al. 2008); dense A"))
