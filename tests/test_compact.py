@@ -339,3 +339,14 @@ def test_tune_searches_the_default_space_on_the_training_part():
     assert rates == {0.1, 0.3, 1.0}
     assert result.estimator.learning_rate == result.best_params["learning_rate"]
     assert isinstance(result.estimator.model_, CompactSimilarity)
+
+
+def test_feedback_learning_refuses_a_compact_index():
+    """Feedback learning (what `serve --learn` runs) updates bilinear models: one clear error, nothing started."""
+    from sparsesim.feedback.learner import FeedbackLearner
+    from sparsesim.indexes import build_index
+
+    model, _ = model_and_dense(seed=5)
+    index = build_index(model, corpus(11, n=20), kind="exact")
+    with pytest.raises(InvalidInputError, match="bilinear model.*CompactSimilarity"):
+        FeedbackLearner(index)
