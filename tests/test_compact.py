@@ -350,3 +350,19 @@ def test_feedback_learning_refuses_a_compact_index():
     index = build_index(model, corpus(11, n=20), kind="exact")
     with pytest.raises(InvalidInputError, match="bilinear model.*CompactSimilarity"):
         FeedbackLearner(index)
+
+
+def test_support_of_a_large_corpus_comes_from_a_seeded_sample(monkeypatch):
+    import sparsesim.learners.compact as compact
+
+    X = corpus(12, n=60, d=15)
+    y = np.arange(60) % 3
+    monkeypatch.setattr(compact, "SUPPORT_DOCUMENTS", 25)
+    est = CompactSSI(n_triplets=0, rank=2, support=4, random_state=7).fit(X, y)
+    rng = np.random.default_rng(7)
+    U0 = rng.standard_normal((15, 2)) * (1.0 / np.sqrt(2))
+    rows = np.sort(rng.choice(60, 25, replace=False))
+    np.testing.assert_array_equal(est.U_, U0)  # the projection does not depend on the sample
+    want = cooccurrence_support(X[rows], 4)
+    assert np.array_equal(est.W_.indptr, want.indptr) and np.array_equal(est.W_.indices, want.indices)
+    assert not np.array_equal(want.indices, cooccurrence_support(X, 4).indices)  # the sample mattered
