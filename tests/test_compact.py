@@ -339,3 +339,30 @@ def test_tune_searches_the_default_space_on_the_training_part():
     assert rates == {0.1, 0.3, 1.0}
     assert result.estimator.learning_rate == result.best_params["learning_rate"]
     assert isinstance(result.estimator.model_, CompactSimilarity)
+
+
+def test_feedback_learning_refuses_a_compact_index():
+    """Feedback learning (what `serve --learn` runs) updates bilinear models: one clear error, nothing started."""
+    from sparsesim.feedback.learner import FeedbackLearner
+    from sparsesim.indexes import build_index
+
+    model, _ = model_and_dense(seed=5)
+    index = build_index(model, corpus(11, n=20), kind="exact")
+    with pytest.raises(InvalidInputError, match="bilinear model.*CompactSimilarity"):
+        FeedbackLearner(index)
+
+
+def test_support_of_a_large_corpus_comes_from_a_seeded_sample(monkeypatch):
+    import sparsesim.learners.compact as compact
+
+    X = corpus(12, n=60, d=15)
+    y = np.arange(60) % 3
+    monkeypatch.setattr(compact, "SUPPORT_DOCUMENTS", 25)
+    est = CompactSSI(n_triplets=0, rank=2, support=4, random_state=7).fit(X, y)
+    rng = np.random.default_rng(7)
+    U0 = rng.standard_normal((15, 2)) * (1.0 / np.sqrt(2))
+    rows = np.sort(rng.choice(60, 25, replace=False))
+    np.testing.assert_array_equal(est.U_, U0)  # the projection does not depend on the sample
+    want = cooccurrence_support(X[rows], 4)
+    assert np.array_equal(est.W_.indptr, want.indptr) and np.array_equal(est.W_.indices, want.indices)
+    assert not np.array_equal(want.indices, cooccurrence_support(X, 4).indices)  # the sample mattered

@@ -11,7 +11,8 @@ values of the sparse part W for the loss that remains. The rules are in
 The size is fixed before learning: ``d + nnz(W) + 2 d r`` numbers, at most ``max_size_ratio``
 times the stored entries of the corpus it starts from. W's support (which off-diagonal entries
 may be nonzero) is chosen then too: for each feature, the ``support`` features it co-occurs with
-most in the corpus (the largest entries of ``n(X)^T n(X)``, rows L2-normalised).
+most in the corpus (the largest entries of ``n(X)^T n(X)``, rows L2-normalised; over a seeded
+sample of :data:`SUPPORT_DOCUMENTS` documents when the corpus has more).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = ["CompactSSI", "cooccurrence_support", "compact_sizes"]
 #: Largest default rank and support per feature (``"auto"`` stays below them when the budget allows more).
 MAX_AUTO_RANK = 64
 MAX_AUTO_SUPPORT = 32
+#: W's support is chosen from the co-occurrences of at most this many documents (a seeded sample).
+SUPPORT_DOCUMENTS = 20_000
 _BLOCK_FEATURES = 512
 
 
@@ -190,6 +193,8 @@ class CompactSSI(TripletLearner):
                 if X.shape[0] >= 2 else 1.0
         rng = np.random.default_rng(self.random_state)
         U0 = rng.standard_normal((d, rank)) * (float(self.init_scale) / math.sqrt(max(rank, 1)))
+        if Xn.shape[0] > SUPPORT_DOCUMENTS:  # drawn after U0: smaller corpora get the same U0 and support
+            Xn = Xn[np.sort(rng.choice(Xn.shape[0], SUPPORT_DOCUMENTS, replace=False))]
         self.diagonal_ = np.ones(d)
         self.W_ = cooccurrence_support(Xn, support)
         self.U_ = U0
@@ -200,7 +205,12 @@ class CompactSSI(TripletLearner):
     def _update(self, X, triplets, signs):
         if "diagonal_" not in self.__dict__:
             self._setup(X)
-        Xn = _unit_rows(X)
+        cached = getattr(self, "_unit_cache", None)
+        if cached is not None and cached[0] is X:  # fit passes the same checked corpus with every batch
+            Xn = cached[1]
+        else:
+            Xn = _unit_rows(X)
+            self._unit_cache = (X, Xn)
         losses = np.zeros(triplets.shape[0])
         signs = np.ones(triplets.shape[0]) if signs is None else np.ascontiguousarray(signs, np.float64)
         W = self.W_
@@ -220,10 +230,22 @@ class CompactSSI(TripletLearner):
         The sizes, ``C`` and W's support are resolved from ``X`` before the first triplet.
         """
         check_params(self)
-        super().fit(X, y, progress=progress)
+        try:
+            super().fit(X, y, progress=progress)
+        finally:
+            self._unit_cache = None
         if "diagonal_" not in self.__dict__:  # no triplets: the starting model of X
             self._setup(check_fit_matrix(X))
         return self
+
+    def partial_fit_triplets(self, X, triplets, signs=None):
+        """Update the model with ``triplets`` over the rows of ``X`` (see
+        :meth:`TripletLearner.partial_fit_triplets`). A fresh learner resolves its sizes, ``C`` and
+        W's support from this first ``X``; later calls keep them."""
+        try:
+            return super().partial_fit_triplets(X, triplets, signs)
+        finally:
+            self._unit_cache = None
 
     # -- the model ------------------------------------------------------------------------
     @property
