@@ -357,8 +357,8 @@ class ProxySSI(TripletLearner):
                         for a in alphas:
                             r = evaluate_retrieval(lambda q, a=a, g=g: a * lexical[g][q] + emb[q], yva, k=k)
                             scores.append({"alpha": a, "lexical_power": g, "map": float(r["map"]),
-                                           "ap@10": float(r["ap@10"]),
-                                           "criterion": float(r["map"]) + (float(r["ap@10"]) if both else 0.0)})
+                                           "ap@10": float(r[f"ap@{k}"]),  # ap@k: a small held-out part has k < 10
+                                           "criterion": float(r["map"]) + (float(r[f"ap@{k}"]) if both else 0.0)})
                     maps = {a: max(t["map"] for t in scores if t["alpha"] == a) for a in alphas}
                     history.append({"fold": fold, "epoch": epoch, "map": maps, "scores": scores})
                     if progress is not None:
