@@ -1,6 +1,7 @@
-"""A low-rank similarity learned from class-proxy and document triplets, mixed toward cosine.
+"""A low-rank similarity learned from class-proxy and document triplets, mixed toward a lexical one.
 
-:class:`ProxySSI` learns ``S(x, x') = alpha cos(x, x') + <e(x), e(x')>`` with ``e(x) = xP / |xP|``
+:class:`ProxySSI` learns ``S(x, x') = alpha <l(x), l(x')> + <e(x), e(x')>`` with ``e(x) = xP / |xP|``
+and ``l(x)`` the rows raised entry-wise to a power gamma and L2-normalised (gamma = 1: cosine)
 (rows L2-normalised first, ``P`` dense ``(d, r)``): Supervised Semantic Indexing's low-rank
 bilinear form (Bai et al. 2009) with normalised embeddings, trained online with AdaGrad from
 
@@ -10,8 +11,8 @@ bilinear form (Bai et al. 2009) with normalised embeddings, trained online with 
   from the current model's own ranking of a random pool (semi-hard, Schroff et al. 2015) —
   the only rule :meth:`ProxySSI.partial_fit_triplets` applies, since a bare triplet has no class.
 
-``fit`` holds part of the training data out, keeps the pass (epoch) and the mixing weight
-``alpha`` toward cosine that rank it best, then trains again on all of it for that many passes.
+``fit`` holds part of the training data out, keeps the pass (epoch), the mixing weight
+``alpha`` and the power ``gamma`` that rank it best, then trains again on all of it for that many passes.
 Epoch 0 (no training: ``P`` is a random projection, whose cosines approximate the documents'
 own) and large ``alpha`` are candidates, so a model that does not transfer falls back toward
 cosine. ``validation="classes"`` holds out whole classes, for models that will serve documents of
@@ -59,7 +60,8 @@ def _embed(Xn: sp.csr_matrix, P: np.ndarray) -> np.ndarray:
 class ProxySSI(TripletLearner):
     """Low-rank normalised-embedding similarity learned from class-proxy and mined triplets.
 
-    ``S(x, x') = alpha <n(x), n(x')> + <e(x), e(x')>``, ``e(x) = n(x) P / |n(x) P|``, ``n(x) = x / |x|``.
+    ``S(x, x') = alpha <l(x), l(x')> + <e(x), e(x')>``, ``e(x) = n(x) P / |n(x) P|``, ``n(x) = x / |x|``,
+    ``l(x)`` = ``n(x)`` raised entry-wise to ``gamma`` (sign kept) and L2-normalised.
 
     Parameters
     ----------
