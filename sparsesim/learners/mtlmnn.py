@@ -275,7 +275,7 @@ class MTLMNN(SparsesimEstimator):
         self.n_updates_ = kept
         self.updates_per_second_ = 0.0
         self.query_ratio_ = 1.0
-        self.resolved_params_ = {"n_per_task": [int(p[0].shape[0]) for p in parts], "n_steps": kept}
+        self.resolved_params_ = {"n_documents": int(sum(p[0].shape[0] for p in parts)), "n_steps": kept}
         return self
 
     @property
