@@ -25,9 +25,14 @@ SORS_KEYS = ("algorithm", "seed", "map", "ap@10", "map@10", "train_seconds", "n_
 def rows_of(report: dict) -> list[dict]:
     if report["protocol"] == "sors":
         return [{k: r[k] for k in SORS_KEYS if k in r} for r in report["results"]]
+    summary = report["summary"]
+    if isinstance(summary, dict):  # ijcai17: {algorithm: row}
+        summary = [dict(row, algorithm=name) for name, row in summary.items()]
     keep = []
-    for row in report["summary"]:
-        keep.append({k: v for k, v in row.items() if not isinstance(v, (list, dict)) or k == "params"})
+    for row in summary:
+        # scalars, [mean, std] pairs and the AP@k / mAP@k curves (k = 1..10, the OMTRSL paper's Figs. 1-2)
+        keep.append({k: v for k, v in row.items() if k == "params" or not isinstance(v, (list, dict))
+                     or (isinstance(v, list) and all(isinstance(x, (int, float)) for x in v))})
     return keep
 
 

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparsesim.exceptions import ResourceLimitError
-from sparsesim.learners.mtlmnn import _task_terms, _weighted_scatter, mtlmnn_objective, target_neighbors
+from sparsesim.learners.mtlmnn import task_terms, weighted_scatter, mtlmnn_objective, target_neighbors
 from sparsesim.registry import make_estimator
 
 
@@ -69,12 +69,12 @@ def test_subgradient_matches_finite_differences():
     T = target_neighbors(Xt, yt, 3)
     rng = np.random.default_rng(3)
     M = np.eye(5) + _random_psd(rng, 5, 0.1)
-    _, W = _task_terms(Xt, yt, T, M)
-    G = _weighted_scatter(Xt, W)
+    _, W = task_terms(Xt, yt, T, M)
+    G = weighted_scatter(Xt, W)
     E = rng.standard_normal((5, 5))
     E = 0.5 * (E + E.T)
     h = 1e-6
-    fd = (_task_terms(Xt, yt, T, M + h * E)[0] - _task_terms(Xt, yt, T, M - h * E)[0]) / (2 * h)
+    fd = (task_terms(Xt, yt, T, M + h * E)[0] - task_terms(Xt, yt, T, M - h * E)[0]) / (2 * h)
     np.testing.assert_allclose(fd, np.sum(G * E), rtol=1e-5)
 
 

@@ -35,7 +35,7 @@ from ..models import MultiTaskSimilarity
 from ..validation import check_fit_matrix, check_labels
 from .base import SparsesimEstimator
 
-__all__ = ["MTLMNN", "mtlmnn_objective", "target_neighbors"]
+__all__ = ["MTLMNN", "mtlmnn_objective", "target_neighbors", "task_terms", "weighted_scatter"]
 
 _BATCH = ("is fitted in one batch from class labels (fit(X, y, tasks)), not from triplets, so learning in chunks "
           "of triplets does not apply")
@@ -56,7 +56,7 @@ def _pair_distances(X, M):
     return sq[:, None] + sq[None, :] - XM @ X.T - (XM @ X.T).T
 
 
-def _task_terms(X, y, T, M):
+def task_terms(X, y, T, M):
     """Data part of the objective of one task and its weight matrix W (pulls + active hinge terms)."""
     D = _pair_distances(X, M)
     n = X.shape[0]
@@ -74,7 +74,7 @@ def _task_terms(X, y, T, M):
     return loss, W
 
 
-def _weighted_scatter(X, W):
+def weighted_scatter(X, W):
     """``sum_ab W[a, b] (x_a - x_b)(x_a - x_b)^T = X^T (diag(W 1 + W^T 1) - W - W^T) X``."""
     L = np.diag(W.sum(axis=1) + W.sum(axis=0)) - W - W.T
     return X.T @ L @ X
@@ -84,7 +84,7 @@ def mtlmnn_objective(M0, Ms, parts, gamma0, gamma) -> float:
     """The objective above for the tasks' ``parts = [(X_t, y_t, targets_t), ...]``."""
     total = gamma0 * float(np.sum((M0 - np.eye(M0.shape[0])) ** 2))
     for Mt, (X, y, T) in zip(Ms, parts):
-        total += gamma * float(np.sum(Mt * Mt)) + _task_terms(X, y, T, M0 + Mt)[0]
+        total += gamma * float(np.sum(Mt * Mt)) + task_terms(X, y, T, M0 + Mt)[0]
     return total
 
 
@@ -238,8 +238,8 @@ class MTLMNN(SparsesimEstimator):
             loss = g0 * float(np.sum((M0 - np.eye(d)) ** 2))
             grads, G0 = [], np.zeros((d, d))
             for Mt, (Xt, yt, Tt) in zip(Ms, parts):
-                task_loss, W = _task_terms(Xt, yt, Tt, M0 + Mt)
-                S = _weighted_scatter(Xt, W)
+                task_loss, W = task_terms(Xt, yt, Tt, M0 + Mt)
+                S = weighted_scatter(Xt, W)
                 loss += g * float(np.sum(Mt * Mt)) + task_loss
                 grads.append(S)
                 G0 = G0 + S
@@ -275,7 +275,7 @@ class MTLMNN(SparsesimEstimator):
         self.n_updates_ = kept
         self.updates_per_second_ = 0.0
         self.query_ratio_ = 1.0
-        self.resolved_params_ = {"n_per_task": [int(p[0].shape[0]) for p in parts], "n_steps": kept}
+        self.resolved_params_ = {"n_documents": int(sum(p[0].shape[0] for p in parts)), "n_steps": kept}
         return self
 
     @property
