@@ -22,7 +22,7 @@ import numpy as np
 from sparsesim.data import load_dataset
 from sparsesim.evaluation import evaluate_retrieval
 from sparsesim.registry import make_estimator
-from sparsesim.triplets import stratified_split
+from sparsesim.triplets import stratified_split, usable_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -49,7 +49,9 @@ def main(argv=None):
     X, y = data.X.tocsr(), np.asarray(data.y)
     tr, _ = stratified_split(y, 0.7, args.seed)
     Xtr, ytr = X[tr], y[tr]
-    fit_idx, val_idx = stratified_split(ytr, 0.7, args.seed)
+    usable = usable_rows(ytr, warn=False)  # classes with one training document cannot be split
+    usable = np.arange(ytr.size) if usable is None else usable
+    fit_idx, val_idx = (usable[part] for part in stratified_split(ytr[usable], 0.7, args.seed))
     out = ROOT / "benchmarks" / "out" / f"bench_quality_samplers_{args.dataset}.json"
     rows = json.loads(out.read_text())["rows"] if out.exists() else []
     done = {(r["learner"], r["config"], r["n_triplets"]) for r in rows}
