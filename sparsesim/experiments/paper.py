@@ -194,7 +194,7 @@ def _run_protocol(settings: dict, out_dir: Path | None, n_jobs: int, cache: dict
     key = json.dumps({k: v for k, v in settings.items() if k not in ("column", "substitution", "note")},
                      sort_keys=True, default=str)
     if cache is not None and key in cache:
-        return cache[key]
+        return dict(cache[key], reused=True)
     config = ExperimentConfig(dataset=settings["dataset"], algorithms=list(settings["algorithms"]),
                               seeds=[int(s) for s in settings.get("seeds", [0])], triplets=settings.get("triplets"),
                               params=settings.get("params", {}), n_jobs=n_jobs, out_dir=out_dir,
@@ -278,6 +278,7 @@ def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_j
             report = _run_protocol(settings, out, n_jobs, cache)
             board = scoreboard(entry["protocol"], report)
             entry["seconds"] = report.get("seconds")
+            entry["reused"] = bool(report.get("reused"))
             entry["plots"] = [str(p) for p in (report.get("plots") or ([report["plot"]] if report.get("plot") else []))]
             entry["selection"] = _selection(entry["protocol"], settings)
             if report.get("learning_curve"):

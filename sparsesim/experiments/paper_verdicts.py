@@ -180,7 +180,8 @@ def item_markdown(result: dict, level: int = 2) -> str:
         sub = f" — substitution: {run['substitution']}" if run["substitution"] else ""
         lines.append(f"* **{run['column']}**: {what}{sub}; selection: {run.get('selection', '—')}"
                      + (f"; not registered: {', '.join(run['not_registered'])}" if run["not_registered"] else "")
-                     + (f"; {run['seconds']:.1f} s" if run.get("seconds") is not None else ""))
+                     + (f"; {run['seconds']:.1f} s" if run.get("seconds") is not None else "")
+                     + (" (the same run as an earlier item's, reused)" if run.get("reused") else ""))
     if result["rows"]:
         lines += ["", "| data | row | metric | paper | ours | verdict |", "|---|---|---|---:|---:|---|"]
         for r in result["rows"]:
