@@ -38,6 +38,8 @@ def experiment(
                               "`sparsesim tune`'s search per learner and seed (--option grid=... sets its grid); "
                               "cikm15: 5-fold CV over a grid around the auto values (--option search=grid: the paper's "
                               "10^-5..10^5); ijcai17: the paper's Figure 3 search."),
+    quick: bool = typer.Option(False, "--quick", help="Paper experiment files (paper-*): the small sizes the test "
+                               "suite runs instead of the papers' sizes."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
@@ -48,6 +50,17 @@ def experiment(
     from sparsesim.registry import get_algorithm
 
     spec = load_experiment_file(config_file) if config_file is not None else {}
+    from sparsesim.experiments import paper
+
+    if paper.is_paper_file(spec):
+        _paper_experiment(spec, str(config_file), out_dir, quick, n_jobs, json_out,
+                          given=[f for f, v in (("--dataset", dataset), ("--algorithms", algorithms),
+                                                ("--protocol", protocol), ("--triplets", triplets), ("--seeds", seeds),
+                                                ("--param", param), ("--option", option), ("--tune", tune or None),
+                                                ("--learning-curve", learning_curve)) if v is not None])
+        return
+    if quick:
+        raise InvalidInputError("--quick applies to the papers' experiment files (--config paper-...)")
     dataset = dataset if dataset is not None else spec.get("dataset")
     if dataset is None:
         raise InvalidInputError("give --dataset (or an experiment file with `dataset`)")
@@ -172,6 +185,23 @@ def experiment(
         _emit(report)
     else:
         _echo(module.format_table(report))
+
+
+def _paper_experiment(spec, name, out_dir, quick, n_jobs, json_out, given):
+    """A paper's table or figure (or with ``include``, the whole reproduction report)."""
+    from sparsesim.experiments import paper
+
+    if given:
+        raise InvalidInputError(f"a paper experiment file fixes its own settings; {', '.join(given)} cannot change "
+                                "them (copy the file and edit it instead)")
+    if out_dir is not None and (out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir())):
+        raise InvalidInputError(f"--out-dir {out_dir} exists and is not a directory; give a directory path")
+    n_jobs = check_n_jobs(n_jobs if n_jobs is not None else 1, "--n-jobs")
+    report = paper.run_file(spec, name, out_dir, quick, n_jobs)
+    if json_out:
+        _emit(report)
+    else:
+        _echo(paper.format_report(report))
 
 
 @app.command()

@@ -8,7 +8,9 @@
 
 The settings behind the published tables are experiment files (TOML or JSON) in
 ``sparsesim/experiments/configs/``: ``sparsesim experiment --config NAME`` runs one (see
-:func:`load_experiment_file`).
+:func:`load_experiment_file`). The ``paper-*`` files are the papers' tables and figures, run beside
+the papers' numbers (:mod:`sparsesim.experiments.paper`); ``paper-all`` runs them all into the
+reproduction report.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ except ImportError:  # Python 3.10
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 EXPERIMENT_FILE_KEYS = ("protocol", "dataset", "algorithms", "seeds", "triplets", "params", "options", "n_jobs",
-                        "out_dir", "description")
+                        "out_dir", "description", "paper", "include")
 
 PROTOCOLS: dict[str, str] = {
     "sors": "sparsesim.experiments.sors",      # ICDM 2015 SORS: 70/30 split, triplets, MAP
@@ -113,7 +115,9 @@ def load_experiment_file(name_or_path) -> dict:
 
     Keys (all optional; command-line flags given explicitly win): ``protocol``, ``dataset``,
     ``algorithms`` (list), ``seeds`` (list), ``triplets``, ``params`` (``{algorithm or "*":
-    {param: value}}``), ``options`` (protocol options), ``n_jobs``, ``out_dir``, ``description``.
+    {param: value}}``), ``options`` (protocol options), ``n_jobs``, ``out_dir``, ``description``;
+    ``paper`` (a paper's table or figure, :mod:`sparsesim.experiments.paper`) and ``include``
+    (the items of the reproduction report).
 
     Raises
     ------

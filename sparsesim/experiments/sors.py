@@ -20,6 +20,8 @@ Options (``ExperimentConfig.options``):
   then passed explicitly; a multiplier of 1 everywhere is the default). This is how the factors
   of the default rule are measured (README, "How the factors were chosen").
 * ``k`` (default 10)
+* ``ks``: a largest cut-off K: every row also gets ``curves`` (AP@k, mAP@k for k = 1..K: the
+  precision-at-k curve of the paper's Fig. 2).
 * ``tune``: ``true`` (or a dict of :func:`sparsesim.tuning.tune_similarity` settings): choose
   every learner's parameters per seed by the same successive-halving search as ``sparsesim
   tune`` on a validation part of the training split; ``grid`` then gives its grid. The test split
@@ -63,7 +65,7 @@ DEFAULT_TRIPLETS = 100_000
 SWEEP_NOTE = ("none: every grid point is scored on the test split (a sweep, not a selection); the best row's "
               "parameters were chosen on its own test data -- choose with 'tune' (--tune) on the training split")
 DEFAULT_OPTIONS = {"train_fraction": 0.7, "grid": {}, "scale": {}, "k": 10, "tune": None, "unseen_classes": None,
-                   "progress_callback": None}
+                   "progress_callback": None, "ks": None}
 
 
 @functools.lru_cache(maxsize=2)
@@ -83,7 +85,7 @@ def _peak_rss_mb() -> float:
 
 def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: dict,
             train_fraction: float = 0.7, k: int = 10, tune: dict | None = None,
-            scale: dict | None = None, unseen_classes: float | None = None) -> dict:
+            scale: dict | None = None, unseen_classes: float | None = None, ks: int | None = None) -> dict:
     """Train ``algorithm`` on one seed's split of ``dataset`` and evaluate it; one result row.
 
     ``dataset`` is a name (loaded once per process) or the loaded :class:`LabelledData` (what a
@@ -139,7 +141,10 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     store_mb = getattr(est, "store_nbytes_", 0) / 2**20
     resolved = dict(getattr(est, "resolved_params_", {}))
     del est  # free the training store before evaluating (it can be the largest object)
-    scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k)
+    start = time.perf_counter()
+    scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k,
+                                ks=range(1, int(ks) + 1) if ks else None)
+    query_seconds = time.perf_counter() - start
     row = {
         "algorithm": algorithm,
         "seed": int(seed),
@@ -152,6 +157,7 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         "nnz": int(model.nnz()) if hasattr(model, "nnz") else None,
         "model_bytes": model_nbytes(model),
         "train_seconds": train_seconds,
+        "query_seconds": query_seconds,
         "updates_per_second": seen / train_seconds if seen and train_seconds > 0 else None,
         "n_triplets": seen,
         "n_updates": n_updates,
@@ -163,6 +169,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     }
     if scale:
         row["scale"] = dict(scale)
+    if ks:
+        row["curves"] = {key: [float(v) for v in value] for key, value in scores["curves"].items()}
     if open_set is not None:
         row["open_set"] = open_set
     if search is not None:
@@ -217,7 +225,7 @@ def run(config: ExperimentConfig) -> dict:
             for scale in (scales if kind == "similarity" else [{}]):
                 for seed in config.seeds:
                     jobs.append([config.dataset, name, seed, n_triplets, params, train_fraction, k, tune,
-                                 scale or None, unseen])
+                                 scale or None, unseen, opts["ks"]])
     progress = opts["progress_callback"]
     with dask_jobs(config.scheduler, scatter=list(inputs.values()), n_jobs=config.n_jobs) as session:
         if session.distributed:  # the loaded data set travels once, as one scattered object
