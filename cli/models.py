@@ -258,21 +258,23 @@ def query(
     for answer in answers:
         if json_out:
             labels, titles = answer.get("labels", {}), answer.get("titles", {})
-            line = {"query": answer["query"], "results": [_hit(i, s, labels, titles) for i, s in answer["results"]]}
+            line = {"query": answer["query"], "results": [_hit(hit, labels, titles) for hit in answer["results"]]}
             if "search" in answer:
                 line["search"] = answer["search"]
             _emit(line)
         else:
             _echo(f"query {answer['query']}:")
             labels, titles = answer.get("labels", {}), answer.get("titles", {})
-            for rank, (doc, score) in enumerate(answer["results"], start=1):
+            for rank, hit in enumerate(answer["results"], start=1):
+                doc, score = hit["id"], hit["score"]
                 extra = "  ".join(x for x in (labels.get(doc, ""), _quoted(titles.get(doc, ""))) if x)
                 _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {extra}".rstrip())
 
 
-def _hit(doc, score, labels: dict, titles: dict) -> dict:
+def _hit(result: dict, labels: dict, titles: dict) -> dict:
     """One result of ``query --json``: id and score, plus label and title when the corpus has them."""
-    hit = {"id": doc, "score": score}
+    hit = dict(result)
+    doc = hit["id"]
     if doc in labels:
         hit["label"] = labels[doc]
     if doc in titles:

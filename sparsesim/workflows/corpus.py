@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..data import LabelledData, load_dataset
+from ..data import LabelledData, is_data_path, load_dataset
 from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
 from ..persistence import check_meta_limits
 from ..text import featurizer_arrays
 from ..validation import bounded
-
-
-def _looks_like_path(name: str) -> bool:
-    return os.sep in name or "/" in name or Path(name).suffix != "" or Path(name).exists()
 
 
 #: data options recorded in a model so later commands read the same kind of file the same way
@@ -55,7 +50,7 @@ def representation_options(name_or_path, representation: str = "default", option
     out = dict(options or {})
     if representation != "raw":
         return out
-    if not _looks_like_path(str(name_or_path)):
+    if not is_data_path(name_or_path):
         out["representation"] = "raw"
     elif Path(str(name_or_path)).exists() and (out.get("format") or detect_format(str(name_or_path))) in (
             "folder", "csv", "tsv", "jsonl"):
@@ -80,7 +75,7 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     opts = model_data_options(model, options)
     if n_features is not None:
         opts.setdefault("n_features", n_features)
-    if not _looks_like_path(str(name_or_path)):
+    if not is_data_path(name_or_path):
         opts = {}
     if model is not None and model.metadata.get("input_representation") == "raw":
         opts = representation_options(name_or_path, "raw", opts)

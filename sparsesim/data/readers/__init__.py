@@ -43,6 +43,7 @@ from .texts import (  # noqa: F401
     iter_text_corpus,
     read_text_corpus,
     read_text_folder,
+    read_table_rows,
     read_text_table,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "encode_labels",
     "read_npz",
     "read_text_folder",
+    "read_table_rows",
     "read_text_table",
 ]

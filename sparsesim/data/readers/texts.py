@@ -189,6 +189,46 @@ def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurize
                           {"files": [str(path)], "format": "folder"}, featurizer, tfidf_options)
 
 
+def read_table_rows(path: str | os.PathLike, fmt: str | None = None) -> tuple[list[dict], list[str]]:
+    """The rows of a CSV / TSV (header row) or JSONL (one object per line) file, and its column
+    names (CSV: the header; JSONL: every key seen, sorted). The one parser of these formats: the
+    corpus reader (:func:`read_text_table`) and the query-file reader
+    (:func:`sparsesim.workflows.queries.read_query_texts`) both read through it.
+
+    Raises
+    ------
+    FileFormatError
+        Not valid CSV, or a JSONL line that is not a JSON object.
+    """
+    import csv
+    import json
+
+    path = Path(path)
+    fmt = fmt or table_format(path)
+    raw = _read_text_file(path)
+    rows: list[dict] = []
+    if fmt in ("csv", "tsv"):
+        reader = csv.DictReader(io.StringIO(raw), delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            rows = list(reader)
+        except csv.Error as exc:
+            raise FileFormatError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
+        return rows, [c for c in (reader.fieldnames or []) if c is not None]
+    columns: set = set()
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # also integers past Python's digit limit, deep nesting
+            raise FileFormatError(f"{path}:{lineno}: not a JSON object ({bounded(exc, 160)})") from None
+        if not isinstance(obj, dict):
+            raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
+        rows.append(obj)
+        columns.update(obj)
+    return rows, sorted(map(str, columns))
+
+
 def read_text_table(path: str | os.PathLike, text_column: str = "text", label_column: str | None = None,
                     id_column: str | None = None, featurizer=None, tfidf_options: dict | None = None,
                     fmt: str | None = None) -> LabelledData:
@@ -208,35 +248,11 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
     fmt : {"csv", "tsv", "jsonl"}, optional
         Default: from the file name.
     """
-    import csv
-    import json
-
     path = Path(path)
-    fmt = fmt or table_format(path)
-    raw = _read_text_file(path)
-    rows: list[dict] = []
-    if fmt in ("csv", "tsv"):
-        reader = csv.DictReader(io.StringIO(raw), delimiter="\t" if fmt == "tsv" else ",")
-        try:
-            rows = list(reader)
-        except csv.Error as exc:
-            raise FileFormatError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
-        columns = reader.fieldnames or []
-    else:
-        columns = set()
-        for lineno, line in enumerate(raw.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError) as exc:  # also integers past Python's digit limit, deep nesting
-                raise FileFormatError(f"{path}:{lineno}: not a JSON object ({bounded(exc, 160)})") from None
-            if not isinstance(obj, dict):
-                raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
-            rows.append(obj)
-            columns.update(obj)
+    rows, columns = read_table_rows(path, fmt)
     if not rows:
         raise FileFormatError(f"{path}: contains no documents")
+    fmt = fmt or table_format(path)
     if text_column not in columns:
         raise InvalidInputError(f"{path}: no column {text_column!r} (columns: {', '.join(sorted(map(str, columns)))}); "
                                 "name the text column with --text-column")
