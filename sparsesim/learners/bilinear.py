@@ -31,6 +31,10 @@ _REGULARIZERS = ("l1", "offdiag")
 class _BaseBilinear(TripletLearner):
     """Single-task bilinear learners on a sparse engine: engine life cycle, SORS protocol, model export."""
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120, "initial_capacity": 256}  # a few hundred updates, a small table that grows
+
     _algorithm = ""
     _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_")
 

@@ -23,6 +23,10 @@ from .base import TripletLearner
 class _MultiTaskBase(TripletLearner):
     """Shared life cycle of the multi-task triplet learners: task coding, the OMTRSL protocol, model export."""
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120, "initial_capacity": 256}  # a few hundred updates, a small table that grows
+
     _algorithm = ""
     _learner_kind = "multitask-triplet"
     _skipped_checks = {"sklearn_check_estimator": "fit(X, y, tasks) needs the task of every document, outside "

@@ -139,6 +139,10 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
                                                    "discount than one pass")
         return skipped
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_neighbors": 5}  # the small problems of the checks have a few dozen source documents
+
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
                  C: float = 5.0, sigma=AUTO, eta: float = 0.5, alpha: float | None = None,
                  theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
