@@ -82,8 +82,16 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     return _load_labelled(name_or_path, **opts)
 
 
-def _recorded_metadata(data: LabelledData, options: dict) -> dict:
-    """What :func:`_record_data` puts into a model's metadata for ``data`` (the featuriser aside)."""
+def training_metadata(data: LabelledData, options: dict | None = None, **facts) -> dict:
+    """The metadata a model trained on ``data`` records, built once, before training.
+
+    What later commands need to read data like ``data`` (the svmlight feature-index base, the
+    table columns of :data:`_RECORDED_OPTIONS`, the class names) plus ``facts`` (data set, split
+    seed, training share, ...). It is checked here against what a model file can hold
+    (:func:`~sparsesim.persistence.check_meta_limits`, with the text featuriser's facts), so data
+    whose facts do not fit is refused before training; :func:`record_training` puts it into the model.
+    """
+    options = {k: v for k, v in (options or {}).items() if v is not None}
     meta: dict = {}
     if data.info.get("zero_based") is not None:
         meta["zero_based"] = bool(data.info["zero_based"])
@@ -92,21 +100,16 @@ def _recorded_metadata(data: LabelledData, options: dict) -> dict:
         meta["data_options"] = recorded
     if data.class_names:
         meta["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}
+    meta.update(facts)
+    checked = dict(meta)
+    if data.featurizer is not None:
+        checked["text_featurizer"] = featurizer_arrays(data.featurizer)[1]
+    check_meta_limits(checked, "model")
     return meta
 
 
-def check_recordable(data: LabelledData, options: dict | None = None) -> None:
-    """Refuse, before training, data whose facts a model file cannot hold (e.g. label names of
-    more than :data:`~sparsesim.persistence.MAX_META_BYTES` in all): what :func:`_record_data`
-    would record must pass :func:`~sparsesim.persistence.check_meta_limits`."""
-    meta = _recorded_metadata(data, {k: v for k, v in (options or {}).items() if v is not None})
-    if data.featurizer is not None:
-        meta["text_featurizer"] = featurizer_arrays(data.featurizer)[1]
-    check_meta_limits(meta, "model")
-
-
-def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
-    """Put what later commands need to read data like ``data`` into the model."""
+def record_training(model: BilinearSimilarity, data: LabelledData, meta: dict) -> None:
+    """Put the :func:`training_metadata` ``meta`` and the text featuriser of ``data`` into ``model``."""
     if data.featurizer is not None:
         model.set_featurizer(data.featurizer)
-    model.metadata.update(_recorded_metadata(data, options))
+    model.metadata.update(meta)

@@ -19,7 +19,7 @@ from ..validation import check_float, check_int, check_n_triplets
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
 from ..data import is_data_path
-from .corpus import (_load_labelled, _record_data, check_recordable, load_corpus,
+from .corpus import (_load_labelled, load_corpus, record_training, training_metadata,
                      representation_options)
 
 
@@ -60,18 +60,25 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
     data, representation = _load_for(est, dataset, data_options if own_file else {})
-    check_recordable(data, data_options)  # a model file must hold the data's facts: refused before training
+    # built once, before anything else (a model file must hold the data's facts: refused here)
+    meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
+    meta["n_train"] = int(train.size)
     est.fit(data.X[train], data.y[train], progress=progress)
     model = est.model_
-    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
-                          n_train=int(train.size))
-    if representation != "default":
-        model.metadata["input_representation"] = representation
-    _record_data(model, data, data_options)
+    record_training(model, data, meta)
     with replacing_unchanged(out, out_state):
         model.save(out)
     return _fit_summary(algorithm, dataset, out, train, est, model)
+
+
+def _split_facts(dataset, seed, train_fraction, representation) -> dict:
+    """The training facts a model records beside its data's (see ``training_metadata``; the
+    training-split size ``n_train`` is added once the split is drawn)."""
+    facts = {"dataset": str(dataset), "split_seed": int(seed), "train_fraction": float(train_fraction)}
+    if representation != "default":
+        facts["input_representation"] = representation
+    return facts
 
 
 def _load_for(est, dataset, data_options):
@@ -147,20 +154,17 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {})
-    check_recordable(data, data_options)
+    meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
+    meta["n_train"] = int(train.size)
     result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
                              seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
                              scheduler=scheduler, progress=progress, validation=validation)
     est = result.estimator
     model = est.model_
-    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
-                          n_train=int(train.size),
-                          tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
-                                  "n_trials": len(result.trials), "rungs": result.rungs})
-    if representation != "default":
-        model.metadata["input_representation"] = representation
-    _record_data(model, data, data_options)
+    record_training(model, data, meta)
+    model.metadata["tuning"] = {"best_params": result.best_params, "best_validation_map": result.best_score,
+                                "n_trials": len(result.trials), "rungs": result.rungs}
     with replacing_unchanged(out, out_state):
         model.save(out)
     summary = _fit_summary(algorithm, dataset, out, train, est, model)
