@@ -95,7 +95,7 @@ def learner(Xtr, ytr, Xte, yte, seed, params):
     row = _retrieval(model.scorer(Xte), yte)
     row.update(method="proxy-ssi", params=params, fit_seconds=seconds, fit_peak_bytes=peak,
                model_bytes=model.nbytes, model_entries=int(model.P.size), n_components=model.n_components,
-               identity_weight=model.identity_weight, n_epochs=int(est.n_epochs_),
+               identity_weight=model.identity_weight, lexical_power=model.lexical_power, n_epochs=int(est.n_epochs_),
                n_triplets_seen=int(est.n_triplets_seen_),
                validation=[{"epoch": h["epoch"], "best_map": 100 * max(h["map"].values())} for h in est.validation_])
     return row

@@ -31,20 +31,23 @@ from sparsesim.exceptions import InvalidInputError, InvalidParameterError
 from sparsesim.validation import (check_bool, check_dense_request, check_float, check_int, check_n_jobs,
                                   check_random_state, resolve_name)
 
+from sparsesim.compact import CompactSimilarity
 from sparsesim.embedding import EmbeddingSimilarity
 
 from .ann import AnnIndex
 from .base import CorpusIndex
 from .contract import Index, answer_records, plain_value
+from .compact_index import CompactAnnIndex, CompactExactIndex
 from .embedding_ann import EmbeddingAnnIndex
 from .embedding_index import EmbeddingExactIndex
 from .exact import ExactIndex
-from .kinds import EMBEDDING_INDEX_KINDS, INDEX_KINDS, STORED_KINDS
+from .kinds import COMPACT_INDEX_KINDS, EMBEDDING_INDEX_KINDS, INDEX_KINDS, STORED_KINDS
 from .loading import load_index
 from .opening import index_bytes, index_class, open_index
 from .storage import read_manifest, save_index
 
-__all__ = ["Index", "CorpusIndex", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex", "INDEX_KINDS",
+__all__ = ["Index", "CorpusIndex", "ExactIndex", "AnnIndex", "EmbeddingExactIndex", "EmbeddingAnnIndex",
+           "CompactExactIndex", "CompactAnnIndex", "INDEX_KINDS", "COMPACT_INDEX_KINDS",
            "STORED_KINDS", "EMBEDDING_INDEX_KINDS", "build_index", "load_index", "open_index", "index_class",
            "index_bytes", "save_index", "read_manifest", "answer_records", "plain_value"]
 
@@ -55,10 +58,11 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
 
     Parameters
     ----------
-    model : BilinearSimilarity or EmbeddingSimilarity
+    model : BilinearSimilarity, EmbeddingSimilarity or CompactSimilarity
         The learned similarity (M = I + W), or an embedding similarity (then the index is an
         :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
-        :mod:`sparsesim.indexes.embedding_index`).
+        :mod:`sparsesim.indexes.embedding_index`), or a compact one (an in-memory
+        :class:`CompactExactIndex` or :class:`CompactAnnIndex`, not saved).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}
@@ -92,8 +96,9 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     (2, 3)
     """
     kind = resolve_name(kind, INDEX_KINDS, "index kind")
-    embedding = isinstance(model, EmbeddingSimilarity)
-    cls = (EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
+    embedding = isinstance(model, (EmbeddingSimilarity, CompactSimilarity))
+    cls = (COMPACT_INDEX_KINDS if isinstance(model, CompactSimilarity) else
+           EMBEDDING_INDEX_KINDS if embedding else INDEX_KINDS)[kind]
     params = check_index_params(cls, params)
     n_jobs = check_n_jobs(n_jobs, "n_jobs")
     if kind == "ann" and not embedding and hasattr(X, "shape") and len(X.shape) == 2:

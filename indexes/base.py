@@ -22,6 +22,7 @@ from sparsesim.persistence import csr_from_arrays
 from sparsesim.topk import top_k_rows  # noqa: F401 (the one top-k; indexes use it from here)
 from sparsesim.validation import bounded
 
+from .document_facts import fact_arrays, restore_facts
 from .execution import (QueryScratch, drop_own_rows, faiss_layout, kernels, merge_top_k,  # noqa: F401
                         query_scratch, resolve_jobs, threaded)
 from .inputs import SCORE_LIMITS, check_search_k, check_top_k, normalize_ids, prepare_rows  # noqa: F401
@@ -57,6 +58,7 @@ class CorpusIndex(Index):
         self.read_only_ = False
         self.build_seconds_ = 0.0
         self.snippets_ = None  # optional: the start of each document's text (shown by `sparsesim serve`)
+        self.labels_ = None  # optional: each document's class name (shown by `query --index` and `serve`)
 
     # -- lazily checked arrays ---------------------------------------------------------------
     # A memory-mapped index checks its large arrays block by block when a query is about to read
@@ -360,9 +362,7 @@ class CorpusIndex(Index):
         index._guards = dict(stored.guards)
         index._model_checksum = stored.manifest["model"]["checksum"] if stored.model is not None else None
         index.ids_ = arrays["ids"]
-        snippets = arrays.get("snippets")
-        index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \
-            else None
+        restore_facts(index, arrays, n)
         try:
             index._restore(arrays, stored.extra_files, manifest, mmap)
         except KeyError as exc:
@@ -380,8 +380,7 @@ class CorpusIndex(Index):
         X = self.X_
         arrays = {"corpus.indptr": np.asarray(X.indptr, np.int64), "corpus.indices": np.asarray(X.indices, np.int32),
                   "corpus.data": np.asarray(X.data, np.float64), "ids": self.ids_}
-        if self.snippets_ is not None and len(self.snippets_) == self.n_documents:
-            arrays["snippets"] = np.asarray(self.snippets_, dtype=str)
+        arrays.update(fact_arrays(self))
         return arrays
 
     def _extra_files(self) -> dict:

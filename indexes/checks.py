@@ -2,7 +2,8 @@
 
 ``tests/test_index_checks.py`` runs :func:`index_checks` over :func:`index_forms`: every kind an
 index directory may declare (:data:`~sparsesim.indexes.INDEX_KINDS` and the embedding kinds) and
-the sharded form of every kind of :data:`~sparsesim.indexes.INDEX_KINDS` (in this process, and
+the in-memory compact kinds, and the sharded form of every kind of
+:data:`~sparsesim.indexes.INDEX_KINDS` (in this process, and
 on a local Dask cluster when the ``dask`` extra is installed), so a kind added to
 ``INDEX_KINDS`` is checked the moment it is registered. A form's settings come from its class's
 ``_unit_test_params()`` and ``_unit_test_model()``, next to the class.
@@ -29,8 +30,8 @@ Example
 -------
 >>> from sparsesim.indexes.checks import index_forms, index_checks
 >>> forms = index_forms()
->>> sorted(f.name for f in forms)[:2]
-['ann', 'embedding-ann']
+>>> sorted(f.name for f in forms)[:3]
+['ann', 'compact-ann', 'compact-exact']
 >>> [name for name, _ in index_checks(forms[0])][:2]
 ['check_query', 'check_answers']
 """
@@ -49,7 +50,7 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError, UnsupportedOperationError
 from sparsesim.topk import top_k_rows
 
-from . import INDEX_KINDS, STORED_KINDS, Index, open_index
+from . import COMPACT_INDEX_KINDS, INDEX_KINDS, STORED_KINDS, Index, open_index
 
 __all__ = ["IndexForm", "index_forms", "index_checks", "make_corpus"]
 
@@ -97,7 +98,8 @@ def index_forms(client=None, n_shards: int = 3) -> list[IndexForm]:
         address = client.scheduler.address
         return [IndexForm(f"dask-sharded-{kind}", cls, sharded(kind, cls), scheduler=address)
                 for kind, cls in INDEX_KINDS.items()]
-    forms = [IndexForm(kind, cls, plain(cls)) for kind, cls in STORED_KINDS.items()]
+    kinds = {**STORED_KINDS, **{cls.kind: cls for cls in COMPACT_INDEX_KINDS.values()}}
+    forms = [IndexForm(kind, cls, plain(cls)) for kind, cls in kinds.items()]
     forms += [IndexForm(f"sharded-{kind}", cls, sharded(kind, cls)) for kind, cls in INDEX_KINDS.items()]
     return forms
 
@@ -210,6 +212,10 @@ def check_save_load(form: IndexForm):
     loaded = None
     try:
         ids, scores = index.query(Q, top_k=TOP_K)
+        if not index.supports_save:
+            with tempfile.TemporaryDirectory() as tmp:
+                _expect_unsupported(lambda: index.save(Path(tmp) / "index"), "save")
+            return
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / "index"
             index.save(target)
@@ -296,6 +302,8 @@ def check_ids(form: IndexForm):
         if index.exact and index.supports_add:
             want, _ = _truth(model, X[50:51], X, 1)
             assert ids[0][0] == names[int(want[0, 0])], f"{ids[0][0]} is not the brute-force top-1"
+        if not index.supports_save:
+            return
         with tempfile.TemporaryDirectory() as tmp:
             index.save(Path(tmp) / "index")
             loaded = open_index(Path(tmp) / "index", scheduler=form.scheduler)
@@ -333,7 +341,7 @@ def check_surface(form: IndexForm):
     model, X = form.model(), make_corpus(12)
     index = form.build(model).fit(X)
     try:
-        for flag in ("exact", "calibrated", "supports_add", "supports_refit", "supports_similar",
+        for flag in ("exact", "calibrated", "supports_add", "supports_save", "supports_refit", "supports_similar",
                      "supports_learning", "sharded"):
             assert isinstance(getattr(index, flag), bool), f"capability flag {flag} is not a bool"
         assert index.sharded == form.name.startswith(("sharded", "dask-sharded"))

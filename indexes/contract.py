@@ -52,6 +52,8 @@ class Index(abc.ABC):
         The search setting is calibrated for a target recall (:meth:`calibrate`).
     supports_add : bool
         :meth:`add` appends documents without a rebuild.
+    supports_save : bool
+        :meth:`save` writes an index directory (an in-memory kind refuses it).
     supports_refit : bool
         :meth:`refit` re-learns the index from its stored corpus.
     supports_similar : bool
@@ -68,6 +70,8 @@ class Index(abc.ABC):
         Documents the index was learned from (kinds that refit; None otherwise).
     snippets_ : ndarray of str or None
         The start of each document's text, shown by ``sparsesim serve`` (None when not kept).
+    labels_ : ndarray of str or None
+        Each document's class name, shown by ``query --index`` and ``serve`` (None when not kept).
     manifest_ : dict or None
         The manifest of the directory the index was loaded from.
     """
@@ -76,6 +80,7 @@ class Index(abc.ABC):
     exact = True
     calibrated = False
     supports_add = True
+    supports_save = True
     supports_refit = False
     supports_similar = True
     supports_learning = False
@@ -84,6 +89,7 @@ class Index(abc.ABC):
     calibration_ = None
     n_fit_documents_ = None
     snippets_ = None
+    labels_ = None
     manifest_ = None
     loaded_from_ = None
 

@@ -5,8 +5,10 @@ r-dimensional embeddings, plus (when ``identity_weight`` alpha is not 0) the dot
 normalised sparse rows. The index stores, per document,
 
 * its embedding e(x): one dense float32 ``(n, r)`` array (``embeddings.npy``);
-* when alpha != 0, its sparse row n(x) (``corpus.*.npy``, CSR float64, as the bilinear indexes
-  store it); with alpha == 0 the sparse corpus is not needed and not stored.
+* when alpha != 0, the sparse row its identity part compares (``corpus.*.npy``, CSR float64, as
+  the bilinear indexes store it): n(x), or l(x) under a model with ``lexical_power`` below 1
+  (:meth:`~sparsesim.embedding.EmbeddingSimilarity.lexical_rows`); with alpha == 0 the sparse
+  corpus is not needed and not stored.
 
 :class:`EmbeddingExactIndex` scores every document: blocks of queries times chunks of documents
 (``E_q E_chunk^T`` in float64 from the stored float32 embeddings, plus alpha ``Q_n X_chunk^T``),
@@ -38,6 +40,7 @@ from sparsesim.persistence import csr_from_arrays
 from sparsesim.validation import bounded
 
 from .base import CorpusIndex, merge_top_k, normalize_ids, prepare_rows, threaded, top_k_rows
+from .document_facts import fact_arrays, restore_facts
 
 __all__ = ["EmbeddedRows", "EmbeddingIndex", "EmbeddingExactIndex"]
 
@@ -47,7 +50,8 @@ _ROWS_PER_BLOCK = 4096
 @dataclass
 class EmbeddedRows:
     """Prepared rows of an embedding index: the embeddings ``E`` (m x r, float64) and, when the
-    model has an identity part, the normalised sparse rows ``X`` (CSR), else ``None``."""
+    model has an identity part, the sparse rows it compares ``X`` (CSR, the model's lexical
+    rows), else ``None``."""
 
     E: np.ndarray
     X: sp.csr_matrix | None
@@ -95,9 +99,14 @@ class EmbeddingIndex(CorpusIndex):
 
     # -- facts ------------------------------------------------------------------------------
     @property
+    def sparse_weight(self) -> float:
+        """Weight of the sparse dot product ``<Q.X, X>`` in the score (the model's alpha)."""
+        return self._model.identity_weight
+
+    @property
     def sparse_part(self) -> bool:
         """Whether the score has an identity part (the sparse corpus is stored and scored)."""
-        return self._model.identity_weight != 0.0
+        return self.sparse_weight != 0.0
 
     @property
     def E_(self) -> np.ndarray:
@@ -135,7 +144,7 @@ class EmbeddingIndex(CorpusIndex):
     def prepare_queries(self, Q, name: str = "queries") -> EmbeddedRows:
         Xp = prepare_rows(self._model, Q, name)
         E = self._model.embed(Xp) if Xp.shape[0] else np.zeros((0, self.dim))
-        return EmbeddedRows(E, Xp if self.sparse_part else None)
+        return EmbeddedRows(E, self._model.lexical_rows(Xp) if self.sparse_part else None)
 
     def stored_queries(self, rows) -> EmbeddedRows:
         rows = np.asarray(rows, dtype=np.int64)
@@ -153,13 +162,15 @@ class EmbeddingIndex(CorpusIndex):
         Xp = prepare_rows(self._model, X, "corpus")
         self.ids_ = normalize_ids(ids, Xp.shape[0])
         self._E = self._embed(Xp)
-        self.X_ = Xp if self.sparse_part else None
-        self._fit_more(Xp, calibration_queries)
+        L = self._model.lexical_rows(Xp)
+        self.X_ = L if self.sparse_part else None
+        self._fit_more(L, calibration_queries)
         self.build_seconds_ = time.perf_counter() - start
         return self
 
     def _fit_more(self, Xp, calibration_queries=None):
-        """What an index kind builds beyond the embeddings and the sparse corpus."""
+        """What an index kind builds beyond the embeddings and the sparse corpus (``Xp``: the
+        documents' lexical rows, as stored)."""
 
     def add(self, X_new, ids=None):
         """Add documents (with user ids) without rebuilding (see :meth:`Index.add`)."""
@@ -170,10 +181,11 @@ class EmbeddingIndex(CorpusIndex):
         if Xp.shape[0] == 0:
             return self
         E_new = self._embed(Xp)
-        self._add_more(Xp, E_new)
+        L = self._model.lexical_rows(Xp)
+        self._add_more(L, E_new)
         self._E = np.concatenate([np.asarray(self._E), E_new])
         if self.sparse_part:
-            X = sp.vstack([self.X_, Xp], format="csr")
+            X = sp.vstack([self.X_, L], format="csr")
             X.indices = X.indices.astype(np.int32, copy=False)
             X.indptr = X.indptr.astype(np.int64, copy=False)
             self.X_ = X
@@ -181,7 +193,8 @@ class EmbeddingIndex(CorpusIndex):
         return self
 
     def _add_more(self, Xp, E_new):
-        """What an index kind updates when documents are added (before they are appended)."""
+        """What an index kind updates when documents are added (before they are appended; ``Xp``:
+        their lexical rows)."""
 
     # -- exact scores -----------------------------------------------------------------------
     def exact_rows(self, Qe: EmbeddedRows, k: int, n_jobs: int = 1):
@@ -189,7 +202,7 @@ class EmbeddingIndex(CorpusIndex):
         n = self.n_documents
         E = self._E
         X = self.X_ if self.sparse_part else None  # (a memory-mapped corpus: every block checked first)
-        alpha = self._model.identity_weight
+        alpha = self.sparse_weight
         chunk = max(self.chunk_size, k)
         bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
         out_rows, out_scores = [], []
@@ -227,7 +240,7 @@ class EmbeddingIndex(CorpusIndex):
         safe = np.where(valid, docs, 0)
         scores = np.einsum("qwr,qr->qw", np.asarray(self._E[safe], dtype=np.float64), Qe.E)
         if self.sparse_part:
-            scores += self._model.identity_weight * self._sparse_dots(Qe.X, safe)
+            scores += self.sparse_weight * self._sparse_dots(Qe.X, safe)
         scores[~valid] = -np.inf
         order = np.lexsort((np.where(valid, docs, n), -scores), axis=1)[:, :k]
         rows = np.take_along_axis(docs, order, axis=1)
@@ -272,7 +285,7 @@ class EmbeddingIndex(CorpusIndex):
                 if bad.size:
                     raise FileFormatError(f"the model normalises rows, but stored corpus row {lo + int(bad[0])} does "
                                           "not have unit norm; the file was altered")
-            want = self._model.embed(Xs)
+            want = self._model.embed(self._model.rows_from_lexical(Xs))
             got = np.asarray(self._E[lo:lo + Xs.shape[0]], dtype=np.float64)
             with np.errstate(all="ignore"):
                 bad = np.flatnonzero(~(np.abs(got - want) <= 1e-5 * (1.0 + np.abs(want))).all(axis=1))
@@ -288,8 +301,7 @@ class EmbeddingIndex(CorpusIndex):
             arrays.update({"corpus.indptr": np.asarray(X.indptr, np.int64),
                            "corpus.indices": np.asarray(X.indices, np.int32),
                            "corpus.data": np.asarray(X.data, np.float64)})
-        if self.snippets_ is not None and len(self.snippets_) == self.n_documents:
-            arrays["snippets"] = np.asarray(self.snippets_, dtype=str)
+        arrays.update(fact_arrays(self))
         return arrays
 
     @classmethod
@@ -308,9 +320,7 @@ class EmbeddingIndex(CorpusIndex):
         index._guards = dict(stored.guards)
         index._model_checksum = manifest["model"]["checksum"]
         index.ids_ = arrays["ids"]
-        snippets = arrays.get("snippets")
-        index.snippets_ = snippets if snippets is not None and snippets.shape == (n,) and snippets.dtype.kind == "U" \
-            else None
+        restore_facts(index, arrays, n)
         try:
             index._restore(arrays, stored.extra_files, manifest, mmap)
         except KeyError as exc:

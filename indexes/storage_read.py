@@ -285,8 +285,9 @@ def _read_embedding_index(manifest, model, arrays, extra, directory: Path, data:
     if not isinstance(model, EmbeddingSimilarity):
         raise InvalidInputError(f"this index serves an EmbeddingSimilarity; got a {type(model).__name__}")
     for key, value in (("n_features", model.n_features), ("n_components", model.n_components),
-                       ("normalize", model.normalize), ("identity_weight", model.identity_weight)):
-        if facts[key] != value:
+                       ("normalize", model.normalize), ("identity_weight", model.identity_weight),
+                       ("lexical_power", model.lexical_power)):
+        if facts.get(key, 1.0 if key == "lexical_power" else None) != value:
             raise mismatch(f"{directory}: the index was built for a model with {key}={facts[key]!r}, this model "
                            f"has {value!r}")
     checksum = model.checksum()

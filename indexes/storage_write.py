@@ -28,7 +28,8 @@ def _model_facts(model) -> dict:
     if not isinstance(model, BilinearSimilarity):  # an EmbeddingSimilarity
         return {"checksum": model.checksum(), "model_kind": "embedding-similarity", "n_features": model.n_features,
                 "n_components": model.n_components, "normalize": model.normalize,
-                "identity_weight": model.identity_weight, "algorithm": model.metadata.get("algorithm")}
+                "identity_weight": model.identity_weight, "lexical_power": model.lexical_power,
+                "algorithm": model.metadata.get("algorithm")}
     return {"checksum": model.checksum(), "n_features": model.n_features, "identity": model.identity,
             "normalize": model.normalize, "nnz": model.nnz(), "algorithm": model.metadata.get("algorithm")}
 

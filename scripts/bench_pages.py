@@ -36,7 +36,7 @@ FAMILIES = {
         "BM25, LSA, classifier embeddings), closed set and open set (classes unseen in training), with fit "
         "time, peak memory and model bytes (`benchmarks/bench_quality.py`, `sparsesim experiment`). "
         "How to read them: [Learned similarity and baselines](../quality.md).",
-        ("bench_quality", "bench_baseline", "baselines_"),
+        ("bench_quality", "bench_baseline", "baselines_", "compact_"),
         "SPARSESIM_DATA=../shared/data python benchmarks/bench_quality.py --help",
     ),
     "indexes": (
@@ -63,6 +63,14 @@ FAMILIES = {
         "How to read them: [Learning from feedback](../guide/feedback.md).",
         ("bench_feedback",),
         "SPARSESIM_DATA=../shared/data python benchmarks/bench_feedback.py --documents 2000 --eval 200 --budget 2000",
+    ),
+    "papers": (
+        "The papers' baselines",
+        "The baselines the five papers compare against (LMNN, ITML, mtLMNN, MTFL, TRML, CW-COL, OSMTL-e) "
+        "run by the papers' protocols (`sparsesim experiment`): the protocol's summary rows, and the "
+        "paper's numbers where it has them. How to read them: [The papers' baselines](../baselines.md).",
+        ("paper_baselines_",),
+        "SPARSESIM_DATA=../shared/data sparsesim experiment --help",
     ),
 }
 

@@ -10,6 +10,9 @@
 with ``n(x) = x / |x|`` when ``normalize`` (else ``x``), ``P`` a dense ``(d, r)`` matrix, ``b`` an
 optional bias of length ``r``, ``act`` the identity (``"linear"``) or a row softmax
 (``"softmax"``) and ``post`` an L2 normalisation of the embedding when ``normalize_embedding``.
+With ``lexical_power`` gamma below 1 the identity part compares ``l(x) = phi(n(x)) / |phi(n(x))|``,
+``phi(v)_j = sign(v_j) |v_j|^gamma``, instead of ``n(x)``: on TF-IDF rows, gamma = 0.5 weighs a
+term by its idf once and its frequency by a square root, closer to BM25 than cosine is.
 One class covers
 
 * LSA: ``P`` = the top right singular vectors, ``normalize_embedding=True``;
@@ -35,7 +38,8 @@ from .persistence import arrays_checksum, load_bundle, save_bundle
 from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
-__all__ = ["EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS", "EmbeddingSimilarity"]
+__all__ = ["lexical_rows", "EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS",
+           "EmbeddingSimilarity"]
 
 EMBEDDING_MODEL_KIND = "embedding-similarity"
 ACTIVATIONS = ("linear", "softmax")
@@ -51,6 +55,7 @@ EMBEDDING_META_SCHEMA = {
     "normalize": ("bool",),
     "normalize_embedding": ("bool",),
     "identity_weight": ("float", None, None),
+    "lexical_power": ("float?", 0.0, 1.0, {"low_open": True}),
     "has_bias": ("bool",),
     "algorithm": ("str?",),
     "dataset": ("str?",),
@@ -66,6 +71,24 @@ _BLOCK = 4096
 def _row_normalize(X: sp.csr_matrix) -> sp.csr_matrix:
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     return (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
+
+
+def lexical_rows(X: sp.csr_matrix, power: float) -> sp.csr_matrix:
+    """``sign(X) |X|^power`` entry by entry (same sparsity), rows then L2-normalised.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> lexical_rows(sp.csr_matrix([[0.0, 0.36, 0.64]]), 0.5).toarray().round(2).tolist()
+    [[0.0, 0.6, 0.8]]
+    """
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)  # entries stay in their order
+    data = np.sign(X.data) * np.abs(X.data) ** power
+    counts = np.diff(X.indptr)
+    norms = np.sqrt(np.bincount(np.repeat(np.arange(X.shape[0]), counts), weights=data * data,
+                                minlength=X.shape[0]))
+    X.data = data / np.repeat(np.where(norms > 0, norms, 1.0), counts)
+    return X
 
 
 class EmbeddingSimilarity(TextQueries):
@@ -89,6 +112,9 @@ class EmbeddingSimilarity(TextQueries):
         Algorithm, parameters and training facts (saved with the model).
     featurizer : TextFeaturizer, optional
         The fitted text featuriser the model's features come from (saved in the model file).
+    lexical_power : float in (0, 1], default 1.0
+        gamma of the identity part: it compares ``l(x)``, the rows ``n(x)`` raised entry-wise to
+        gamma (sign kept) and L2-normalised; 1 compares ``n(x)`` itself.
 
     Examples
     --------
@@ -97,11 +123,13 @@ class EmbeddingSimilarity(TextQueries):
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]]))
     >>> m.score_matrix(X, X).round(2).tolist()
     [[1.5, 1.0], [1.0, 3.5]]
+    >>> m.lexical_rows(X).toarray().round(2).tolist()  # gamma = 1: the rows as given
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]]
     """
 
     def __init__(self, P, bias=None, activation: str = "linear", normalize: bool = False,
                  normalize_embedding: bool = False, identity_weight: float = 0.0, metadata: dict | None = None,
-                 featurizer: TextFeaturizer | None = None):
+                 featurizer: TextFeaturizer | None = None, lexical_power: float = 1.0):
         if sp.issparse(P):
             raise InvalidInputError("P must be a dense (n_features, n_components) array, got a sparse matrix")
         try:
@@ -129,12 +157,19 @@ class EmbeddingSimilarity(TextQueries):
             raise InvalidInputError(f"identity_weight must be a real number, got {bounded(repr(identity_weight), 40)}") from None
         if not np.isfinite(identity_weight):
             raise InvalidInputError(f"identity_weight must be finite, got {identity_weight}")
+        try:
+            lexical_power = float(lexical_power)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"lexical_power must be a real number, got {bounded(repr(lexical_power), 40)}") from None
+        if not 0.0 < lexical_power <= 1.0:
+            raise InvalidInputError(f"lexical_power must be in (0, 1], got {lexical_power}")
         self.P = P
         self.bias = bias
         self.activation = activation
         self.normalize = bool(normalize)
         self.normalize_embedding = bool(normalize_embedding)
         self.identity_weight = identity_weight
+        self.lexical_power = lexical_power
         self.metadata = dict(metadata or {})
         self.featurizer = None
         if featurizer is not None:
@@ -177,6 +212,20 @@ class EmbeddingSimilarity(TextQueries):
             out[lo:lo + Z.shape[0]] = Z
         return out
 
+    def lexical_rows(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """The rows ``l(x)`` the identity part compares, from rows already in the model's form
+        ``n(x)`` (checked, normalised when ``normalize``): ``X`` itself when ``lexical_power`` is 1."""
+        if self.lexical_power == 1.0:
+            return X
+        return lexical_rows(X, self.lexical_power)
+
+    def rows_from_lexical(self, L: sp.csr_matrix) -> sp.csr_matrix:
+        """The rows ``n(x)`` back from their lexical rows ``l(x)`` (up to rounding; exact inverse of
+        :meth:`lexical_rows` on normalising models, whose rows ``n(x)`` have unit norm)."""
+        if self.lexical_power == 1.0:
+            return L
+        return lexical_rows(L, 1.0 / self.lexical_power)
+
     def embed(self, X, block_size: int = _BLOCK) -> np.ndarray:
         """The embeddings e(x) of the rows of ``X``: a dense ``(n_rows, n_components)`` array.
 
@@ -196,7 +245,8 @@ class EmbeddingSimilarity(TextQueries):
             raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
         out = np.einsum("ij,ij->i", self._embed_checked(A), self._embed_checked(B))
         if self.identity_weight != 0.0:
-            out += self.identity_weight * np.asarray(A.multiply(B).sum(axis=1)).ravel()
+            lexical = self.lexical_rows(A).multiply(self.lexical_rows(B))
+            out += self.identity_weight * np.asarray(lexical.sum(axis=1)).ravel()
         return out
 
     def score_matrix(self, Q, X, block_size: int = 2048) -> np.ndarray:
@@ -211,16 +261,19 @@ class EmbeddingSimilarity(TextQueries):
 
     def _scorer_checked(self, X: sp.csr_matrix):
         EX = self._embed_checked(X)
-        XT = X.T.tocsc() if self.identity_weight != 0.0 else None
+        L = self.lexical_rows(X) if self.identity_weight != 0.0 else None
+        XT = L.T.tocsc() if L is not None else None
 
         def score_fn(rows, Qrows=None):
             if Qrows is None:
-                Qrows, EQ = X[rows], EX[rows]
+                EQ = EX[rows]
+                Qlex = L[rows] if L is not None else None
             else:
                 EQ = self._embed_checked(Qrows)
+                Qlex = self.lexical_rows(Qrows) if L is not None else None
             scores = EQ @ EX.T
             if XT is not None:
-                scores += self.identity_weight * (Qrows @ XT).toarray()
+                scores += self.identity_weight * (Qlex @ XT).toarray()
             return scores
 
         return score_fn
@@ -250,7 +303,8 @@ class EmbeddingSimilarity(TextQueries):
         meta = dict(self.metadata)
         meta.update(n_features=self.n_features, n_components=self.n_components, activation=self.activation,
                     normalize=self.normalize, normalize_embedding=self.normalize_embedding,
-                    identity_weight=self.identity_weight, has_bias=self.bias is not None, nbytes=self.nbytes)
+                    identity_weight=self.identity_weight, has_bias=self.bias is not None, nbytes=self.nbytes,
+                    lexical_power=self.lexical_power)
         arrays = self._arrays()
         meta.pop("text_featurizer", None)
         if self.featurizer is not None:
@@ -298,10 +352,10 @@ class EmbeddingSimilarity(TextQueries):
         try:
             return cls(P, bias=bias, activation=meta["activation"], normalize=meta["normalize"],
                        normalize_embedding=meta["normalize_embedding"], identity_weight=meta["identity_weight"],
-                       metadata=meta, featurizer=featurizer)
+                       metadata=meta, featurizer=featurizer, lexical_power=meta.get("lexical_power") or 1.0)
         except InvalidInputError as exc:
             raise FileFormatError(f"{path}: inconsistent embedding model ({bounded(exc, 200)})") from None
 
     def __repr__(self):
         return (f"EmbeddingSimilarity(d={self.n_features}, r={self.n_components}, activation={self.activation!r}, "
-                f"identity_weight={self.identity_weight:g}, algorithm={self.metadata.get('algorithm')!r})")
+                f"identity_weight={self.identity_weight:g}, lexical_power={self.lexical_power:g}, algorithm={self.metadata.get('algorithm')!r})")

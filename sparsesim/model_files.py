@@ -9,6 +9,7 @@ file kind                  class
 ``bilinear-similarity``    :class:`sparsesim.models.BilinearSimilarity`
 ``embedding-similarity``   :class:`sparsesim.embedding.EmbeddingSimilarity`
 ``bm25-similarity``        :class:`sparsesim.lexical.BM25Similarity`
+``compact-similarity``     :class:`sparsesim.compact.CompactSimilarity`
 =========================  ==================================================
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from .compact import COMPACT_MODEL_KIND, CompactSimilarity
 from .embedding import EMBEDDING_MODEL_KIND, EmbeddingSimilarity
 from .exceptions import FileFormatError
 from .lexical import BM25_MODEL_KIND, BM25Similarity
@@ -27,7 +29,7 @@ __all__ = ["SIMILARITY_MODEL_CLASSES", "load_similarity_model", "model_nbytes"]
 
 #: File kind -> the class that loads it (single-task similarity models).
 SIMILARITY_MODEL_CLASSES = {MODEL_KIND: BilinearSimilarity, EMBEDDING_MODEL_KIND: EmbeddingSimilarity,
-                            BM25_MODEL_KIND: BM25Similarity}
+                            BM25_MODEL_KIND: BM25Similarity, COMPACT_MODEL_KIND: CompactSimilarity}
 
 
 def load_similarity_model(path: str | os.PathLike):
@@ -35,7 +37,7 @@ def load_similarity_model(path: str | os.PathLike):
 
     Returns
     -------
-    BilinearSimilarity, EmbeddingSimilarity or BM25Similarity
+    BilinearSimilarity, EmbeddingSimilarity, BM25Similarity or CompactSimilarity
 
     Raises
     ------

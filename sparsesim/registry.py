@@ -133,11 +133,20 @@ register(AlgorithmSpec("proxy-ssi", "sparsesim.learners.embedding:ProxySSI", "si
                        "low-rank S = alpha cos + <e(x),e(x')> from class-proxy and mined triplets (SSI, proxies), "
                        "alpha and passes chosen on held-out data"))
 
+register(AlgorithmSpec("ssi-dwuv", "sparsesim.learners.compact:CompactSSI", "similarity",
+                       "compact M = D + W + UV^T: SSI low-rank step, PA step on the diagonal and a sparse "
+                       "co-occurrence support; within 20x the corpus's stored entries (Bai et al. 2009)"))
+
 # --- online Mahalanobis metric learners on pairs (the SORS paper's baselines; dense A, d <= max_features) ---
 register(AlgorithmSpec("lego", "sparsesim.learners.mahalanobis:LEGO", "similarity",
                        "LEGO: online LogDet metric learning on pairs from triplets (Jain et al. 2008); dense A"))
 register(AlgorithmSpec("rdml", "sparsesim.learners.mahalanobis:RDML", "similarity",
                        "RDML: online regularized distance metric learning, PSD projection (Jin et al. 2009); dense A"))
+# batch metric learners fitted by metric-learn (optional extra "peers"); dense M, d <= max_features
+register(AlgorithmSpec("lmnn", "sparsesim.learners.metric_learn_peers:LMNN", "baseline",
+                       "LMNN: large-margin nearest-neighbour metric (Weinberger & Saul 2009) by metric-learn; dense M"))
+register(AlgorithmSpec("itml", "sparsesim.learners.metric_learn_peers:ITML", "baseline",
+                       "ITML: information-theoretic metric learning (Davis et al. 2007) by metric-learn; dense M"))
 
 # --- online heterogeneous transfer (OHT) ---------------------------------------------------
 # Target-only PA baselines and OHT1 / OHT2 on a Gaussian-kernel (default; kernel="linear" as a
@@ -190,6 +199,9 @@ register(AlgorithmSpec("ostrsl", "sparsesim.learners.multitask:OSTRSL", "multita
                        "OSTRSL: one independent OASIS-style learner per task, trained in parallel"))
 register(AlgorithmSpec("ogrsl", "sparsesim.learners.multitask:OGRSL", "multitask-similarity",
                        "OGRSL: one global OASIS-style similarity for all tasks"))
+register(AlgorithmSpec("mtlmnn", "sparsesim.learners.mtlmnn:MTLMNN", "multitask-similarity",
+                       "mtLMNN: shared + per-task PSD metrics by large-margin nearest neighbours (Parameswaran & "
+                       "Weinberger 2010); batch, dense, low d"))
 
 # --- online multi-task classification (ROMCO and its online baselines) --------------------
 register(AlgorithmSpec("romco-nucl", "sparsesim.learners.romco:ROMCO", "multitask-classifier",
@@ -210,3 +222,15 @@ register(AlgorithmSpec("omtllog", "sparsesim.learners.mtl_baselines:OMTLAdaptive
 register(AlgorithmSpec("omtlvon", "sparsesim.learners.mtl_baselines:OMTLAdaptive", "multitask-classifier",
                        "OMTLVON: multitask Perceptron, interaction matrix learned by von Neumann divergence (Saha et al. 2011)",
                        {"divergence": "vonneumann"}))
+register(AlgorithmSpec("mtfl", "sparsesim.learners.mtl_batch:MTFL", "multitask-classifier",
+                       "MTFL: batch multi-task feature learning (logistic loss + ||W||_2,1, Argyriou et al. 2008), "
+                       "retrained every 100 instances"))
+register(AlgorithmSpec("trml", "sparsesim.learners.mtl_batch:TRML", "multitask-classifier",
+                       "TRML: batch trace-norm regularised multi-task learning (logistic loss + ||W||_*, Pong et al. "
+                       "2010), retrained every 100 instances"))
+register(AlgorithmSpec("cw-col", "sparsesim.learners.mtl_collab:CWCOL", "multitask-classifier",
+                       "CW-COL: a global and a personal confidence-weighted (AROW) model per task, predicted by their "
+                       "eta-mix (Li et al. 2011)"))
+register(AlgorithmSpec("osmtl-e", "sparsesim.learners.mtl_collab:OSMTLE", "multitask-classifier",
+                       "OSMTL-e: Perceptron on a smoothed combination of all tasks' weights, shares by exponential "
+                       "weights of the tasks' hinge losses (Murugesan et al. 2016)"))

@@ -175,6 +175,10 @@ def test_index_build_and_query_match_exact_search(trained, sample_svm, tmp_path,
     b = [json.loads(line) for line in direct.strip().splitlines()]
     assert [[r["id"] for r in x["results"]] for x in a] == [[r["id"] for r in x["results"]] for x in b]
     assert [x["query"] for x in a] == named.split(",")
+    # the index keeps each document's class name and title: --index answers show them as --corpus does
+    facts = [[(r.get("label"), r.get("title")) for r in x["results"]] for x in a]
+    assert facts == [[(r.get("label"), r.get("title")) for r in x["results"]] for x in b]
+    assert all(label in data.class_names.values() and title for row in facts for label, title in row)
     assert_clean_error(run_cli(["query", "--index", out, "--query-ids", "5"], monkeypatch, capsys), "not in the index")
     assert_clean_error(run_cli(["query", "--index", out, "--query-ids", named, "--queries", path], monkeypatch, capsys),
                        "exactly one of")

@@ -273,3 +273,41 @@ def test_cli_evaluate_and_query_accept_an_embedding_model(tmp_path, monkeypatch,
     broken.write_bytes(path.read_bytes()[:200])
     code, out, err = run_cli(["evaluate", "--model", broken, "--dataset", "news20-sample"], monkeypatch, capsys)
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.5, 0.25])
+def test_lexical_power_scores_agree_with_dense_definition(gamma):
+    X, P, _ = problem(seed=5)
+    X = X.tolil()
+    X[3, 2] = -0.4  # a negative value keeps its sign
+    X = X.tocsr()
+    model = EmbeddingSimilarity(P, normalize=True, normalize_embedding=True, identity_weight=0.7,
+                                lexical_power=gamma)
+    Xd = X.toarray()
+    N = Xd / np.linalg.norm(Xd, axis=1, keepdims=True)
+    L = np.sign(N) * np.abs(N) ** gamma
+    L /= np.linalg.norm(L, axis=1, keepdims=True)
+    E = N @ P
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    want = 0.7 * L @ L.T + E @ E.T
+    np.testing.assert_allclose(model.score_matrix(X, X, block_size=4), want, atol=1e-12)
+    np.testing.assert_allclose(model.scorer(X)(np.array([3, 0])), want[[3, 0]], atol=1e-12)
+    np.testing.assert_allclose(model.score_pairs(X[:6], X[6:12]), np.diag(want[:6, 6:12]), atol=1e-12)
+    Xn = sp.csr_matrix(N)
+    np.testing.assert_allclose(model.lexical_rows(Xn).toarray(), L, atol=1e-12)
+    np.testing.assert_allclose(model.rows_from_lexical(model.lexical_rows(Xn)).toarray(), N, atol=1e-12)
+
+
+def test_lexical_power_saved_checked_and_absent_means_one(tmp_path):
+    _, P, _ = problem()
+    model = EmbeddingSimilarity(P, normalize=True, identity_weight=1.0, lexical_power=0.5)
+    model.save(tmp_path / "m.npz")
+    assert EmbeddingSimilarity.load(tmp_path / "m.npz").lexical_power == 0.5
+    assert EmbeddingSimilarity.load(hostile(tmp_path, "old", {"P": P})).lexical_power == 1.0  # files without it
+    for bad in (0.0, -0.5, 1.5, "0.5", True):
+        path = hostile(tmp_path, f"bad{bad!s}", {"P": P}, {"lexical_power": bad})
+        with pytest.raises(FileFormatError, match="lexical_power"):
+            EmbeddingSimilarity.load(path)
+    for bad in (0.0, -0.5, 1.5, float("nan"), "half"):
+        with pytest.raises(InvalidInputError, match="lexical_power"):
+            EmbeddingSimilarity(P, lexical_power=bad)

@@ -34,10 +34,13 @@ def _model(kind: str) -> EmbeddingSimilarity:
     if kind == "classifier":  # softmax probabilities plus an identity part
         return EmbeddingSimilarity(P, bias=rng.standard_normal(R), activation="softmax", normalize=True,
                                    normalize_embedding=True, identity_weight=0.6)
+    if kind == "lexical":  # proxy-ssi's form: the identity part on rows raised to a power
+        return EmbeddingSimilarity(0.3 * P, normalize=True, normalize_embedding=True, identity_weight=2.0,
+                                   lexical_power=0.5)
     return EmbeddingSimilarity(0.3 * P, identity_weight=1.0)  # low-rank bilinear: M = I + P P^T
 
 
-KINDS = ["lsa", "classifier", "lowrank"]
+KINDS = ["lsa", "classifier", "lowrank", "lexical"]
 
 
 def _brute(model, Q, X, k):
@@ -78,7 +81,7 @@ def test_exact_equals_the_models_scores_and_ann_at_full_recall_equals_exact(corp
     assert np.mean(cscores >= kth) >= 0.9  # fresh queries: recall counting ties
 
 
-@pytest.mark.parametrize("kind", ["classifier", "lsa"])
+@pytest.mark.parametrize("kind", ["classifier", "lsa", "lexical"])
 @pytest.mark.parametrize("mmap", [False, True])
 def test_save_load_query_add_and_search(corpus, tmp_path, kind, mmap):
     X, Q = corpus
@@ -109,6 +112,11 @@ def test_save_load_query_add_and_search(corpus, tmp_path, kind, mmap):
                                                                         normalize=model.normalize,
                                                                         normalize_embedding=model.normalize_embedding,
                                                                         identity_weight=model.identity_weight))
+        if model.lexical_power != 1.0:  # the same arrays with another power are another model
+            with pytest.raises(ModelMismatchError, match="lexical_power"):
+                load_index(tmp_path / index_kind, model=EmbeddingSimilarity(
+                    model.P, bias=model.bias, activation=model.activation, normalize=model.normalize,
+                    normalize_embedding=model.normalize_embedding, identity_weight=model.identity_weight))
         if mmap:
             with pytest.raises(InvalidInputError, match="read-only"):
                 back.add(Q[:2], ids=["a", "b"])
@@ -140,6 +148,10 @@ def test_calibrate_and_refusals(corpus):
         ann.query(Q[:1, :10], top_k=3)  # wrong width
     with pytest.raises(InvalidInputError, match="unknown parameter"):
         build_index(model, X, kind="exact", strategy="corpus")  # a bilinear index's parameter
+    from sparsesim.feedback import FeedbackLearner
+
+    with pytest.raises(InvalidInputError, match="bilinear model, not the EmbeddingSimilarity"):
+        FeedbackLearner(ann)  # `serve --learn` on an embedding index: refused before serving
 
 
 def _data(directory):

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.engine.embedding_rules import ADAGRAD_EPS, proxy_rule, run_batch, triplet_rule
 from sparsesim.exceptions import SparsesimError
-from sparsesim.learners.embedding import ALPHA_GRID, ProxySSI
+from sparsesim.learners.embedding import ALPHA_GRID, LEXICAL_GRID, ProxySSI
 from sparsesim.triplets import sors_triplets, stratified_split
 
 
@@ -147,9 +147,11 @@ def test_fit_beats_cosine_on_held_out_documents(sample):
     learned = evaluate_retrieval(model.scorer(Xte), yte)["map"]
     base = evaluate_retrieval(cosine.scorer(Xte), yte)["map"]
     assert learned > base + 0.1, (learned, base)
-    # the pass and alpha kept are the best of the held-out table
-    best = max(est.validation_, key=lambda h: max(h["map"].values()))
-    assert est.n_epochs_ == best["epoch"]
+    # the pass, alpha and gamma kept are the best of the held-out table (MAP + AP@10)
+    epoch, best = max(((h["epoch"], t) for h in est.validation_ for t in h["scores"]),
+                      key=lambda et: et[1]["map"] + et[1]["ap@10"])
+    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_) == (epoch, best["alpha"], best["lexical_power"])
+    assert model.lexical_power == est.lexical_power_ in LEXICAL_GRID
     assert model.P.size <= 20 * Xtr.nnz
 
 
@@ -176,9 +178,28 @@ def test_same_seed_same_model_and_partial_fit(sample):
     assert est.n_triplets_seen_ == 2400
 
 
+def test_class_folds_choose_on_the_summed_criterion(sample):
+    """validation="classes": one model per disjoint set of held-out classes; the pass, alpha and
+    gamma kept are those of the best criterion summed over the sets; a fixed gamma is kept."""
+    Xtr, ytr, _, _ = sample
+    est = ProxySSI(n_epochs=1, random_state=0, validation="classes", validation_fraction=0.25,
+                   validation_folds=2, criterion="map").fit(Xtr, ytr)
+    assert sorted({h["fold"] for h in est.validation_}) == [0, 1]
+    total = {}
+    for h in est.validation_:
+        for t in h["scores"]:
+            key = (h["epoch"], t["alpha"], t["lexical_power"])
+            total[key] = total.get(key, 0.0) + t["map"]
+    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_) == max(total, key=total.get)
+    fixed = ProxySSI(n_epochs=1, random_state=0, validation="classes", lexical_power=0.5).fit(Xtr, ytr)
+    assert fixed.model_.lexical_power == 0.5
+    assert {t["lexical_power"] for h in fixed.validation_ for t in h["scores"]} == {0.5}
+
+
 @pytest.mark.parametrize("params", [{"n_components": 0}, {"scale": -1.0}, {"negatives": "hardest"},
                                     {"validation": "folds"}, {"validation_fraction": 1.0}, {"n_epochs": 0},
-                                    {"identity_weight": -0.5}])
+                                    {"identity_weight": -0.5}, {"lexical_power": 0.0},
+                                    {"lexical_power": 2.0}, {"criterion": "ndcg"}, {"validation_folds": 0}])
 def test_bad_parameters_raise(sample, params):
     Xtr, ytr, _, _ = sample
     with pytest.raises(SparsesimError):

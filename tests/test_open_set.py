@@ -101,3 +101,15 @@ def test_tune_cli_class_disjoint(tmp_path, monkeypatch, capsys):
     code, out, err = run_cli(["tune", "-a", "oasis", "--dataset", "news20-sample", "--triplets", "600",
                               "--validation", "tasks", "--out", tmp_path / "m2.npz"], monkeypatch, capsys)
     assert code == 2 and "validation" in err
+
+
+def test_open_set_learner_validates_on_held_out_classes():
+    """A learner with its own held-out choices (proxy-ssi) makes them on held-out classes in the
+    open-set protocol, as a fit with ``validation="classes"`` does."""
+    data = load_dataset("news20-sample")
+    row = run_one("news20-sample", "proxy-ssi", 1, 300, {"n_epochs": 1}, unseen_classes=0.5)
+    train, test, _, _ = _open_rows(data.y, 1)
+    est = make_estimator("proxy-ssi", n_triplets=300, random_state=1, n_epochs=1,
+                         validation="classes").fit(data.X[train], data.y[train])
+    assert row["map"] == pytest.approx(evaluate_retrieval(est.model_.scorer(data.X[test]), data.y[test])["map"],
+                                       abs=1e-12)

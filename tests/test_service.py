@@ -72,6 +72,9 @@ def test_query_compare_and_snippets(server):
     assert len(body["cosine"][0]) == 5 and "/tech/" in body["cosine"][0][0]["id"]
     hit = body["results"][0][0]
     assert hit["snippet"] and "laptop" in body["results"][0][0]["snippet"] + body["results"][0][1]["snippet"]
+    # the class name the index stores (here the folder) comes with each hit, in both lists
+    for hits in (body["results"][0], body["cosine"][0]):
+        assert all(f"/{h['label']}/" in h["id"] for h in hits), hits
 
 
 def test_query_vectors_match_texts(server, index_dir):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .atomics import sync_array
 from .bilinear_loop import REBASE_AT, finalize_lazy, padded_homes, train_triplets
+from .bilinear_score import score_pairs_store
 from .driver import run_growing, triplet_scratch
 from .rowstore import RowStore, planned_slots, record_dtype
 from .rules import ADASORS, OASIS, SORS
@@ -139,6 +140,25 @@ class BilinearEngine(WritableOnUnpickle):
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
+
+    def score_pairs(self, X, pairs) -> np.ndarray:
+        """Scores ``X[a] M X[b]^T`` of the rows ``pairs[t] = (a, b)`` of CSR ``X`` under the current M.
+
+        Reads the store in place (:func:`~sparsesim.engine.bilinear_score.score_pairs_store`: no copy
+        of M, d floats of scratch); the model is unchanged. Pairs sharing an anchor should be
+        consecutive.
+        """
+        pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+        out = np.empty(pairs.shape[0])
+        if pairs.shape[0] == 0:
+            return out
+        st = self.store
+        self.schedule.ensure(st.step)
+        scratch = np.zeros(self.d)
+        score_pairs_store(st.table, st.rows, st.diag, st.diag_last, st.diag_aux, X.indptr, X.indices, X.data,
+                          st.relabel, pairs, st.step, self.schedule.cum, self.lam, self.delta,
+                          self.prox_diag and self.mode != OASIS, scratch, out)
+        return out
 
     def kernel(self, X, triplets, signs, losses, train=train_triplets, extra=()):
         """``kernel(pos) -> (next, need)`` for :func:`~sparsesim.engine.driver.run_growing`: runs

@@ -23,7 +23,8 @@ search : bool, default False
     Tune parameters on a held-out shuffle (seed ``search_seed``, not one of the evaluation seeds)
     like the paper: ROMCO over ``eta1, eta2 in {1e-4..1}`` and ``lam1, lam2 in {1e-7..1}`` (staged
     grid, :data:`ROMCO_SEARCH`), OMTLLOG/OMTLVON over ``eta in {1e-7..1}``, ``normalize`` and the
-    warm-up ``epoch``; PA-Global, PA-Unique (C = 1) and OMTL have no free parameter. Explicit
+    warm-up ``epoch``, CW-COL and OSMTL-e over :data:`COLLAB_GRIDS`; PA-Global, PA-Unique (C = 1),
+    OMTL and the batch MTFL / TRML (default parameters, as the paper) are not searched. Explicit
     ``config.params`` for an algorithm switch its search off.
 search_seed : int, default 12345
 ablation : bool, default False
@@ -82,7 +83,8 @@ __all__ = [
     "search_params",
 ]
 
-DEFAULT_ALGORITHMS = ["romco-nucl", "romco-logd", "pa-global", "pa-unique", "omtl", "omtllog", "omtlvon"]
+DEFAULT_ALGORITHMS = ["romco-nucl", "romco-logd", "pa-global", "pa-unique", "omtl", "omtllog", "omtlvon", "cw-col",
+                      "osmtl-e", "mtfl", "trml"]
 DEFAULT_OPTIONS = {"shuffles": None, "search": False, "search_seed": 12345, "ablation": False, "sensitivity": False,
                    "sensitivity_shuffles": 3, "checkpoints": 100, "dataset_options": None, "max_per_task": None,
                    "factors": None}

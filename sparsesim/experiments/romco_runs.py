@@ -21,13 +21,16 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from .runner import auto_names, scale_auto
 
-__all__ = ["LAMBDA_GRID", "ETA_GRID", "UNDECIDED_TOL", "RESOLVABLE", "ROMCO_SEARCH", "SPLIT_KEYS", "online_metrics",
+__all__ = ["COLLAB_GRIDS", "LAMBDA_GRID", "ETA_GRID", "UNDECIDED_TOL", "RESOLVABLE", "ROMCO_SEARCH", "SPLIT_KEYS", "online_metrics",
            "margin_split", "run_stream", "search_params"]
 
 LAMBDA_GRID = [10.0 ** k for k in range(-7, 1)]  # 1e-7 .. 1 (paper: Sec. 6.1, 6.5)
 UNDECIDED_TOL = 1e-8  # |margin| below it: an undecided prediction
 ETA_GRID = [10.0 ** k for k in range(-4, 1)]  # 1e-4 .. 1 (paper: {1e-6..1}; 1e-6/1e-5 never learn)
 RESOLVABLE = ("eta1", "eta2", "lam1", "lam2", "C")  # the parameters with an "auto" rule (sparsesim.defaults)
+# CW-COL and OSMTL-e (the paper: "tuned with a grid search on a held-out random shuffle"; C = 1)
+COLLAB_GRIDS = {"cw-col": {"eta": [0.1, 0.3, 0.5, 0.7, 0.9], "r": [0.01, 0.1, 1.0, 10.0]},
+                "osmtl-e": {"lam": [0.1, 0.3, 0.5, 0.7, 0.9], "tau": [0.1, 1.0, 10.0]}}
 ROMCO_SEARCH = "stage 1: eta1 x eta2 at lam1 = lam2 = 1e-4; stage 2: lam1 x lam2 over 1e-7..1; stage 3: eta1 x eta2 again"
 
 
@@ -183,4 +186,13 @@ def search_params(streams: MultiTaskStreams, algorithm: str, seed: int = 12345, 
         trials = _evaluate_grid(streams, algorithm, grid, seed, n_jobs, max_per_task)
         return {"best": _best(trials)["params"], "trials": trials,
                 "grid": "eta in 1e-7..1 x normalize in {False, True} x epoch in {0, 10% of the instances}"}
+    if algorithm in COLLAB_GRIDS:
+        names = list(COLLAB_GRIDS[algorithm])
+        grid = [dict(base, **dict(zip(names, values)))
+                for values in itertools.product(*(COLLAB_GRIDS[algorithm][n] for n in names))]
+        trials = _evaluate_grid(streams, algorithm, grid, seed, n_jobs, max_per_task)
+        return {"best": _best(trials)["params"], "trials": trials,
+                "grid": " x ".join(f"{n} in {COLLAB_GRIDS[algorithm][n]}" for n in names)}
+    if algorithm in ("mtfl", "trml"):
+        return {"best": base, "trials": [], "grid": "none (batch learner at its default parameters, as in the paper)"}
     return {"best": base, "trials": [], "grid": "none (no free parameter; C = 1 as in the paper)"}

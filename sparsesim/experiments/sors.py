@@ -111,6 +111,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         kwargs.setdefault("n_triplets", n_triplets)
     if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
+    if open_set and spec.make().get_params().get("validation") == "documents":
+        kwargs.setdefault("validation", "classes")  # its own held-out choices: on classes it did not learn
     if scale:
         resolve = getattr(spec.make(**kwargs), "resolve_params", None)
         resolved = resolve(data.X[train]) if resolve is not None else {}

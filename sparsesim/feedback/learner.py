@@ -151,8 +151,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         self._snap_state = None if self.snapshot_path is None else file_state(self.snapshot_path)
         base = self.index.model
         if not isinstance(base, BilinearSimilarity):
-            raise InvalidInputError(f"feedback learning updates a bilinear model; this index serves a "
-                                    f"{type(base).__name__} (serve it without --learn)")
+            raise InvalidInputError(f"feedback learning updates a bilinear model, not the {type(base).__name__} "
+                                    f"this index serves (serve it without --learn)")
         self.featurizer = base.featurizer
         self.identity = snapshot_identity(base)
         self.X = sp.csr_matrix(self.index.X_)

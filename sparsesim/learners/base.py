@@ -215,6 +215,11 @@ class TripletLearner(SparsesimEstimator):
         rows = usable_rows(y, warn=True)  # a class of one document cannot give a positive
         if rows is not None:
             X, y = X[rows], y[rows]
+        return self._fit_labelled(X, y, progress)
+
+    def _fit_labelled(self, X, y, progress=None):
+        """Learn from the protocol's triplets over checked ``X`` and usable labels ``y`` (a hook for
+        learners whose triplets depend on ``X``, e.g. negatives mined with the model)."""
         return self._fit_stream(X, self._triplet_stream(y), progress)
 
     def _start(self, d: int) -> None:

@@ -24,6 +24,7 @@ from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
 from ..validation import check_csr, check_n_jobs
 from .base import TripletLearner
+from .sampled import SampledFit
 
 _REGULARIZERS = ("l1", "offdiag")
 
@@ -195,7 +196,7 @@ class _BaseBilinear(TripletLearner):
         return self.model_.score_matrix(Q, X)
 
 
-class OASIS(_BaseBilinear):
+class OASIS(SampledFit, _BaseBilinear):
     """OASIS: online passive-aggressive bilinear similarity.
 
     On a triplet with hinge loss l = max(0, 1 - x^T M (x+ - x-)) > 0:
@@ -230,6 +231,18 @@ class OASIS(_BaseBilinear):
         core). The model is the same whatever the count (they add the margin up in one order);
         2 threads ran 1.42-2.27x as fast as one on the 2-core test machine, at least 1.7x in
         19 of 22 benchmark rounds (README, "Engine speed").
+    sampler : {"uniform", "semihard", "hard", "distance-weighted"}, default "uniform"
+        How :meth:`fit` chooses each triplet's negative: the SORS protocol's uniform one, or one
+        mined from a pool of ``pool_size`` other-class documents ranked by the model being trained
+        (:mod:`sparsesim.sampling`; docs/quality.md, "Triplet samplers"). The update rule is the same.
+    pool_size : int, default 16
+        Candidate negatives ranked per anchor by a mining ``sampler``.
+    n_passes : int, default 1
+        Passes of :meth:`fit` over its ``n_triplets`` (anchor, positive) pairs, each in a new
+        seeded order (a mining sampler mines again in every pass).
+    averaging : bool, default False
+        :meth:`fit` returns the mean of M after 60, 70, 80, 90 and 100% of its updates
+        (suffix averaging; holds one more copy of W while it sums).
 
     Attributes
     ----------
@@ -256,8 +269,13 @@ class OASIS(_BaseBilinear):
     _auto_names = ("C",)
 
     def __init__(self, C=AUTO, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
-                 compact=True, max_memory="auto", n_threads=1):
+                 compact=True, max_memory="auto", n_threads=1, sampler="uniform", pool_size=16, n_passes=1,
+                 averaging=False):
         self.C = C
+        self.sampler = sampler
+        self.pool_size = pool_size
+        self.n_passes = n_passes
+        self.averaging = averaging
         self.n_threads = n_threads
         self.max_memory = max_memory
         self.n_triplets = n_triplets
@@ -272,7 +290,7 @@ class OASIS(_BaseBilinear):
                               expected_triplets=self.n_triplets)
 
 
-class SORS(_BaseBilinear):
+class SORS(SampledFit, _BaseBilinear):
     """SORS: sparse online relative similarity by proximal gradient (Algorithm 1).
 
     ``M_{t+1} = prox_{eta_t lam r}(M_t - eta_t G_t)`` with the hinge subgradient
@@ -292,6 +310,8 @@ class SORS(_BaseBilinear):
     schedule : {"constant", "invsqrt"}
     n_triplets, random_state, initial_capacity, compact, max_memory, n_threads
         As in :class:`OASIS`.
+    sampler, pool_size, n_passes, averaging
+        As in :class:`OASIS`.
     """
 
     identity = True  # M_1 = I (Algorithm 1, line 2)
@@ -299,8 +319,13 @@ class SORS(_BaseBilinear):
     _auto_names = ("eta", "lam")
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
-                 random_state=None, initial_capacity=65536, compact=True, max_memory="auto", n_threads=1):
+                 random_state=None, initial_capacity=65536, compact=True, max_memory="auto", n_threads=1,
+                 sampler="uniform", pool_size=16, n_passes=1, averaging=False):
         self.regularizer = regularizer
+        self.sampler = sampler
+        self.pool_size = pool_size
+        self.n_passes = n_passes
+        self.averaging = averaging
         self.n_threads = n_threads
         self.max_memory = max_memory
         self.lam = lam
@@ -350,6 +375,8 @@ class AdaSORS(SORS):
     schedule : {"constant", "invsqrt"}
     n_triplets, random_state, initial_capacity, compact, max_memory, n_threads
         As in :class:`OASIS`.
+    sampler, pool_size, n_passes, averaging
+        As in :class:`OASIS`.
     keep_zero_state : bool, default False
         ``True`` runs Algorithm 2 exactly: an entry whose value is zero keeps its H_ij, so memory
         follows the set of entries ever touched. ``False`` (default): whenever the table fills
@@ -363,10 +390,11 @@ class AdaSORS(SORS):
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
                  n_triplets=100_000, random_state=None, initial_capacity=65536, compact=True, max_memory="auto",
-                 keep_zero_state=False, n_threads=1):
+                 keep_zero_state=False, n_threads=1, sampler="uniform", pool_size=16, n_passes=1, averaging=False):
         super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
                          n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity,
-                         compact=compact, max_memory=max_memory, n_threads=n_threads)
+                         compact=compact, max_memory=max_memory, n_threads=n_threads, sampler=sampler,
+                         pool_size=pool_size, n_passes=n_passes, averaging=averaging)
         self.delta = delta
         self.keep_zero_state = keep_zero_state
 

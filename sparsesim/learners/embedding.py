@@ -25,18 +25,21 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..embedding import EmbeddingSimilarity
+from ..embedding import EmbeddingSimilarity, lexical_rows
 from ..engine.embedding_rules import run_batch
 from ..evaluation import evaluate_retrieval
 from ..triplets import stratified_split, usable_rows
 from ..validation import check_fit_matrix, check_labels, check_params
 from .base import TripletLearner
 
-__all__ = ["ProxySSI", "ALPHA_GRID"]
+__all__ = ["ProxySSI", "ALPHA_GRID", "LEXICAL_GRID"]
 
 #: Mixing weights toward cosine that ``identity_weight="auto"`` chooses from on held-out data.
 ALPHA_GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 16.0, 256.0)
+#: Powers of the identity part's lexical rows that ``lexical_power="auto"`` chooses from.
+LEXICAL_GRID = (1.0, 0.75, 0.5)
 _VALIDATION = ("documents", "classes", "none")
+_CRITERIA = ("map", "map+ap@10")
 _NEGATIVES = ("semihard", "random")
 _MAX_VALIDATION_DOCS = 3000
 _POOL = 256
@@ -84,12 +87,24 @@ class ProxySSI(TripletLearner):
     identity_weight : float or "auto", default "auto"
         Mixing weight alpha toward cosine. ``"auto"``: the value of :data:`ALPHA_GRID` that ranks the
         held-out documents best (1.0 when nothing is held out).
+    lexical_power : float in (0, 1] or "auto", default "auto"
+        gamma of the identity part, which compares the rows raised entry-wise to gamma and
+        L2-normalised (1: cosine; 0.5 on TF-IDF rows: idf once, square-root term frequency, close
+        to BM25). ``"auto"``: the value of :data:`LEXICAL_GRID` that ranks the held-out documents
+        best, chosen with alpha (1.0 when nothing is held out).
+    criterion : {"map+ap@10", "map"}, default "map+ap@10"
+        What the held-out choice of pass, alpha and gamma maximises: the sum of MAP and AP@10
+        (the whole ranking and its top), or MAP alone.
     validation : {"documents", "classes", "none"}, default "documents"
         What ``fit`` holds out to choose the pass and alpha: ``validation_fraction`` of each class's
         documents (documents of the training classes will be queried), or that fraction of the
         classes (at least two; the model will serve unseen classes), or nothing (``n_epochs``
         passes, alpha = 1 when ``"auto"``).
     validation_fraction : float, default 0.15
+    validation_folds : int, default 1
+        With ``validation="classes"``: that many disjoint sets of held-out classes (fewer when the
+        classes run out), one model trained per set (each costs one more fit); the pass, alpha and
+        gamma kept are those of the best criterion summed over the sets.
     refit : bool, default True
         After the choice, train again on all documents for the chosen number of passes.
     n_triplets : int, optional
@@ -106,8 +121,10 @@ class ProxySSI(TripletLearner):
     identity_weight_ : float
     n_epochs_ : int
         Passes of the returned model.
+    lexical_power_ : float
     validation_ : list of dict
-        Per pass: its number and the held-out MAP at every alpha of :data:`ALPHA_GRID`.
+        Per pass: its number, the held-out MAP at every alpha of :data:`ALPHA_GRID` (best gamma),
+        and ``"scores"``: MAP and AP@10 at every (alpha, gamma).
     model_ : EmbeddingSimilarity
 
     Examples
@@ -124,7 +141,7 @@ class ProxySSI(TripletLearner):
     #: ``sparsesim tune`` fits each candidate on labels (a grid search), not from a triplet stream
     tune_by_fit = True
     _state_attrs = TripletLearner._state_attrs + ("P_", "proxies_", "GP_", "GC_", "identity_weight_", "n_epochs_",
-                                                  "validation_", "classes_", "scale_")
+                                                  "validation_", "classes_", "scale_", "lexical_power_")
     _fit_chunk = 1024
 
     @classmethod
@@ -133,7 +150,8 @@ class ProxySSI(TripletLearner):
 
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
-                 validation_fraction=0.15, refit=True, n_triplets=None, random_state=None):
+                 validation_fraction=0.15, refit=True, n_triplets=None, random_state=None, lexical_power="auto",
+                 criterion="map+ap@10", validation_folds=1):
         self.n_components = n_components
         self.scale = scale
         self.learning_rate = learning_rate
@@ -147,6 +165,9 @@ class ProxySSI(TripletLearner):
         self.refit = refit
         self.n_triplets = n_triplets
         self.random_state = random_state
+        self.lexical_power = lexical_power
+        self.criterion = criterion
+        self.validation_folds = validation_folds
 
     _OPEN = {"low_open": True}
     _param_spec = {
@@ -155,7 +176,8 @@ class ProxySSI(TripletLearner):
         "triplet_weight": ("float", 0, None), "negatives": ("choice", _NEGATIVES), "margin": ("float", 0, None),
         "identity_weight": ("float", 0, None), "validation": ("choice", _VALIDATION),
         "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",),
-        "n_triplets": ("int?", 1, None),
+        "n_triplets": ("int?", 1, None), "lexical_power": ("float", 0, 1, {"low_open": True}),
+        "criterion": ("choice", _CRITERIA), "validation_folds": ("int", 1, 100),
     }
 
     def _width(self, X) -> int:
@@ -180,6 +202,7 @@ class ProxySSI(TripletLearner):
         self.GC_ = np.zeros(n_classes)
         self.scale_ = self._scale(n_classes)
         self.identity_weight_ = 1.0 if isinstance(self.identity_weight, str) else float(self.identity_weight)
+        self.lexical_power_ = 1.0 if isinstance(self.lexical_power, str) else float(self.lexical_power)
         self.n_epochs_ = 0
         self.validation_ = []
 
@@ -255,7 +278,8 @@ class ProxySSI(TripletLearner):
         return int(min(self.n_epochs, max(1, -(-int(self.n_triplets) // max(1, n_documents)))))
 
     def _holdout(self, y, rng):
-        """(train rows, held-out rows) of ``fit``'s choice, or None when nothing can be held out."""
+        """The (train rows, held-out rows) pairs of ``fit``'s choice (one per fold), or None when
+        nothing can be held out."""
         if self.validation == "none":
             return None
         n_classes = int(y.max()) + 1
@@ -263,16 +287,22 @@ class ProxySSI(TripletLearner):
             n_out = int(round(self.validation_fraction * n_classes))
             if n_out < 2 or n_classes - n_out < 2:
                 return None
-            out = rng.permutation(n_classes)[:n_out]
-            held = np.isin(y, out)
-            return np.flatnonzero(~held), np.flatnonzero(held)
+            order = rng.permutation(n_classes)
+            folds = []
+            for f in range(int(self.validation_folds)):
+                out = order[f * n_out:(f + 1) * n_out]
+                if out.size < 2:
+                    break
+                held = np.isin(y, out)
+                folds.append((np.flatnonzero(~held), np.flatnonzero(held)))
+            return folds
         if np.bincount(y).min() < 2 or y.size < 20:
             return None
         train, held = stratified_split(y, 1.0 - float(self.validation_fraction), seed=rng)
         held = held[np.bincount(y[held], minlength=n_classes)[y[held]] >= 2]  # a query needs a relevant one
         if np.unique(y[held]).size < 2:
             return None
-        return train, held
+        return [(train, held)]
 
     def fit(self, X, y, progress=None):
         """Learn ``P`` and the proxies from labels ``y``, choosing the pass and alpha on held-out data.
@@ -302,41 +332,59 @@ class ProxySSI(TripletLearner):
         rng = np.random.default_rng(self.random_state)
         split = self._holdout(codes, rng)
         history: list = []
+        spent = 0.0  # the held-out runs' time counts too
         auto_alpha = isinstance(self.identity_weight, str)
         alphas = ALPHA_GRID if auto_alpha else (float(self.identity_weight),)
+        auto_gamma = isinstance(self.lexical_power, str)
+        gammas = LEXICAL_GRID if auto_gamma else (float(self.lexical_power),)
         epochs = self._passes(X.shape[0])
         alpha = 1.0 if auto_alpha else float(self.identity_weight)
+        gamma = 1.0 if auto_gamma else float(self.lexical_power)
         if split is not None:
-            tr, va = split
-            if va.size > _MAX_VALIDATION_DOCS:
-                va = np.sort(rng.choice(va, _MAX_VALIDATION_DOCS, replace=False))
-            Xva, yva = Xn[va], codes[va]
-            k = min(10, va.size - 1)
-            cos = (Xva @ Xva.T).toarray()
-            ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
+            both = self.criterion == "map+ap@10"
+            for fold, (tr, va) in enumerate(split):
+                if va.size > _MAX_VALIDATION_DOCS:
+                    va = np.sort(rng.choice(va, _MAX_VALIDATION_DOCS, replace=False))
+                Xva, yva = Xn[va], codes[va]
+                k = min(10, va.size - 1)
+                lexical = {}
+                for g in gammas:
+                    Lva = lexical_rows(Xva, g)
+                    lexical[g] = (Lva @ Lva.T).toarray()
+                ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
 
-            def on_epoch(epoch):
-                Eva = _embed(Xva, self.P_)
-                emb = Eva @ Eva.T
-                maps = {a: float(evaluate_retrieval(lambda r, a=a: a * cos[r] + emb[r], yva, k=k)["map"])
-                        for a in alphas}
-                history.append({"epoch": epoch, "map": maps})
-                if progress is not None:
-                    progress(self.n_triplets_seen_)
+                def on_epoch(epoch, Xva=Xva, yva=yva, k=k, lexical=lexical, fold=fold):
+                    Eva = _embed(Xva, self.P_)
+                    emb = Eva @ Eva.T
+                    scores = []
+                    for g in gammas:
+                        for a in alphas:
+                            r = evaluate_retrieval(lambda q, a=a, g=g: a * lexical[g][q] + emb[q], yva, k=k)
+                            scores.append({"alpha": a, "lexical_power": g, "map": float(r["map"]),
+                                           "ap@10": float(r["ap@10"]),
+                                           "criterion": float(r["map"]) + (float(r["ap@10"]) if both else 0.0)})
+                    maps = {a: max(t["map"] for t in scores if t["alpha"] == a) for a in alphas}
+                    history.append({"fold": fold, "epoch": epoch, "map": maps, "scores": scores})
+                    if progress is not None:
+                        progress(self.n_triplets_seen_)
 
-            self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, self._passes(tr.size), rng, on_epoch)
-            best = max(history, key=lambda h: max(h["map"].values()))
-            epochs = best["epoch"]
-            alpha = max(best["map"], key=best["map"].get)
-        spent = float(getattr(self, "train_seconds_", 0.0))  # the held-out run's time counts too
+                self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, self._passes(tr.size), rng, on_epoch)
+                spent += float(getattr(self, "train_seconds_", 0.0))
+            total: dict = {}  # (epoch, alpha, gamma) -> criterion summed over the folds
+            for h in history:
+                for t in h["scores"]:
+                    key = (h["epoch"], t["alpha"], t["lexical_power"])
+                    total[key] = total.get(key, 0.0) + t["criterion"]
+            epochs, alpha, gamma = max(total, key=total.get)
         if split is None or self.refit or epochs == 0:
             self._train(Xn, codes, classes.size, width, epochs, rng)
         else:  # the fit part alone, for the chosen passes
-            tr, _ = split
+            tr, _ = split[0]
             ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
             self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, epochs, np.random.default_rng(self.random_state))
-        self.train_seconds_ += spent if split is not None else 0.0
+        self.train_seconds_ += spent
         self.identity_weight_ = float(alpha)
+        self.lexical_power_ = float(gamma)
         self.validation_ = history
         self.classes_ = classes
         self._model_cache = None
@@ -375,7 +423,7 @@ class ProxySSI(TripletLearner):
                     "scale": float(self.scale_), "train_seconds": float(self.train_seconds_)}
             self._model_cache = EmbeddingSimilarity(self.P_, activation="linear", normalize=True,
                                                     normalize_embedding=True, identity_weight=self.identity_weight_,
-                                                    metadata=meta)
+                                                    lexical_power=self.lexical_power_, metadata=meta)
         return self._model_cache
 
     def score_matrix(self, Q, X):

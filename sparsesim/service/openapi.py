@@ -59,7 +59,8 @@ _HIT = {"type": "object", "required": ["id", "score"], "properties": {
     "id": {"type": ["string", "integer"], "description": "Document id (file path, id column or row number)."},
     "score": {"type": "number", "description": "Learned similarity S(q, d) = q^T M d (unbounded); "
                                                "in the cosine list: the cosine in [0, 1]."},
-    "snippet": {"type": "string", "description": "Title and start of the document's text (with snippets)."}}}
+    "snippet": {"type": "string", "description": "Title and start of the document's text (with snippets)."},
+    "label": {"type": "string", "description": "The document's class name, when the index stores one (with snippets)."}}}
 _VECTOR = {"type": "object", "required": ["indices", "values"], "additionalProperties": False, "properties": {
     "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
     "values": {"type": "array", "items": {"type": "number"}}}}

@@ -140,7 +140,8 @@ function render(list, hits, other, withFeedback) {
     const [title, body] = splitSnippet(h.snippet === undefined ? "" : h.snippet);
     if (title) { const t = document.createElement("div"); t.className = "title"; t.textContent = title; li.append(t); }
     if (body) { const s = document.createElement("div"); s.className = "snip"; s.textContent = body; li.append(s); }
-    const id = document.createElement("div"); id.className = "id"; id.textContent = h.id;
+    const id = document.createElement("div"); id.className = "id";
+    id.textContent = h.label === undefined ? String(h.id) : h.id + " \u00b7 " + h.label;
     const sc = document.createElement("span"); sc.className = "score"; sc.textContent = "score " + h.score.toFixed(4);
     const bar = document.createElement("span"); bar.className = "bar";
     bar.style.width = Math.max(0, Math.min(1, h.score / top)) * 4 + "em";

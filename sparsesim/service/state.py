@@ -85,6 +85,7 @@ class QueryService(QueryParsing):
         X = self.index.X_  # None: no corpus in this process (shards; an embedding index without identity part)
         self._cosine_T = None if X is None else unit_rows(X).T.tocsr()
         self.snippets = self.index.snippets_
+        self.labels = self.index.labels_
         self.n_documents = int(self.index.n_documents)
         self.model = self.index.model
         self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
@@ -122,7 +123,8 @@ class QueryService(QueryParsing):
         return {
             "index": str(self.index_dir), "kind": self.index.kind, "n_documents": self.n_documents,
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
-            "snippets": self.snippets is not None, "compare": self._cosine_T is not None, "sharded": placement,
+            "snippets": self.snippets is not None or self.labels is not None, "compare": self._cosine_T is not None,
+            "sharded": placement,
             "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if hasattr(self.model, "nnz") else None,
                       "dataset": meta.get("dataset"), "checksum": self.index.model_checksum()},
             "index_params": manifest.get("params"), "index_state": manifest.get("state"),
@@ -234,11 +236,14 @@ class QueryService(QueryParsing):
 
     def _hits(self, ids, scores, rows, snippets: bool) -> list[dict]:
         hits = [{"id": plain_value(i), "score": float(s)} for i, s in zip(ids, scores)]
-        if snippets and self.snippets is not None:
+        if snippets and (self.snippets is not None or self.labels is not None):
             if rows is None:
                 rows = self._rows_of(ids)
             for hit, r in zip(hits, rows):
-                hit["snippet"] = str(self.snippets[int(r)])
+                if self.snippets is not None:
+                    hit["snippet"] = str(self.snippets[int(r)])
+                if self.labels is not None:
+                    hit["label"] = str(self.labels[int(r)])
         return hits
 
     def _rows_of(self, ids) -> list[int]:

@@ -41,6 +41,8 @@ DEFAULT_GRIDS = {
     **{name: {"eta": [1e-6, 1e-4, 1e-2], "normalize": [False, True]} for name in ("omtllog", "omtlvon")},
     # proxy-ssi: the proxy softmax's temperature (its "auto" value is log(3 (K - 1)), 4.0 for 20 classes)
     "proxy-ssi": {"scale": [2.5, 4.0, 6.0]},
+    # ssi-dwuv: the step of the low-rank (SSI) part, around its default 0.3
+    "ssi-dwuv": {"learning_rate": [0.1, 0.3, 1.0]},
 }
 TUNABLE_KINDS = ("similarity", "baseline")
 

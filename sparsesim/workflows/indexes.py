@@ -15,8 +15,10 @@ from ..data import looks_like_path
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
 from ..indexes import OWN_OPTIONS, build_index, index_bytes, open_index
+from ..indexes.document_facts import FACT_NAMES, extend_facts, facts_of
 from ..indexes.sharded import ShardedIndex
 from ..indexes.storage import check_index_target
+from ..compact import CompactSimilarity
 from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
 from ..persistence import check_output_path, target_lock
@@ -116,9 +118,18 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
     return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options, overwrite)
 
 
+def _refuse_compact(model, model_path) -> None:
+    """Index files hold bilinear and embedding models; a compact model is scored from its file."""
+    if isinstance(model, CompactSimilarity):
+        raise InvalidInputError(f"{model_path} is a compact (ssi-dwuv) model: index files do not hold one (and "
+                                f"`serve`, `serve --learn` need an index); score it with `sparsesim query --model` "
+                                f"or `sparsesim evaluate`")
+
+
 def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options,
                          overwrite: bool = False) -> dict:
     model = load_similarity_model(model_path)
+    _refuse_compact(model, model_path)
     if not isinstance(model, BilinearSimilarity):
         raise InvalidInputError(f"{model_path} is an embedding model; sharded indexes serve bilinear models (build "
                                 f"a single index: drop --shards and --scheduler)")
@@ -147,6 +158,7 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
                        calibration_queries, n_jobs: int = -1, overwrite: bool = False) -> dict:
     model = load_similarity_model(model_path)
+    _refuse_compact(model, model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
     params = dict(params or {})
@@ -165,8 +177,8 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         index.target_recall = target
         if target is not None and index.n_documents > 11:
             index.calibrate(strata=labels)
-    if data.texts is not None:
-        index.snippets_ = snippets_of(data.texts)
+    for name, values in document_facts(data).items():
+        setattr(index, name + "_", values)
     seconds = time.perf_counter() - start
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
@@ -225,11 +237,9 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
             data = load_corpus(corpus, model=index.model, options=data_options)
             start = time.perf_counter()
             before = index.n_documents
-            old_snippets = index.snippets_
+            held = {name: getattr(index, name + "_") for name in FACT_NAMES}  # the contract's snippets_, labels_
             index.add(data.X, ids=data.ids)
-            if old_snippets is not None:
-                new = snippets_of(data.texts) if data.texts is not None else np.array([""] * data.n_documents)
-                index.snippets_ = np.concatenate([np.asarray(old_snippets), new])
+            extend_facts(index, held, data.n_documents, document_facts(data))
             if refit and index.supports_refit and index.n_fit_documents_ < index.n_documents:
                 index.refit()
             seconds = time.perf_counter() - start
@@ -287,8 +297,42 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
             else:
                 qnames, Q = read_queries(reader, queries_path, data_options)
             records = index.query_records(Q, top_k, query_ids=qnames, **options)
+        _with_facts(index, records)
     finally:
         index.release()
     for record in records:
         record["search"] = search
     return records
+
+
+def _with_facts(index, answers: list[dict]) -> list[dict]:
+    """Add ``labels`` and ``titles`` (id -> text) to each answer from what the index stores
+    about its documents (class names; the start of each text)."""
+    found = sorted({hit["id"] for answer in answers for hit in answer["results"]}, key=str)
+    if not found or (index.labels_ is None and index.snippets_ is None):
+        return answers
+    facts = facts_of(index, index.rows_of(found))
+    labels = dict(zip(found, facts.get("labels", [])))
+    titles = dict(zip(found, facts.get("snippets", [])))
+    for answer in answers:
+        docs = [hit["id"] for hit in answer["results"]]
+        answer["labels"] = {doc: labels[doc] for doc in docs if labels.get(doc)}
+        answer["titles"] = {doc: titles[doc] for doc in docs if titles.get(doc)}
+    return answers
+
+
+def document_facts(data) -> dict:
+    """What an index built from ``data`` keeps about each document for display: ``snippets``
+    (the start of each text, or the data set's stored titles) and ``labels`` (class names, when
+    the corpus has two or more classes)."""
+    facts = {}
+    titles = (data.info or {}).get("titles")
+    if data.texts is not None:
+        facts["snippets"] = snippets_of(data.texts)
+    elif titles is not None and len(titles) == data.n_documents:
+        facts["snippets"] = snippets_of(titles)
+    y = getattr(data, "y", None)
+    if y is not None and np.ndim(y) == 1 and len(y) == data.n_documents and len(np.unique(y)) >= 2:
+        names = data.class_names or {}
+        facts["labels"] = np.array([str(names.get(v.item(), v.item())) for v in np.asarray(y)], dtype=str)
+    return facts
