@@ -43,6 +43,8 @@ class CompactRows:
     def _unit_test_model(cls, n_features: int, seed: int = 0):
         rng = np.random.default_rng(seed)
         W = sp.random(n_features, n_features, density=0.1, format="csr", random_state=rng)
+        W.setdiag(0.0)  # the diagonal is the model's own array
+        W.eliminate_zeros()
         return CompactSimilarity(np.ones(n_features), W, rng.standard_normal((n_features, 4)),
                                  rng.standard_normal((n_features, 4)))
 
@@ -74,8 +76,8 @@ class CompactRows:
         return self._query_form(take_rows(self._X, rows))
 
     def save(self, directory, overwrite: bool = False):
-        raise self.unsupported("save", "an index over a compact (ssi-dwuv) model lives in memory; score with the "
-                               "model file instead (`sparsesim query --model`, `evaluate`)")
+        raise self.unsupported("save", "an index over a compact (ssi-dwuv) model lives in memory and is not saved; "
+                               "score with the model file instead (`sparsesim query --model`, `evaluate`)")
 
 
 class CompactExactIndex(CompactRows, EmbeddingExactIndex):

@@ -58,7 +58,7 @@ def representation_options(name_or_path, representation: str = "default", option
     return out
 
 
-def _load_labelled(name_or_path, **options) -> LabelledData:
+def load_labelled(name_or_path, **options) -> LabelledData:
     """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
     (multi-view and multi-task sets are for ``sparsesim experiment``)."""
     data = load_dataset(name_or_path, **options)
@@ -79,7 +79,7 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
         opts = {}
     if model is not None and model.metadata.get("input_representation") == "raw":
         opts = representation_options(name_or_path, "raw", opts)
-    return _load_labelled(name_or_path, **opts)
+    return load_labelled(name_or_path, **opts)
 
 
 def training_metadata(data: LabelledData, options: dict | None = None, **facts) -> dict:

@@ -19,7 +19,7 @@ from ..validation import check_float, check_int, check_n_triplets
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
 from ..data import is_data_path
-from .corpus import (_load_labelled, load_corpus, record_training, training_metadata,
+from .corpus import (load_labelled, load_corpus, record_training, training_metadata,
                      representation_options)
 
 
@@ -85,7 +85,7 @@ def _load_for(est, dataset, data_options):
     """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
     counts for BM25); returns the data and the representation."""
     representation = getattr(est, "input_representation", "default")
-    return _load_labelled(dataset, **representation_options(dataset, representation, data_options)), representation
+    return load_labelled(dataset, **representation_options(dataset, representation, data_options)), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import LabelledData
-from ..data.readers import _read_text_file, detect_format, open_maybe_compressed, read_table_rows, table_format
+from ..data.readers import read_text_file, detect_format, open_maybe_compressed, read_table_rows, table_format
 from ..exceptions import InvalidInputError
 from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
@@ -52,7 +52,7 @@ def read_query_texts(path, text_column: str | None = None, id_column: str | None
             name = row.get(id_column)
             names.append(name if name not in (None, "") else text)
     else:
-        texts = [ln.strip() for ln in _read_text_file(path).splitlines() if ln.strip()]
+        texts = [ln.strip() for ln in read_text_file(path).splitlines() if ln.strip()]
         names = list(texts)
     if not texts:
         raise InvalidInputError(f"{path}: no query texts")
