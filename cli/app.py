@@ -52,21 +52,21 @@ def main() -> None:
 
 def _run() -> None:
     from .checks import PortInUseError
-    from .common import _DEBUG, _debugging, _echo, _one_line, _one_line_warning, _os_error_text, _stop_loading
+    from .common import DEBUG, debugging, echo_line, one_line, one_line_warning, os_error_text, stop_loading
 
     app = _application()
-    _DEBUG["on"] = "--debug" in sys.argv[1:]
-    warnings.showwarning = _one_line_warning
+    DEBUG["on"] = "--debug" in sys.argv[1:]
+    warnings.showwarning = one_line_warning
     try:
         try:
             try:
                 app(standalone_mode=True)
             finally:
-                _stop_loading()
+                stop_loading()
             sys.stdout.flush()
         except SystemExit as exc:
             if exc.code == 130:  # typer turns Ctrl-C into a silent exit 130
-                _echo("interrupted", err=True)
+                echo_line("interrupted", err=True)
                 raise
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
             if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
@@ -81,34 +81,34 @@ def _run() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(0)
     except KeyboardInterrupt:
-        _echo("interrupted", err=True)
+        echo_line("interrupted", err=True)
         raise SystemExit(130)
     except PortInUseError as exc:
-        _echo(f"error: {_one_line(exc)}", err=True)
+        echo_line(f"error: {one_line(exc)}", err=True)
         raise SystemExit(3)
     except SparsesimError as exc:
-        if _debugging():
+        if debugging():
             raise
-        _echo(f"error: {_one_line(exc)}", err=True)
+        echo_line(f"error: {one_line(exc)}", err=True)
         raise SystemExit(2)
     except OSError as exc:
-        if _debugging():
+        if debugging():
             raise
-        _echo(f"error: {_one_line(_os_error_text(exc))}", err=True)
+        echo_line(f"error: {one_line(os_error_text(exc))}", err=True)
         raise SystemExit(2)
     except MemoryError:
-        if _debugging():
+        if debugging():
             raise
-        _echo("error: out of memory (try fewer triplets or a smaller data set)", err=True)
+        echo_line("error: out of memory (try fewer triplets or a smaller data set)", err=True)
         raise SystemExit(2)
     except (OverflowError, RecursionError) as exc:
-        if _debugging():
+        if debugging():
             raise
-        _echo(f"error: a value in the input is too large or too deeply nested ({_one_line(exc)})", err=True)
+        echo_line(f"error: a value in the input is too large or too deeply nested ({one_line(exc)})", err=True)
         raise SystemExit(2)
     except Exception as exc:
-        if _debugging():
+        if debugging():
             raise
-        _echo(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (run with --debug or "
+        echo_line(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (run with --debug or "
                    "SPARSESIM_DEBUG=1 for the traceback, and please report it)", err=True)
         raise SystemExit(1)

@@ -9,9 +9,6 @@ library are the registered spellings.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs, check_n_triplets,
                                   check_params, resolve_name)
 
@@ -29,9 +26,11 @@ def algorithm_name(name: str) -> str:
 def dataset_name(name: str) -> str:
     """The registered spelling of a data set name; a path (existing, or with a directory part
     or a file suffix) is returned as given."""
-    if os.sep in name or "/" in name or Path(name).suffix or Path(name).exists():
-        return name
+    from sparsesim.data import is_data_path
     from sparsesim.data.catalog import get_dataset_spec
+
+    if is_data_path(name):  # the one rule (sparsesim.data.is_data_path) load_dataset applies
+        return name
 
     return get_dataset_spec(name).name
 

@@ -48,7 +48,7 @@ def _start_loading() -> None:
     _LOADING.start()
 
 
-def _stop_loading() -> None:
+def stop_loading() -> None:
     global _LOADING
     if _LOADING is not None:
         live, _LOADING = _LOADING, None
@@ -56,8 +56,8 @@ def _stop_loading() -> None:
         _LIVE.pop("console", None)
 
 
-def _echo(*args, **kwargs) -> None:
-    _stop_loading()
+def echo_line(*args, **kwargs) -> None:
+    stop_loading()
     typer.echo(*args, **kwargs)
 
 
@@ -65,11 +65,11 @@ def _version_callback(value: bool) -> None:
     if value:
         from sparsesim import __version__
 
-        _echo(f"sparsesim {__version__}")
+        echo_line(f"sparsesim {__version__}")
         raise typer.Exit()
 
 
-_DEBUG = {"on": False}
+DEBUG = {"on": False}
 
 
 @app.callback()
@@ -80,7 +80,7 @@ def _root(
                                "(same as SPARSESIM_DEBUG=1)."),
 ) -> None:
     """Online similarity learning on sparse data, served as top-k retrieval."""
-    _DEBUG["on"] = debug
+    DEBUG["on"] = debug
     _start_loading()
     _announce_first_compile()
 
@@ -93,9 +93,9 @@ def scheduler_option():
                              "Default: in this process.")
 
 
-def _emit(obj) -> None:
+def emit(obj) -> None:
     """One line of strict JSON (NaN/Infinity written as null) on stdout."""
-    _stop_loading()
+    stop_loading()
     sys.stdout.write(dumps_strict(obj) + "\n")
 
 
@@ -152,7 +152,7 @@ def parse_seeds(text: str, n_algorithms: int = 1) -> list[int]:
 _LIVE: dict = {}  # the rich display on stderr now (progress bar or loading spinner), for the compile notice
 
 
-def _progress(total: int, description: str, enabled: bool, loading: str | None = None):
+def progress_bar(total: int, description: str, enabled: bool, loading: str | None = None):
     """A rich progress bar on stderr; returns (context manager, ``advance(done, total=None)``).
 
     The bar shows elapsed time and an ETA and redraws ten times a second. With ``loading``, it
@@ -162,7 +162,7 @@ def _progress(total: int, description: str, enabled: bool, loading: str | None =
     """
     from contextlib import nullcontext
 
-    _stop_loading()
+    stop_loading()
     if not enabled:
         return nullcontext(), None
     from rich.console import Console
@@ -187,7 +187,7 @@ def _progress(total: int, description: str, enabled: bool, loading: str | None =
     return progress, advance
 
 
-def _total_progress(progress, advance):
+def total_progress(progress, advance):
     """Adapt ``advance(done)`` to callbacks that report ``(done, total)``."""
 
     def update(done, total=None):
@@ -238,7 +238,7 @@ def _announce_first_compile() -> None:
 FIRST_COMPILE_SECONDS = "15 s on an idle 2-core machine, longer under load"
 
 
-def _show_progress(json_out: bool) -> bool:
+def show_progress(json_out: bool) -> bool:
     return sys.stderr.isatty()
 
 
@@ -246,11 +246,11 @@ ZERO_BASED_HELP = ("Feature-index base of svmlight files: auto (index 0 present 
                    "decides), true, false. Files read against a model default to the model's base.")
 
 
-def _zero_based_option():
+def zero_based_option():
     return typer.Option("auto", "--zero-based", help=ZERO_BASED_HELP)
 
 
-def _data_options(zero_based: str = "auto", text_column=None, label_column=None, id_column=None) -> dict:
+def data_file_options(zero_based: str = "auto", text_column=None, label_column=None, id_column=None) -> dict:
     """``load_dataset`` options from the shared data-format options."""
     from sparsesim.data.readers import parse_zero_based
 
@@ -268,16 +268,16 @@ ID_COLUMN_HELP = "CSV/JSONL: column holding the document id (default: the row nu
 
 # --- datasets ---------------------------------------------------------------------------------
 
-def _debugging() -> bool:
-    return _DEBUG["on"] or os.environ.get("SPARSESIM_DEBUG", "") not in ("", "0")
+def debugging() -> bool:
+    return DEBUG["on"] or os.environ.get("SPARSESIM_DEBUG", "") not in ("", "0")
 
 
-def _one_line(text) -> str:
+def one_line(text) -> str:
     """A message as one bounded line (newlines folded, at most ~400 characters)."""
     return bounded(" ".join(str(text).split()))
 
 
-def _os_error_text(exc: OSError) -> str:
+def os_error_text(exc: OSError) -> str:
     reason = exc.strerror or str(exc) or type(exc).__name__
     hints = {errno.ENOSPC: " (the disk is full)", errno.EROFS: " (read-only file system)",
              errno.EACCES: " (permission denied)", errno.EPERM: " (operation not permitted)",
@@ -287,6 +287,6 @@ def _os_error_text(exc: OSError) -> str:
     return f"{reason}{where}{hint}"
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+def one_line_warning(message, category, filename, lineno, file=None, line=None):
     """The project's own warnings (e.g. classes left out) as one ``warning: ...`` line on stderr."""
-    typer.echo(f"warning: {_one_line(message)}", err=True)
+    typer.echo(f"warning: {one_line(message)}", err=True)

@@ -10,7 +10,7 @@ import typer
 
 from sparsesim.exceptions import InvalidInputError
 
-from .common import _echo, _emit, _progress, datasets_app
+from .common import echo_line, emit, progress_bar, datasets_app
 
 
 @datasets_app.command("list")
@@ -21,11 +21,11 @@ def datasets_list(json_out: bool = typer.Option(False, "--json", help="Machine-r
 
     rows = list_datasets()
     if json_out:
-        _emit({"datasets": rows})
+        emit({"datasets": rows})
         return
     for row in rows:
         mark = "present" if row.get("available") else "missing"
-        _echo(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['fetch']:<13}{row['description']}")
+        echo_line(f"{row['name']:<20}{row['kind']:<26}{mark:<9}{row['fetch']:<13}{row['description']}")
 
 
 @datasets_app.command("info")
@@ -37,12 +37,12 @@ def datasets_info(name: str = typer.Argument(..., help="Registered data set name
 
     info = dataset_info(get_dataset_spec(name).name)
     if json_out:
-        _emit(info)
+        emit(info)
         return
     for key in ("name", "kind", "description", "representation", "source", "data_home"):
-        _echo(f"{key:>15}: {info.get(key)}")
+        echo_line(f"{key:>15}: {info.get(key)}")
     for f in info.get("files", []):
-        _echo(f"{'file':>15}: {f['relpath']} ({'present' if f['present'] else 'missing'}) sha256={f['sha256']}")
+        echo_line(f"{'file':>15}: {f['relpath']} ({'present' if f['present'] else 'missing'}) sha256={f['sha256']}")
 
 
 @datasets_app.command("fetch")
@@ -62,7 +62,7 @@ def datasets_fetch(
     if mirror is None and info["fetch"] == "mirror only" and not info["available"]:
         raise InvalidInputError(f"data set {name!r} has no public upstream; copy it from a mirror folder with "
                                 f"`sparsesim datasets fetch {name} --from DIR` (e.g. the shared data folder)")
-    bar, _ = _progress(None, f"fetching {name}", sys.stderr.isatty())
+    bar, _ = progress_bar(None, f"fetching {name}", sys.stderr.isatty())
     callback = None
     if bar is not None and hasattr(bar, "add_task"):
         task = bar.task_ids[0]
@@ -72,7 +72,7 @@ def datasets_fetch(
     with bar:
         paths = fetch_dataset(name, mirror=mirror, force=force, progress=callback)
     for path in paths:
-        _echo(str(path))
+        echo_line(str(path))
 
 
 # --- train / evaluate / query ------------------------------------------------------------------

@@ -11,8 +11,8 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.validation import check_float
 
 from . import checks
-from .common import (ID_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress, _show_progress,
-                     _zero_based_option, index_app, parse_params, scheduler_option)
+from .common import (ID_COLUMN_HELP, TEXT_COLUMN_HELP, data_file_options, echo_line, emit, progress_bar, show_progress,
+                     zero_based_option, index_app, parse_params, scheduler_option)
 
 
 @index_app.command("build")
@@ -23,7 +23,7 @@ def index_build(
     kind: str = typer.Option("exact", "--kind", help="exact | ann"),
     out: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="Index parameter KEY=VALUE (ann: dim, nlist, nprobe, pool, ...)."),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     target_recall: Optional[float] = typer.Option(None, "--target-recall", help="ann: recall@10 against exact the "
@@ -57,25 +57,25 @@ def index_build(
     data = [checks.dataset_name(d) for d in data]
     from sparsesim.workflows import build_index_from_files
 
-    bar, _ = _progress(None, f"building {kind} index", _show_progress(json_out))
+    bar, _ = progress_bar(None, f"building {kind} index", show_progress(json_out))
     with bar:
         summary = build_index_from_files(model, data[0] if len(data) == 1 else data, kind=kind, out=out,
                                          params=params.get("*", {}),
-                                         data_options=_data_options(zero_based, text_column, None, id_column),
+                                         data_options=data_file_options(zero_based, text_column, None, id_column),
                                          target_recall=target_recall, calibration_queries=calibration_queries,
                                          shards=shards, scheduler=scheduler, n_jobs=n_jobs, overwrite=overwrite)
     if json_out:
-        _emit(summary)
+        emit(summary)
     else:
         where = ""
         if "shards" in summary:
             place = f"on {len(set(summary['workers']))} Dask worker(s)" if summary["scheduler"] else "in-process"
             where = f" as {len(summary['shards'])} shards {summary['shards']} {place}"
         size = f" ({summary['index_bytes'] / 2**20:,.1f} MiB)" if "index_bytes" in summary else ""
-        _echo(f"built {kind} index over {summary['n_documents']} documents{where} in "
+        echo_line(f"built {kind} index over {summary['n_documents']} documents{where} in "
                    f"{summary['build_seconds']:.1f} s; saved {out}{size}")
         if "calibration" in summary:
-            _echo(_calibration_line(summary["calibration"]))
+            echo_line(_calibration_line(summary["calibration"]))
 
 
 def _calibration_line(cal: dict) -> str:
@@ -98,7 +98,7 @@ def index_calibrate(
                                                         "choose the setting, the other half certify its recall "
                                                         "(default: held-out corpus documents, stratified by "
                                                         "cluster)."),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Re-measure the fastest search setting of an ann index that meets the target recall
@@ -109,11 +109,11 @@ def index_calibrate(
     from sparsesim.workflows import calibrate_index
 
     summary = calibrate_index(index, calibration_queries, target_recall=target_recall, model_path=model,
-                              data_options=_data_options(zero_based, None, None, None))
+                              data_options=data_file_options(zero_based, None, None, None))
     if json_out:
-        _emit(summary)
+        emit(summary)
     else:
-        _echo(_calibration_line(summary["calibration"]))
+        echo_line(_calibration_line(summary["calibration"]))
 
 
 @index_app.command("add")
@@ -121,7 +121,7 @@ def index_add(
     index: Path = typer.Option(..., "--index", "-i", help="Index directory built by `sparsesim index build`."),
     data: str = typer.Option(..., "--data", "-d", help="Documents to add: data set name or svmlight path."),
     refit: bool = typer.Option(False, "--refit", help="ann: re-learn the projection and FAISS structure now."),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     scheduler: Optional[str] = scheduler_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
@@ -130,14 +130,14 @@ def index_add(
     data = checks.dataset_name(data)
     from sparsesim.workflows import add_to_index
 
-    bar, _ = _progress(None, "adding to the index", _show_progress(json_out))
+    bar, _ = progress_bar(None, "adding to the index", show_progress(json_out))
     with bar:
-        summary = add_to_index(index, data, refit=refit, data_options=_data_options(zero_based), scheduler=scheduler)
+        summary = add_to_index(index, data, refit=refit, data_options=data_file_options(zero_based), scheduler=scheduler)
     if json_out:
-        _emit(summary)
+        emit(summary)
     else:
         fit = f"; learned from {summary['n_fit_documents']}" if "n_fit_documents" in summary else ""
-        _echo(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
+        echo_line(f"added {summary['added']} documents to {index}: {summary['n_documents']} in all{fit} "
                    f"({summary['seconds']:.1f} s)")
 
 

@@ -11,8 +11,8 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.validation import resolve_name
 
 from . import checks
-from .common import (ID_COLUMN_HELP, LABEL_COLUMN_HELP, TEXT_COLUMN_HELP, _data_options, _echo, _emit, _progress,
-                     _show_progress, _total_progress, _zero_based_option, app, parse_params, scheduler_option)
+from .common import (ID_COLUMN_HELP, LABEL_COLUMN_HELP, TEXT_COLUMN_HELP, data_file_options, echo_line, emit, progress_bar,
+                     show_progress, total_progress, zero_based_option, app, parse_params, scheduler_option)
 
 
 @app.command()
@@ -24,7 +24,7 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the triplet stream."),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="KEY=VALUE constructor parameter (repeatable)."),
     train_fraction: float = typer.Option(0.7, "--train-fraction", help="Per-class share of documents used for training."),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
@@ -49,20 +49,20 @@ def train(
     params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
     from sparsesim.workflows import train_model
 
-    bar, advance = _progress(triplets, f"training {algorithm}", _show_progress(json_out),
+    bar, advance = progress_bar(triplets, f"training {algorithm}", show_progress(json_out),
                              loading=f"loading {dataset}")
     with bar:
         summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
                               params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
-                              data_options=_data_options(zero_based, text_column, label_column, id_column),
+                              data_options=data_file_options(zero_based, text_column, label_column, id_column),
                               overwrite=overwrite)
     if json_out:
-        _emit(summary)
+        emit(summary)
     else:
         learned = (f"{summary['n_triplets']} triplets ({summary['n_updates']} updated the model) in "
                    f"{summary['train_seconds']:.1f} s ({summary['updates_per_second'] or 0:.0f}/s)"
                    if summary["n_triplets"] else f"fitted in {summary['train_seconds']:.1f} s, no triplets")
-        _echo(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: {learned}; "
+        echo_line(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: {learned}; "
               f"{_size_text(summary)}; saved {out}")
         if summary.get("resolved_params"):
             typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
@@ -127,17 +127,17 @@ def tune(
         return
     from sparsesim.workflows import tune_model
 
-    bar, advance = _progress(None, f"tuning {algorithm} (trial rungs)", _show_progress(json_out),
+    bar, advance = progress_bar(None, f"tuning {algorithm} (trial rungs)", show_progress(json_out),
                              loading=f"loading {dataset}")
     if advance is not None:
-        advance = _total_progress(bar, advance)
+        advance = total_progress(bar, advance)
     with bar:
         summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parsed_grid,
                              params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
                              validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
                              validation=validation, overwrite=overwrite)
     if json_out:
-        _emit(summary)
+        emit(summary)
         return
     tuning = summary["tuning"]
     metric = {"ap@10": "validation AP@10 (mean over tasks)", "error_rate": "online error rate (search shuffle)"}.get(
@@ -175,7 +175,7 @@ def _tune_transfer(algorithm, dataset, out, grid, params, seed, n_jobs, json_out
     atomic_write(out, lambda handle: handle.write(_json.dumps(experiment, indent=1) + "\n"), mode="w")
     summary["experiment_file"] = str(out)
     if json_out:
-        _emit(summary)
+        emit(summary)
         return
     typer.echo(f"{len(summary['tuning']['points'])} grid points on split seed {seed + 1}; best online mistake rate "
                f"{100 * summary['best_validation']:.2f}% with "
@@ -189,7 +189,7 @@ def evaluate(
     dataset: str = typer.Option(..., "--dataset", "-d"),
     k: int = typer.Option(10, "--k"),
     split: str = typer.Option("auto", "--split", help="test | all | auto (test split when the model was trained on this data set)."),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
@@ -200,16 +200,16 @@ def evaluate(
     dataset = checks.dataset_name(dataset)
     from sparsesim.workflows import evaluate_model
 
-    bar, advance = _progress(None, "evaluating (queries)", _show_progress(json_out),
+    bar, advance = progress_bar(None, "evaluating (queries)", show_progress(json_out),
                              loading=f"loading {model.name} and {dataset}")
     with bar:
         result = evaluate_model(model, dataset, k=k, split=split,
-                                data_options=_data_options(zero_based, text_column, label_column),
-                                progress=None if advance is None else _total_progress(bar, advance))
+                                data_options=data_file_options(zero_based, text_column, label_column),
+                                progress=None if advance is None else total_progress(bar, advance))
     if json_out:
-        _emit(result)
+        emit(result)
     else:
-        _echo(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
+        echo_line(f"{result['n_queries']} queries ({result['split']} split of {dataset}): "
                    f"MAP {100 * result['map']:.2f}%  AP@{k} {100 * result[f'ap@{k}']:.2f}%  "
                    f"mAP@{k} {100 * result[f'map@{k}']:.2f}%  {_size_text(result)}")
 
@@ -226,7 +226,7 @@ def query(
     text: Optional[List[str]] = typer.Option(None, "--text", "-t", metavar="TEXT", help="A query text (repeatable; model trained on text)."),
     query_ids: Optional[str] = typer.Option(None, "--query-ids", help="Comma-separated ids of corpus documents to use as queries (row numbers with --corpus; the index's document ids with --index), each left out of its own answer."),
     top_k: int = typer.Option(10, "--top-k", "-k"),
-    zero_based: str = _zero_based_option(),
+    zero_based: str = zero_based_option(),
     text_column: Optional[str] = typer.Option(None, "--text-column", help=TEXT_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     param: Optional[List[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE", help="--index: search option KEY=VALUE overriding "
@@ -241,7 +241,7 @@ def query(
         corpus = checks.dataset_name(corpus)
     from sparsesim.workflows import query_corpus, query_index
 
-    options = _data_options(zero_based, text_column, None, id_column)
+    options = data_file_options(zero_based, text_column, None, id_column)
     search_options = parse_params(param).get("*", {})
     if index is not None:
         answers = query_index(index, queries, top_k=top_k, model_path=model, texts=text or None, data_options=options,
@@ -258,21 +258,23 @@ def query(
     for answer in answers:
         if json_out:
             labels, titles = answer.get("labels", {}), answer.get("titles", {})
-            line = {"query": answer["query"], "results": [_hit(i, s, labels, titles) for i, s in answer["results"]]}
+            line = {"query": answer["query"], "results": [_hit(hit, labels, titles) for hit in answer["results"]]}
             if "search" in answer:
                 line["search"] = answer["search"]
-            _emit(line)
+            emit(line)
         else:
-            _echo(f"query {answer['query']}:")
+            echo_line(f"query {answer['query']}:")
             labels, titles = answer.get("labels", {}), answer.get("titles", {})
-            for rank, (doc, score) in enumerate(answer["results"], start=1):
+            for rank, hit in enumerate(answer["results"], start=1):
+                doc, score = hit["id"], hit["score"]
                 extra = "  ".join(x for x in (labels.get(doc, ""), _quoted(titles.get(doc, ""))) if x)
-                _echo(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {extra}".rstrip())
+                echo_line(f"  {rank:>3}. {str(doc):<28} {score:9.4f}  {extra}".rstrip())
 
 
-def _hit(doc, score, labels: dict, titles: dict) -> dict:
+def _hit(result: dict, labels: dict, titles: dict) -> dict:
     """One result of ``query --json``: id and score, plus label and title when the corpus has them."""
-    hit = {"id": doc, "score": score}
+    hit = dict(result)
+    doc = hit["id"]
     if doc in labels:
         hit["label"] = labels[doc]
     if doc in titles:

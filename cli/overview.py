@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import _echo, _emit, _progress, _show_progress, app
+from .common import echo_line, emit, progress_bar, show_progress, app
 
 
 @app.command("algorithms")
@@ -14,10 +14,10 @@ def algorithms_cmd(json_out: bool = typer.Option(False, "--json", help="Print th
 
     rows = [{"name": s.name, "kind": s.kind, "summary": s.summary} for s in ALGORITHMS.values()]
     if json_out:
-        _emit({"algorithms": rows})
+        emit({"algorithms": rows})
         return
     for row in rows:
-        _echo(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
+        echo_line(f"{row['name']:<18}{row['kind']:<24}{row['summary']}")
 
 
 @app.command()
@@ -36,23 +36,23 @@ def demo(
     check_int(top_k, "--top-k", 1)
     from sparsesim.workflows import run_demo
 
-    bar, advance = _progress(triplets, "training OASIS on the sample", _show_progress(json_out),
+    bar, advance = progress_bar(triplets, "training OASIS on the sample", show_progress(json_out),
                              loading="loading the embedded sample")
     with bar:
         report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k, progress=advance)
     if json_out:
-        _emit(report)
+        emit(report)
         return
-    _echo(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
+    echo_line(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
                f"TF-IDF features, {report['n_classes']} groups; {report['n_train']} train / {report['n_test']} test")
-    _echo(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
-    _echo(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
+    echo_line(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
+    echo_line(f"{'similarity':<12}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}")
     for name, row in report["scores"].items():
-        _echo(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
+        echo_line(f"{name:<12}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}")
     q = report["query"]
-    _echo(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
+    echo_line(f"\ntop-{top_k} neighbours of test document {q['id']} [{q['group']}] \"{q['title']}\":")
     for name in ("oasis", "dot"):
-        _echo(f"  {name}:")
+        echo_line(f"  {name}:")
         for hit in report["neighbours"][name]:
             mark = "+" if hit["group"] == q["group"] else " "
-            _echo(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")
+            echo_line(f"   {mark} {hit['score']:7.3f}  [{hit['group']}] {hit['title'][:60]}")

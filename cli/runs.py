@@ -13,7 +13,7 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.validation import check_float, check_int, check_n_jobs, check_n_triplets, check_seed_count
 
 from . import checks
-from .common import _echo, _emit, _progress, _show_progress, app, parse_params, parse_seeds, scheduler_option
+from .common import echo_line, emit, progress_bar, show_progress, app, parse_params, parse_seeds, scheduler_option
 
 
 @app.command()
@@ -122,9 +122,9 @@ def experiment(
     module = get_protocol(protocol)
     config = ExperimentConfig(dataset=dataset, algorithms=names, seeds=seed_list, triplets=triplets,
                               params=params, n_jobs=n_jobs, out_dir=out_dir, options=options,
-                              progress=_show_progress(json_out))
+                              progress=show_progress(json_out))
     total = len(names) * len(seed_list)
-    bar, advance = _progress(total, f"{protocol} on {dataset}", config.progress and protocol == "sors")
+    bar, advance = progress_bar(total, f"{protocol} on {dataset}", config.progress and protocol == "sors")
     if advance is not None:
         config.options["progress_callback"] = advance
     from contextlib import nullcontext
@@ -134,7 +134,7 @@ def experiment(
     runs_bar = nullcontext()
     if advance is None and config.progress:
         # protocols that run many trainings (cikm15, ijcai17, romco, oht): one bar over all their runs
-        bar, _ = _progress(0, f"{protocol} on {dataset}: runs", True)
+        bar, _ = progress_bar(0, f"{protocol} on {dataset}: runs", True)
         task = bar.task_ids[0]
         runs_bar = report_progress(lambda new, done: bar.update(task, total=(bar.tasks[0].total or 0) + new,
                                                                  advance=done))
@@ -170,21 +170,21 @@ def experiment(
                 run_curve, module, config, budgets, done_before, total)
         files = write_learning_curve(curve, out_dir)
         if json_out:
-            _emit({"learning_curve": {k: curve[k] for k in ("dataset", "budgets", "curves")}, "files": files})
+            emit({"learning_curve": {k: curve[k] for k in ("dataset", "budgets", "curves")}, "files": files})
         else:
             for name, c in curve["curves"].items():
                 pts = ", ".join(f"{b}: {100 * m:.2f}" for b, m in zip(curve["budgets"], c["map"]))
-                _echo(f"{name:<16} MAP % by triplets  {pts}")
-            _echo(f"wrote {files['png']} and {files['json']}")
+                echo_line(f"{name:<16} MAP % by triplets  {pts}")
+            echo_line(f"wrote {files['png']} and {files['json']}")
         return
     with cluster as session, bar, runs_bar:
         if session is not None:
             config.n_jobs = session.n_jobs
         report = module.run(config)
     if json_out:
-        _emit(report)
+        emit(report)
     else:
-        _echo(module.format_table(report))
+        echo_line(module.format_table(report))
 
 
 def _paper_experiment(spec, name, out_dir, quick, n_jobs, json_out, given):
@@ -262,7 +262,7 @@ def serve(
                          "resume": not overwrite, "overwrite": overwrite}
     elif overwrite:
         raise InvalidInputError("--overwrite applies to --learn (it replaces the feedback snapshot)")
-    _echo(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
+    echo_line(f"loading index {index} ...", err=True)  # also ends the start-up spinner before the server runs
     try:
         run_server(index, host=host, port=port, limits=limits, learn=learn_options, scheduler=scheduler, sock=sock)
     finally:
@@ -331,9 +331,9 @@ def learn(
                "applied_total": info["applied"], "updates_with_loss": info["updates_with_loss"],
                "resumed_from": info["resumed_from"], "seconds": round(time.perf_counter() - start, 3)}
     if json_out:
-        _emit(summary)
+        emit(summary)
     else:
-        _echo(f"learned {summary['triplets']} triplets from {len(records)} records "
+        echo_line(f"learned {summary['triplets']} triplets from {len(records)} records "
               f"({summary['updates_with_loss']} changed the model) -> {out}")
 
 def _curve_with_offsets(run_curve, module, config, budgets, done_before, per_budget):

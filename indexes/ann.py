@@ -42,7 +42,7 @@ from sparsesim.exceptions import InvalidInputError
 
 from . import ann_build, ann_calibration, ann_query, ann_state
 from .ann_calibration import FALLBACK
-from .base import Index
+from .base import CorpusIndex
 from .inputs import SCORE_LIMITS
 from .calibration import check_target_recall, remeasure
 from .expansion import (embed, expanded_postings, fit_projection, heaps_from_postings, impact_postings,  # noqa: F401
@@ -54,7 +54,7 @@ _FAISS_KINDS = ("ivf", "hnsw")
 _READ_ALLOCATIONS = ("weighted", "uniform")
 
 
-class AnnIndex(Index):
+class AnnIndex(CorpusIndex):
     """Approximate bilinear top-k: expanded-document postings (+ optional FAISS), exact re-ranking.
 
     Parameters
@@ -132,6 +132,9 @@ class AnnIndex(Index):
     """
 
     kind = "ann"
+    exact = False
+    calibrated = True
+    supports_refit = True
     score_limit = SCORE_LIMITS["float32"]  # postings and FAISS vectors are float32
 
     def __init__(self, model, target_recall=0.95, calibration_size=300, postings_per_feature=None,
@@ -205,6 +208,10 @@ class AnnIndex(Index):
 
     def params(self) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"calibration_size": 30, "block_size": 8}  # a small calibration sample, several query blocks
 
     @property
     def _dense_on(self) -> bool:

@@ -1,11 +1,16 @@
-"""What every index shares: the model, the stored corpus, user ids, input checks, top-k merging.
+"""What the in-process index kinds share (:class:`CorpusIndex`): the model, the stored corpus,
+user ids, input checks, top-k merging.
 
-The :class:`Index` contract lives here; the input checks are :mod:`.inputs`' and the query
-machinery (threads, scratch arrays, kernels, top-k merging) :mod:`.execution`'s, re-exported
-here for the index kinds that import them from this module.
+The contract every kind implements, :class:`Index`, is :mod:`.contract`'s; :class:`CorpusIndex`
+implements it for an index whose corpus is held in this process (the exact, ann and embedding
+kinds; :class:`~sparsesim.indexes.sharded.ShardedIndex` implements it over shards). The input checks are :mod:`.inputs`' and the query machinery (threads,
+scratch arrays, kernels, top-k merging) :mod:`.execution`'s, re-exported here for the index kinds
+that import them from this module.
 """
 
 from __future__ import annotations
+
+import abc
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,25 +25,22 @@ from sparsesim.validation import bounded
 from .document_facts import fact_arrays, restore_facts
 from .execution import (QueryScratch, drop_own_rows, faiss_layout, kernels, merge_top_k,  # noqa: F401
                         query_scratch, resolve_jobs, threaded)
-from .inputs import SCORE_LIMITS, check_search_k, check_top_k, normalize_ids, prepare_rows
+from .inputs import SCORE_LIMITS, check_search_k, check_top_k, normalize_ids, prepare_rows  # noqa: F401
+from .contract import Index, answer_records, plain_value  # noqa: F401 (the contract, for the kinds)
 from .storage import StoredIndex, save_index
 
-__all__ = ["Index", "prepare_rows", "normalize_ids"]
+__all__ = ["Index", "CorpusIndex", "prepare_rows", "normalize_ids"]
 
 
-def _plain(value):
-    """A numpy scalar as the matching Python scalar (for JSON)."""
-    return value.item() if isinstance(value, np.generic) else value
+class CorpusIndex(Index):
+    """An index whose corpus, ids and model are held in this process.
 
-
-class Index:
-    """Base class: a corpus transformed by a :class:`~sparsesim.models.BilinearSimilarity`.
-
-    Subclasses implement ``_build``, ``_query_rows(Qp, k, n_jobs, **options)`` (returning row
-    numbers and scores), ``_add(Xp)`` and their storage arrays.
+    Subclasses implement ``fit``, ``_query_rows(Qp, k, n_jobs, **options)`` (returning row
+    numbers and scores), ``_add(Xp)`` and their storage (``_arrays``, ``_state``, ``_restore``).
     """
 
     kind = ""
+    supports_learning = True  # a bilinear model over a corpus in this process (embedding kinds: False)
     #: the largest score documents may reach in this kind of index (see :func:`check_score_range`)
     score_limit = SCORE_LIMITS["float64"]
     #: the similarity class an index kind serves
@@ -159,12 +161,18 @@ class Index:
     def n_documents(self) -> int:
         return 0 if self._X is None else self._X.shape[0]
 
+    def id_dtype(self):
+        return np.dtype(np.int64) if self.ids_ is None else self.ids_.dtype
+
+    @property
+    def expands_queries(self) -> bool:
+        """Whether a search first transforms the query block with the whole model (the exact
+        ``"query"`` strategy): the shards of a sharded index then share one transformed block."""
+        return False
+
     @property
     def n_features(self) -> int:
         return self._model.n_features
-
-    def params(self) -> dict:  # pragma: no cover - overridden
-        return {}
 
     def __repr__(self):
         return f"{type(self).__name__}(n_documents={self.n_documents}, n_features={self.n_features}, {self.params()})"
@@ -199,72 +207,6 @@ class Index:
         rows, scores = self._query_rows(Qp, k, jobs, **options)
         ids = self.ids_[rows]
         return list(ids), scores
-
-    def search(self, Q, k: int = 10, n_jobs: int | None = None, **options) -> tuple[np.ndarray, np.ndarray]:
-        """faiss-style top-k: ``(scores, ids)``, the layout of faiss's ``index.search(x, k)``.
-
-        Parameters
-        ----------
-        Q : sparse matrix or array, shape (n_queries, n_features)
-            Queries; the width must match the model.
-        k : int, default 10
-            Answers per query; may exceed the number of documents (the rest is padding).
-        n_jobs : int, optional
-            Threads for this call (default: the index's ``n_jobs``).
-        **options
-            Index-specific search options, as in :meth:`query`.
-
-        Returns
-        -------
-        scores : ndarray of float64, shape (n_queries, k)
-            Similarities, best first (the scores of :meth:`query`); ``-inf`` past the last document.
-        ids : ndarray, shape (n_queries, k)
-            The documents' user ids (int64, or unicode for an index of string ids); ``-1``
-            (``""`` for string ids) past the last document.
-
-        Examples
-        --------
-        >>> import scipy.sparse as sp
-        >>> from sparsesim.indexes import build_index
-        >>> from sparsesim.models import BilinearSimilarity
-        >>> X = sp.random(5, 8, density=0.5, format="csr", random_state=0)
-        >>> index = build_index(BilinearSimilarity(sp.csr_matrix((8, 8))), X)
-        >>> scores, ids = index.search(X[:2], k=7)
-        >>> scores.shape, ids.shape, len(index), index.ntotal
-        ((2, 7), (2, 7), 5, 5)
-        >>> ids[:, 5:].tolist(), scores[:, 5:].tolist()
-        ([[-1, -1], [-1, -1]], [[-inf, -inf], [-inf, -inf]])
-        """
-        k = check_search_k(k)
-        n = self.n_documents
-        id_dtype = np.int64 if self.ids_ is None else self.ids_.dtype
-        if n == 0:
-            return faiss_layout([], np.empty((0, 0)), k, self.prepare_queries(Q).shape[0], id_dtype)
-        ids, scores = self.query(Q, top_k=min(k, n), n_jobs=n_jobs, **options)
-        return faiss_layout(ids, scores, k, len(ids), id_dtype)
-
-    @property
-    def ntotal(self) -> int:
-        """Documents in the index (faiss's name; also ``len(index)``)."""
-        return self.n_documents
-
-    def __len__(self) -> int:
-        return self.n_documents
-
-    def query_records(self, Q, top_k: int = 10, query_ids=None, n_jobs: int | None = None, **options) -> list[dict]:
-        """Query results as JSON-ready dicts ``{"query": ID, "results": [{"id": ..., "score": ...}]}``.
-
-        ``query_ids`` names the queries (default: their row numbers); ids and scores are plain
-        Python ``int``/``str``/``float``, so ``json.dumps`` writes one line per query.
-        """
-        ids, scores = self.query(Q, top_k=top_k, n_jobs=n_jobs, **options)
-        n = len(ids)
-        if query_ids is None:
-            query_ids = range(n)
-        elif len(query_ids) != n:
-            raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {n} queries")
-        return [{"query": _plain(qid), "results": [{"id": _plain(i), "score": float(v)} for i, v in zip(row, vals)]}
-                for qid, row, vals in zip(query_ids, ids, scores)]
 
     def rows_of(self, doc_ids) -> np.ndarray:
         """Row numbers of the stored documents with user ids ``doc_ids`` (ints for an index with
@@ -322,6 +264,13 @@ class Index:
             Their bilinear scores.
         """
         return self.query_similar_rows(self.rows_of(doc_ids), top_k, n_jobs, **options)
+
+    def similar_records(self, doc_ids, top_k: int = 10, n_jobs: int | None = None, **options) -> list[dict]:
+        """:meth:`query_similar` as records (:meth:`query_records`), each query named by its
+        stored id (an id given as the string ``"7"`` of an integer-id index is named ``7``)."""
+        rows = self.rows_of(doc_ids)
+        ids, scores = self.query_similar_rows(rows, top_k, n_jobs, **options)
+        return answer_records(ids, scores, self.ids_[rows])
 
     def query_similar_rows(self, rows, top_k: int = 10, n_jobs: int | None = None, **options):
         """:meth:`query_similar` for stored documents given by row number (from :meth:`rows_of`)."""
@@ -386,8 +335,20 @@ class Index:
         self.verify_all()
         return save_index(self, directory, overwrite=overwrite)
 
+    @abc.abstractmethod
+    def _query_rows(self, Qp, k: int, n_jobs: int, /, **options):
+        """Row numbers and scores (n_queries x k, best first) of prepared queries ``Qp``."""
+
+    @abc.abstractmethod
+    def _state(self) -> dict:
+        """What the manifest stores as ``state``."""
+
+    @abc.abstractmethod
+    def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
+        """Set the kind's arrays and state from a verified index directory."""
+
     @classmethod
-    def from_stored(cls, stored: StoredIndex, mmap: bool = False, n_jobs: int | None = 1) -> "Index":
+    def from_stored(cls, stored: StoredIndex, mmap: bool = False, n_jobs: int | None = 1) -> "CorpusIndex":
         """The index of a verified index directory (:func:`sparsesim.indexes.storage.read_index`)."""
         manifest = stored.manifest
         try:

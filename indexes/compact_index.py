@@ -13,16 +13,16 @@ sparse corpus read with n(q) (D + W) — and re-ranks them with the same exact s
 setting is calibrated for a target recall at build time.
 
 Both live in memory (:func:`sparsesim.indexes.build_index`); they are not written to disk:
-saving one raises :class:`~sparsesim.exceptions.InvalidInputError`.
+saving one raises :class:`~sparsesim.exceptions.UnsupportedOperationError` (its ``supports_save`` is False).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from sparsesim.compact import CompactSimilarity
 from sparsesim.csr_rows import take_rows
-from sparsesim.exceptions import InvalidInputError
 
 from .embedding_ann import EmbeddingAnnIndex
 from .embedding_index import EmbeddedRows, EmbeddingExactIndex
@@ -36,6 +36,17 @@ class CompactRows:
     (weight 1), queries prepared as (n(q) U, n(q) (D + W)), no index file."""
 
     model_class = CompactSimilarity
+    supports_save = False  # in memory only
+    supports_learning = False
+
+    @classmethod
+    def _unit_test_model(cls, n_features: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        W = sp.random(n_features, n_features, density=0.1, format="csr", random_state=rng)
+        W.setdiag(0.0)  # the diagonal is the model's own array
+        W.eliminate_zeros()
+        return CompactSimilarity(np.ones(n_features), W, rng.standard_normal((n_features, 4)),
+                                 rng.standard_normal((n_features, 4)))
 
     @property
     def sparse_weight(self) -> float:
@@ -65,8 +76,8 @@ class CompactRows:
         return self._query_form(take_rows(self._X, rows))
 
     def save(self, directory, overwrite: bool = False):
-        raise InvalidInputError("an index over a compact (ssi-dwuv) model lives in memory and is not saved; "
-                                "score with the model file instead (`sparsesim query --model`, `evaluate`)")
+        raise self.unsupported("save", "an index over a compact (ssi-dwuv) model lives in memory and is not saved; "
+                               "score with the model file instead (`sparsesim query --model`, `evaluate`)")
 
 
 class CompactExactIndex(CompactRows, EmbeddingExactIndex):

@@ -83,6 +83,12 @@ class EmbeddingAnnIndex(EmbeddingIndex):
     """
 
     kind = "embedding-ann"
+    exact = False
+    calibrated = True
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"block_size": 8, "chunk_size": 16, "calibration_size": 30, "nlist": 2}
 
     def __init__(self, model, target_recall=0.95, calibration_size=300, faiss_index="ivf", nlist=None, nprobe=None,
                  dense_pool=None, hnsw_m=32, ef_search=128, ef_construction=200, postings_per_feature=None,

@@ -39,7 +39,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.persistence import csr_from_arrays
 from sparsesim.validation import bounded
 
-from .base import Index, merge_top_k, normalize_ids, prepare_rows, threaded, top_k_rows
+from .base import CorpusIndex, merge_top_k, normalize_ids, prepare_rows, threaded, top_k_rows
 from .document_facts import fact_arrays, restore_facts
 
 __all__ = ["EmbeddedRows", "EmbeddingIndex", "EmbeddingExactIndex"]
@@ -64,7 +64,7 @@ class EmbeddedRows:
         return EmbeddedRows(self.E[lo:hi], None if self.X is None else row_range(self.X, lo, hi))
 
 
-class EmbeddingIndex(Index):
+class EmbeddingIndex(CorpusIndex):
     """What the exact and ann indexes over an embedding model share (corpus, queries, storage).
 
     Parameters
@@ -78,6 +78,16 @@ class EmbeddingIndex(Index):
     """
 
     model_class = EmbeddingSimilarity
+    supports_learning = False  # the feedback learner updates bilinear models
+
+    @classmethod
+    def _unit_test_model(cls, n_features: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        return EmbeddingSimilarity(rng.standard_normal((n_features, 4)), identity_weight=0.5)
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"block_size": 8, "chunk_size": 16}
 
     def __init__(self, model, block_size=256, chunk_size=65536, n_jobs=1):
         super().__init__(model, n_jobs=n_jobs)

@@ -28,14 +28,14 @@ from sparsesim.exceptions import InvalidInputError
 from sparsesim.persistence import csr_arrays, csr_from_arrays
 
 from . import small_batch
-from .base import Index, kernels, merge_top_k, prepare_rows, threaded, top_k_rows
+from .base import CorpusIndex, kernels, merge_top_k, prepare_rows, threaded, top_k_rows
 
 __all__ = ["ExactIndex"]
 
 _STRATEGIES = ("auto", "corpus", "query")
 
 
-class ExactIndex(Index):
+class ExactIndex(CorpusIndex):
     """Exact bilinear top-k over a corpus.
 
     Parameters
@@ -70,6 +70,10 @@ class ExactIndex(Index):
 
     kind = "exact"
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"block_size": 8, "chunk_size": 16}  # several blocks and chunks on a small corpus
+
     def __init__(self, model, strategy="auto", corpus_memory=1 << 30, block_size=64, chunk_size=65536,
                  n_jobs=1, random_state=0):
         super().__init__(model, n_jobs=n_jobs)
@@ -85,6 +89,10 @@ class ExactIndex(Index):
         self.strategy_ = None
         self.postings_ = None
         self._M = None
+
+    @property
+    def expands_queries(self) -> bool:
+        return self.strategy_ == "query"
 
     def params(self) -> dict:
         return {"strategy": self.strategy, "corpus_memory": self.corpus_memory, "block_size": self.block_size,

@@ -218,6 +218,16 @@ class OnCluster:
             raise ClusterError(f"the cluster failed while {what}: {type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
+    def check_alive(self) -> None:
+        """Raise :class:`ClusterError` when the scheduler does not answer or a shard's worker left."""
+        try:
+            alive = set(worker_addresses(self.client))
+        except Exception as exc:  # noqa: BLE001 - the scheduler itself does not answer
+            raise ClusterError(f"the Dask scheduler does not answer ({type(exc).__name__})") from None
+        gone = [(i, worker) for i, worker in enumerate(self.workers) if worker not in alive]
+        if gone:
+            raise ClusterError(f"shard {gone[0][0]}'s worker {gone[0][1]} left the cluster")
+
     def _lost_shards(self):
         alive = set(worker_addresses(self.client))
         gone = [(i, worker, "left the cluster" if worker not in alive else f"shard {fut.status}")

@@ -19,7 +19,8 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismat
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import atomic_write, file_sha256
 
-from . import INDEX_KINDS, load_index
+from .kinds import INDEX_KINDS
+from .loading import load_index
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, n_blocks
 from .storage import MODEL_W, manifest_checksum, save_index
 
@@ -65,7 +66,7 @@ class Shard:
     def expands_queries(self) -> bool:
         """Whether a search transforms the query block with the model first (exact ``"query"``
         strategy); such shards can share one transformed block (:meth:`expand`)."""
-        return getattr(self.index, "strategy_", None) == "query"
+        return self.index.expands_queries
 
     def expand(self, Qp, lo: int, hi: int) -> np.ndarray:
         """The transformed block of queries ``lo:hi`` of ``Qp``, for :meth:`search_expanded` of

@@ -41,6 +41,7 @@ atomic write, file checks) lives in :mod:`sparsesim.indexes.sharded_format`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -50,8 +51,10 @@ from sparsesim.csr_rows import row_range
 from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.models import BilinearSimilarity
 
-from . import INDEX_KINDS
-from .base import check_search_k, check_top_k, faiss_layout, normalize_ids, prepare_rows, resolve_jobs
+from .kinds import INDEX_KINDS
+from .contract import Index
+from .execution import resolve_jobs
+from .inputs import check_top_k, normalize_ids, prepare_rows
 from .inputs import SCORE_LIMITS
 from .placement import InProcess, OnCluster
 from .shard import MODEL_FILE as _MODEL, Shard, build_shard, build_shard_from_file, call_shard, load_shard, merge_parts
@@ -64,7 +67,7 @@ __all__ = ["ShardedIndex", "Shard", "load_sharded", "is_sharded", "read_sharded_
 _KINDS = INDEX_KINDS
 
 
-class ShardedIndex:
+class ShardedIndex(Index):
     """An exact or ANN index split into shards, in-process or resident on a Dask cluster.
 
     Parameters
@@ -89,6 +92,8 @@ class ShardedIndex:
 
     Attributes
     ----------
+    shard_params : dict
+        The parameters of every shard's index (also :meth:`params`).
     shard_sizes_ : list of int
         Documents per shard.
     shard_workers_ : list of str
@@ -112,6 +117,11 @@ class ShardedIndex:
     (2, 10)
     """
 
+    sharded = True
+    supports_learning = False  # the feedback learner needs the corpus in this process
+    supports_similar = False
+    X_ = None  # the corpus lives in the shards
+
     def __init__(self, model, kind: str = "exact", n_shards: int = 2, client=None, n_jobs: int = 1,
                  model_file=None, **params):
         if not isinstance(model, BilinearSimilarity):
@@ -124,7 +134,7 @@ class ShardedIndex:
         self.model = model
         self.kind = kind
         self.n_shards = int(n_shards)
-        self.params = dict(params)
+        self.shard_params = dict(params)
         self.n_jobs = n_jobs
         self.model_file = None if model_file is None else str(Path(model_file).expanduser().absolute())
         self._place = InProcess() if client is None else OnCluster(client)
@@ -133,6 +143,9 @@ class ShardedIndex:
         self.build_seconds_ = 0.0
         self._block_size = int(getattr(probe, "block_size", 64))
         self._expanding = None  # shards that transform queries with the model (asked once per placement)
+        self._placed_sizes = []  # shard sizes as placed (kept by release, for placement())
+        self._owned = contextlib.ExitStack()  # a cluster connection opened for this index (open_index)
+        self._checksum = None
 
     # -- facts -----------------------------------------------------------------------------------
     @property
@@ -140,8 +153,49 @@ class ShardedIndex:
         return int(sum(self.shard_sizes_))
 
     @property
-    def n_features(self) -> int:
-        return self.model.n_features
+    def exact(self) -> bool:
+        """Whether answers are exact: those of one index of the shards' kind over the whole corpus."""
+        return _KINDS[self.kind].exact
+
+    def params(self) -> dict:
+        return dict(self.shard_params)
+
+    def id_dtype(self):
+        return np.dtype(np.int64) if self.id_kind_ != "str" else np.dtype(str)
+
+    def model_checksum(self) -> str:
+        if self._checksum is None:
+            self._checksum = self.model.checksum()
+        return self._checksum
+
+    def search_metadata(self, **options) -> dict:
+        """The shards' kind and placement (see :meth:`Index.search_metadata`)."""
+        return {"kind": self.kind, "shards": len(self.shard_sizes_),
+                "workers": len(set(self.shard_workers_)) if self.distributed else 0}
+
+    def placement(self) -> dict:
+        """The shards: their sizes, the workers holding them, whether they are loaded."""
+        return {"shards": list(self._placed_sizes), "distributed": self.distributed, "loaded": bool(self.shard_sizes_),
+                "workers": len(set(self.shard_workers_)) if self.distributed and self.shard_sizes_ else 0}
+
+    def check_placement(self) -> None:
+        """Raise :class:`~sparsesim.exceptions.ClusterError` when a shard's worker left the
+        cluster (or the scheduler does not answer); nothing in process."""
+        if isinstance(self._place, OnCluster) and self.shard_sizes_:
+            self._place.check_alive()
+
+    @classmethod
+    def describe_kind(cls) -> str:
+        return "a sharded index"
+
+    def query_similar(self, doc_ids, top_k: int = 10, n_jobs: int | None = None, **options):
+        """Not offered (``supports_similar`` is False): the stored vectors live in the shards."""
+        raise self.unsupported("query_similar (--query-ids)", "give the documents as queries (--queries FILE), "
+                               "or search a single-process index")
+
+    def prepare_queries(self, Q, name: str = "queries"):
+        self._check_built()
+        return prepare_rows(self.model, Q, name)
 
     @property
     def shard_workers_(self) -> list:
@@ -176,11 +230,12 @@ class ShardedIndex:
             raise InvalidInputError(f"{n} documents cannot fill {self.n_shards} shards; use fewer shards")
         all_ids = normalize_ids(ids, n)
         bounds = np.linspace(0, n, self.n_shards + 1).astype(np.int64)
-        builders = [(build_shard, (self.model, row_range(Xp, lo, hi), all_ids[lo:hi], int(lo), self.kind, self.params,
+        builders = [(build_shard, (self.model, row_range(Xp, lo, hi), all_ids[lo:hi], int(lo), self.kind, self.shard_params,
                                     resolve_jobs(self.n_jobs)))
                     for lo, hi in zip(bounds[:-1], bounds[1:])]
         self._do_place(builders)
         self.shard_sizes_ = [int(hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self._placed_sizes = list(self.shard_sizes_)
         self.id_kind_ = "int" if all_ids.dtype.kind == "i" else "str"
         self.build_seconds_ = time.perf_counter() - start
         return self
@@ -205,7 +260,7 @@ class ShardedIndex:
         if not paths:
             raise InvalidInputError("fit_files needs at least one file")
         self.n_shards = len(paths)
-        builders = [(build_shard_from_file, (self.model, path, loader, self.kind, self.params,
+        builders = [(build_shard_from_file, (self.model, path, loader, self.kind, self.shard_params,
                                               resolve_jobs(self.n_jobs))) for path in paths]
         self._do_place(builders)
         facts = self._place.run("facts", [()] * self.n_shards)
@@ -217,6 +272,7 @@ class ShardedIndex:
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         self._place.run("shift", [(int(o),) for o in offsets])
         self.shard_sizes_ = [int(s) for s in sizes]
+        self._placed_sizes = list(self.shard_sizes_)
         self.id_kind_ = kinds.pop()
         self._check_unique_ids()
         self.build_seconds_ = time.perf_counter() - start
@@ -237,13 +293,15 @@ class ShardedIndex:
             self._place.place(builders)
 
     # -- search ----------------------------------------------------------------------------------
-    def query(self, Q, top_k: int = 10, **options):
+    def query(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
         """The ``top_k`` most similar documents of every query row, merged over all shards.
 
         Parameters
         ----------
         Q : sparse matrix or array, shape (n_queries, n_features)
         top_k : int, default 10
+        n_jobs : int, optional
+            Threads per shard search for this call (default: the index's ``n_jobs``).
         **options
             Search options of the shards' index kind (e.g. ``nprobe`` for ann).
 
@@ -258,12 +316,11 @@ class ShardedIndex:
         ClusterError
             A shard's worker left the cluster (or lost the shard) during the call.
         """
-        self._check_built()
-        Qp = prepare_rows(self.model, Q, "queries")
+        Qp = self.prepare_queries(Q)
         k = check_top_k(top_k, self.n_documents)
         if Qp.shape[0] == 0:
             return [], np.empty((0, k))
-        jobs = resolve_jobs(self.n_jobs)
+        jobs = resolve_jobs(self.n_jobs if n_jobs is None else n_jobs)
         expanding = [] if options else self._expanding_shards()
         if len(expanding) > 1:  # transform every query block once, not once per shard
             b, nq = self._block_size, Qp.shape[0]
@@ -273,40 +330,6 @@ class ShardedIndex:
             parts = self._place.run("search", [(k, jobs, options) for _ in self.shard_sizes_], shared=Qp)
         ids, scores = merge_parts(parts, k)
         return list(ids), scores
-
-    def search(self, Q, k: int = 10, **options) -> tuple[np.ndarray, np.ndarray]:
-        """faiss-style top-k over all shards: ``(scores, ids)`` of shape (n_queries, k), padded
-        with ``-inf`` / ``-1`` (``""`` for string ids) past the last document (see
-        :meth:`Index.search`)."""
-        k = check_search_k(k)
-        self._check_built()
-        n = self.n_documents
-        id_dtype = np.int64 if self.id_kind_ == "int" else str
-        if n == 0:
-            return faiss_layout([], np.empty((0, 0)), k, prepare_rows(self.model, Q, "queries").shape[0], id_dtype)
-        ids, scores = self.query(Q, top_k=min(k, n), **options)
-        if id_dtype is str and ids:
-            id_dtype = np.asarray(ids).dtype
-        return faiss_layout(ids, scores, k, len(ids), id_dtype)
-
-    @property
-    def ntotal(self) -> int:
-        """Documents in all shards (faiss's name; also ``len(index)``)."""
-        return self.n_documents
-
-    def __len__(self) -> int:
-        return self.n_documents
-
-    def query_records(self, Q, top_k: int = 10, query_ids=None, **options) -> list[dict]:
-        """Query results as JSON-ready dicts (see :meth:`Index.query_records`)."""
-        ids, scores = self.query(Q, top_k=top_k, **options)
-        if query_ids is None:
-            query_ids = range(len(ids))
-        elif len(query_ids) != len(ids):
-            raise InvalidInputError(f"query_ids has {len(query_ids)} entries for {len(ids)} queries")
-        plain = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
-        return [{"query": plain(q), "results": [{"id": plain(i), "score": float(s)} for i, s in zip(row, vals)]}
-                for q, row, vals in zip(query_ids, ids, scores)]
 
     # -- grow --------------------------------------------------------------------------------------
     def add(self, X_new, ids=None):
@@ -360,7 +383,7 @@ class ShardedIndex:
         """Write the sharded index directory atomically (see the module docstring)."""
         self._check_built()
         facts = {"kind": self.kind, "n_documents": self.n_documents, "n_features": self.n_features,
-                 "id_dtype": self.id_kind_, "params": self.params}
+                 "id_dtype": self.id_kind_, "params": self.shard_params}
         return write_sharded_dir(directory, self._place, self.shard_sizes_, self.model, self.model_file, facts,
                                  overwrite=overwrite)
 
@@ -373,10 +396,18 @@ class ShardedIndex:
         return self._expanding
 
     def release(self):
-        """Drop the shards (frees the workers' memory on a cluster)."""
-        self._place.release()
-        self._expanding = None
-        self.shard_sizes_ = []
+        """Drop the shards (frees the workers' memory on a cluster) and close a cluster
+        connection opened for this index (:func:`~sparsesim.indexes.open_index`)."""
+        try:
+            self._place.release()
+        finally:
+            self._expanding = None
+            self.shard_sizes_ = []
+            self._owned.close()
+
+    def own(self, context) -> None:
+        """Close ``context`` (e.g. the cluster connection the index was loaded over) on :meth:`release`."""
+        self._owned.enter_context(context)
 
     def _score_limit(self) -> float:
         """The score limit of this index's shard kind (:data:`~sparsesim.indexes.inputs.SCORE_LIMITS`)."""
@@ -448,7 +479,9 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
                                verify, resolve_jobs(n_jobs))) for s in manifest["shards"]]
     index._do_place(builders)
     index.shard_sizes_ = [int(s["n_documents"]) for s in manifest["shards"]]
+    index._placed_sizes = list(index.shard_sizes_)
     index.id_kind_ = manifest["id_dtype"]
+    index.manifest_ = manifest
     facts = index._place.run("facts", [()] * len(builders))
     if [f["n_documents"] for f in facts] != index.shard_sizes_:
         index.release()

@@ -20,7 +20,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismat
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import file_sha256, fsync_dir
 
-from . import INDEX_KINDS
+from .kinds import INDEX_KINDS
 from .shard import MANIFEST as _MANIFEST, MODEL_FILE as _MODEL
 
 __all__ = ["SHARDED_FORMAT", "SHARDED_VERSION", "is_sharded", "read_sharded_manifest", "write_sharded_dir",

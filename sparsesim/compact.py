@@ -182,6 +182,16 @@ class CompactSimilarity(TextQueries):
         """``n(x) V`` for the rows of ``X``: dense ``(n_rows, rank)``."""
         return self._embed(self._check(X, "corpus"), self.V)
 
+    def lexical_rows(self, X):
+        """The sparse rows the score compares, from rows in the model's form: the rows ``n(x)``
+        themselves (the shared indexes of :mod:`sparsesim.indexes.embedding_index` ask every
+        model for them)."""
+        return X
+
+    def rows_from_lexical(self, L):
+        """The rows ``n(x)`` back from :meth:`lexical_rows` (the same rows)."""
+        return L
+
     def embed(self, X) -> np.ndarray:
         """The corpus-side embedding ``n(x) V`` (what an index stores per document)."""
         return self.embed_corpus(X)

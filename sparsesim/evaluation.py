@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import InvalidInputError
-from .metrics import _check_k
+from .metrics import check_k
 from .validation import check_labels
 
 __all__ = ["evaluate_retrieval", "relevant_ranks", "dot_scorer", "cosine_scorer"]
@@ -89,8 +89,8 @@ def evaluate_retrieval(
     if no_relevant not in ("skip", "error"):
         raise InvalidInputError(f"no_relevant must be 'skip' or 'error', got {no_relevant!r}")
     n_rank = n - 1 if exclude_self else n
-    k = _check_k(k, n_rank)
-    curve_ks = sorted({_check_k(kk, n_rank) for kk in ks}) if ks is not None else []
+    k = check_k(k, n_rank)
+    curve_ks = sorted({check_k(kk, n_rank) for kk in ks}) if ks is not None else []
     if query_rows is None:
         queries = np.arange(n, dtype=np.int64)
     else:

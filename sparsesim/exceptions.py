@@ -81,6 +81,15 @@ class DivergenceError(InvalidInputError):
     """A learner's weights or interaction matrix overflowed (its parameters are too aggressive)."""
 
 
+class UnsupportedOperationError(InvalidInputError):
+    """An operation an index kind does not offer (e.g. ``calibrate`` on an exact index); the
+    message names the capability (:attr:`capability`) the kind lacks."""
+
+    def __init__(self, message: str, capability: str = ""):
+        super().__init__(message)
+        self.capability = capability
+
+
 _LAZY_LOCK = threading.Lock()
 
 

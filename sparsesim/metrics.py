@@ -117,7 +117,7 @@ def average_precision(relevance):
 def precision_at_k(relevance, k: int):
     """Precision among the top ``k`` (the papers' "AP@k" per query)."""
     rel, single = _as_2d_bool(relevance)
-    k = _check_k(k, rel.shape[1])
+    k = check_k(k, rel.shape[1])
     return _out(rel[:, :k].sum(axis=1) / float(k), single)
 
 
@@ -133,7 +133,7 @@ def average_precision_at_k(relevance, k: int):
     1.0
     """
     rel, single = _as_2d_bool(relevance)
-    k = _check_k(k, rel.shape[1])
+    k = check_k(k, rel.shape[1])
     top = rel[:, :k]
     hits = np.cumsum(top, axis=1, dtype=np.float64)
     ranks = np.arange(1, k + 1, dtype=np.float64)
@@ -162,7 +162,7 @@ def paper_map_at_k(relevance, k: int, n_relevant=None):
     0.8333333333333333
     """
     rel, single = _as_2d_bool(relevance)
-    k = _check_k(k, rel.shape[1])
+    k = check_k(k, rel.shape[1])
     top = rel[:, :k]
     hits = np.cumsum(top, axis=1, dtype=np.float64)
     ranks = np.arange(1, k + 1, dtype=np.float64)
@@ -179,7 +179,7 @@ def mean_average_precision(relevance) -> float:
     return float(np.mean(average_precision(rel))) if rel.shape[0] else 0.0
 
 
-def _check_k(k, n: int) -> int:
+def check_k(k, n: int) -> int:
     try:
         k = int(k)
     except (TypeError, ValueError):

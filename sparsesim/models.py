@@ -229,9 +229,13 @@ class BilinearSimilarity(TextQueries):
         W = self.W
         return {"indptr": W.indptr.astype(np.int64), "indices": W.indices.astype(np.int32), "data": W.data}
 
-    def save(self, path: str | os.PathLike) -> dict:
-        """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata."""
-        meta = dict(self.metadata)
+    def save(self, path: str | os.PathLike, metadata: dict | None = None) -> dict:
+        """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata.
+
+        ``metadata`` is written instead of the model's own (the model is not changed): e.g. a
+        feedback snapshot's counters on a shared, published model version.
+        """
+        meta = dict(self.metadata if metadata is None else metadata)
         meta.update(n_features=self.n_features, identity=self.identity, normalize=self.normalize, nnz=self.nnz(),
                     sparsity=self.sparsity())
         arrays = self._arrays()

@@ -400,13 +400,13 @@ def test_kernel_pa_refuses_to_densify_a_large_sparse_corpus():
     import scipy.sparse as sp
 
     from sparsesim.exceptions import InvalidInputError
-    from sparsesim.learners.kernel_pa import _check_dense
+    from sparsesim.learners.kernel_pa import check_dense
 
     big = sp.random(10_000, 62_061, density=1e-4, format="csr", random_state=0)
     with pytest.raises(InvalidInputError, match="PassiveAggressiveBinary"):
-        _check_dense(big)
+        check_dense(big)
     small = sp.random(20, 8, density=0.5, format="csr", random_state=0)
-    np.testing.assert_array_equal(_check_dense(small), small.toarray())
+    np.testing.assert_array_equal(check_dense(small), small.toarray())
 
 
 def test_protocol_grid_reports_every_point_and_the_best():

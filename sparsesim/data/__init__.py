@@ -36,6 +36,8 @@ __all__ = [
     "data_home",
     "locate",
     "load_dataset",
+    "is_data_path",
+    "looks_like_path",
     "list_datasets",
     "dataset_info",
     "fetch_dataset",
@@ -56,8 +58,25 @@ FILE_OPTIONS = ("n_features", "normalize", "zero_based", "expect_zero_based", "l
                 "include_hidden")
 
 
-def _looks_like_path(name: str) -> bool:
+def looks_like_path(name: str) -> bool:
+    """Whether ``name`` names a file or folder rather than a registered data set: it has a path
+    separator or a suffix, or exists. :func:`load_dataset` reads a registered name first."""
     return os.sep in name or "/" in name or Path(name).suffix != "" or Path(name).exists()
+
+
+def is_data_path(name_or_path) -> bool:
+    """Whether :func:`load_dataset` reads ``name_or_path`` as your own file or folder (True) or as a
+    registered data set (False): a registered name wins, then :func:`looks_like_path`. The one
+    place this is decided; callers that need it before loading (output-path checks, reading
+    options) ask here.
+
+    Examples
+    --------
+    >>> is_data_path("news20-sample"), is_data_path("my/corpus.svm")
+    (False, True)
+    """
+    name = str(os.fspath(name_or_path)) if isinstance(name_or_path, os.PathLike) else str(name_or_path)
+    return looks_like_path(name) and name not in all_datasets()  # the catalog is read only for a path-like name
 
 
 def load_dataset(name_or_path, **options) -> LabelledData:
@@ -100,9 +119,7 @@ def load_dataset(name_or_path, **options) -> LabelledData:
         name_or_path = os.fspath(name_or_path)
     name = str(name_or_path)
     specs = all_datasets()
-    if name in specs:
-        return load_registered(name, **options)
-    if _looks_like_path(name):
+    if is_data_path(name):
         path = Path(name).expanduser()
         if not path.exists():
             raise DataNotFoundError(

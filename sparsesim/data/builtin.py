@@ -30,7 +30,7 @@ from ..exceptions import FileFormatError, InvalidInputError
 from .catalog import DataFile, DatasetSpec, register_dataset, check_options
 from .containers import LabelledData
 from .paths import locate
-from .readers import _STREAM_ERRORS, _labels_as_int, l2_normalize, read_svmlight, read_text_corpus, tfidf
+from .readers import STREAM_ERRORS, labels_as_int, l2_normalize, read_svmlight, read_text_corpus, tfidf
 
 _GH = "https://raw.githubusercontent.com"
 _TEXT_REPR = "TF-IDF (sklearn TfidfTransformer defaults: raw tf, smooth idf), rows L2-normalised"
@@ -82,7 +82,7 @@ def load_svmlight_set(spec: DatasetSpec, **options) -> LabelledData:
         Xs.append(X)
         ys.append(y)
     X = sp.vstack(Xs, format="csr") if len(Xs) > 1 else Xs[0]
-    y = _labels_as_int(np.concatenate(ys))
+    y = labels_as_int(np.concatenate(ys))
     info_extra = {}
     if "splits" in extra:
         info_extra["split"] = np.concatenate([np.full(len(yy), s) for yy, s in zip(ys, extra["splits"])])
@@ -241,7 +241,7 @@ def read_reuters_modapte(path) -> dict:
                 docs.extend(parse_reuters_sgm(tar.extractfile(member).read()))
     except tarfile.TarError as exc:
         raise FileFormatError(f"{path}: not a readable tar archive ({exc})") from None
-    except _STREAM_ERRORS as exc:
+    except STREAM_ERRORS as exc:
         raise FileFormatError(f"{path}: truncated or corrupt archive ({exc.__class__.__name__}: {exc})") from None
     if not docs:
         raise FileFormatError(f"{path}: no Reuters-21578 .sgm documents found")

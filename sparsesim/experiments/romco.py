@@ -69,7 +69,7 @@ from ..registry import get_algorithm, make_estimator
 from . import ExperimentConfig
 from .romco_report import format_table, plot_curves, plot_sensitivity
 from .romco_runs import (ETA_GRID, LAMBDA_GRID, RESOLVABLE, ROMCO_SEARCH, SPLIT_KEYS,  # noqa: F401 (re-exported)
-                         UNDECIDED_TOL, _error_only, margin_split, online_metrics, run_stream, search_params)
+                         UNDECIDED_TOL, error_only, margin_split, online_metrics, run_stream, search_params)
 from .runner import auto_names, check_factors, factor_label, factor_points, mean_std, protocol_options, write_report
 
 __all__ = [
@@ -156,7 +156,7 @@ def _sensitivity(streams, algorithms, params, seeds, n_jobs, max_per_task) -> di
         for which in ("lam1", "lam2"):
             grid = [dict(base, **{which: v}) for v in LAMBDA_GRID]
             jobs = [(streams, alg, p, s, max_per_task) for p in grid for s in seeds]
-            errs = np.array(run_parallel(_error_only, jobs, n_jobs=n_jobs)).reshape(len(grid), len(seeds))
+            errs = np.array(run_parallel(error_only, jobs, n_jobs=n_jobs)).reshape(len(grid), len(seeds))
             entry[which] = {"values": LAMBDA_GRID, "error_mean": errs.mean(1).tolist(),
                             "error_std": errs.std(1).tolist(),
                             "fixed": {k: base[k] for k in ("lam1", "lam2", "eta1", "eta2") if k in base}}

@@ -135,7 +135,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
     }
 
 
-def _error_only(streams, algorithm, params, seed, max_per_task=None) -> float:
+def error_only(streams, algorithm, params, seed, max_per_task=None) -> float:
     res = run_stream(streams, algorithm, params, seed, checkpoints=2, max_per_task=max_per_task)
     return res["error_rate"]
 
@@ -151,7 +151,7 @@ def _best(trials: list) -> dict:
 
 
 def _evaluate_grid(streams, algorithm, grid: list, seed, n_jobs, max_per_task) -> list:
-    errors = run_parallel(_error_only, [(streams, algorithm, p, seed, max_per_task) for p in grid], n_jobs=n_jobs)
+    errors = run_parallel(error_only, [(streams, algorithm, p, seed, max_per_task) for p in grid], n_jobs=n_jobs)
     return [{"params": p, "error_rate": e} for p, e in zip(grid, errors)]
 
 

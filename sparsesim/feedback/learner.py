@@ -38,8 +38,7 @@ import scipy.sparse as sp
 from ..csr_rows import take_rows
 from ..engine.bilinear import OASIS as OASIS_MODE
 from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError, SparsesimError
-from ..indexes import load_index
-from ..indexes.base import Index
+from ..indexes import Index, open_index, plain_value
 from ..models import BilinearSimilarity
 from ..persistence import file_state, replacing_unchanged
 from ..registry import make_estimator
@@ -47,7 +46,7 @@ from ..topk import top_k_rows
 from ..validation import check_csr, check_float, check_int
 from .candidates import CandidateStage
 from .questions import ActiveQuestions
-from .records import FeedbackRecords, _plain
+from .records import FeedbackRecords
 from .snapshots import check_resumable, check_snapshot_target, snapshot_identity
 from .versions import ModelVersion, oasis_factors
 
@@ -126,11 +125,14 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         index_dir = None
         if not isinstance(index, Index):
             index_dir = Path(index)
-        elif getattr(index, "loaded_from_", None):
+        elif index.loaded_from_:
             index_dir = Path(index.loaded_from_[0])
         if snapshot is not None:  # before the index is loaded: a refused path costs nothing
             check_snapshot_target(snapshot, index_dir, bool(resume), bool(overwrite))
-        self.index = index if isinstance(index, Index) else load_index(index, mmap=True)
+        self.index = index if isinstance(index, Index) else open_index(index, mmap=True)
+        if not self.index.supports_learning:
+            raise self.index.unsupported("learning from feedback", "it updates a bilinear model over a corpus held "
+                                         "in this process (serve it without --learn)")
         self.snapshot_every = check_int(snapshot_every, "snapshot_every", 1)
         self.snapshot_seconds = check_float(snapshot_seconds, "snapshot_seconds", 0.0, low_open=True)
         self.max_click_pairs = check_int(max_click_pairs, "max_click_pairs", 1)
@@ -153,7 +155,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         self.featurizer = base.featurizer
         self.identity = snapshot_identity(base)
         self.X = sp.csr_matrix(self.index.X_)
-        self._rows = {_plain(v): r for r, v in enumerate(self.index.ids_)}
+        self._rows = {plain_value(v): r for r, v in enumerate(self.index.ids_)}
         self._int_ids = self.index.ids_.dtype.kind == "i"
 
         start, counters = base, {"n_applied": 0, "n_received": 0}
@@ -430,8 +432,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         # another learner writing the same file meanwhile (a second `learn --resume`, a second server)
         # gets ConcurrentWriteError here instead of one of them silently dropping the other's triplets
         with replacing_unchanged(self.snapshot_path, self._snap_state):
-            BilinearSimilarity(model.W, identity=model.identity, normalize=model.normalize, metadata=meta,
-                               featurizer=self.featurizer).save(self.snapshot_path)
+            model.save(self.snapshot_path, metadata=meta)  # the published version itself: no second model object
             self._snap_state = file_state(self.snapshot_path)
         info = {"path": str(self.snapshot_path), "n_applied": int(applied), "time": time.time(),
                 "version": int(version)}

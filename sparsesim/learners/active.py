@@ -29,7 +29,7 @@ import numpy as np
 
 from ..engine.second_order import FULL_MAX_D, FullCovarianceEngine, SparseSecondOrderEngine
 from ..exceptions import InvalidInputError
-from .bilinear import _BaseBilinear
+from .bilinear import BaseBilinear
 
 __all__ = ["SelectiveBilinear", "PAAS", "PARS"]
 
@@ -43,7 +43,7 @@ def _rng_for(random_state):
     return np.random.default_rng([int(random_state), 0xC1C15])
 
 
-class SelectiveBilinear(_BaseBilinear):
+class SelectiveBilinear(BaseBilinear):
     """Base of the selective-sampling learners: query policy, accounting, oracle, engine choice.
 
     Subclasses set ``_rule`` ("pa", "cw", "arow"), ``_policy`` ("all", "active", "random") and
@@ -130,7 +130,7 @@ class SelectiveBilinear(_BaseBilinear):
     def _diag_name(self) -> str:
         return type(self).__name__.lower() + "-d"
 
-    _state_attrs = _BaseBilinear._state_attrs + ("n_queries_", "_rng", "last_queried_", "last_margins_",
+    _state_attrs = BaseBilinear._state_attrs + ("n_queries_", "_rng", "last_queried_", "last_margins_",
                                                  "last_labels_")
 
     def _init_state(self, d):

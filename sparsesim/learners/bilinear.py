@@ -29,8 +29,12 @@ from .sampled import SampledFit
 _REGULARIZERS = ("l1", "offdiag")
 
 
-class _BaseBilinear(TripletLearner):
+class BaseBilinear(TripletLearner):
     """Single-task bilinear learners on a sparse engine: engine life cycle, SORS protocol, model export."""
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120, "initial_capacity": 256}  # a few hundred updates, a small table that grows
 
     _algorithm = ""
     _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_")
@@ -192,7 +196,7 @@ class _BaseBilinear(TripletLearner):
         return self.model_.score_matrix(Q, X)
 
 
-class OASIS(SampledFit, _BaseBilinear):
+class OASIS(SampledFit, BaseBilinear):
     """OASIS: online passive-aggressive bilinear similarity.
 
     On a triplet with hinge loss l = max(0, 1 - x^T M (x+ - x-)) > 0:
@@ -286,7 +290,7 @@ class OASIS(SampledFit, _BaseBilinear):
                               expected_triplets=self.n_triplets)
 
 
-class SORS(SampledFit, _BaseBilinear):
+class SORS(SampledFit, BaseBilinear):
     """SORS: sparse online relative similarity by proximal gradient (Algorithm 1).
 
     ``M_{t+1} = prox_{eta_t lam r}(M_t - eta_t G_t)`` with the hinge subgradient

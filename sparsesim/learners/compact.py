@@ -161,6 +161,10 @@ class CompactSSI(TripletLearner):
     _state_attrs = TripletLearner._state_attrs + ("diagonal_", "W_", "U_", "V_", "rank_", "support_",
                                                   "resolved_params_")
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120}
+
     def __init__(self, rank=AUTO, support=AUTO, max_size_ratio=20.0, C=AUTO, learning_rate=0.3, init_scale=1.0,
                  n_triplets=100_000, random_state=None):
         self.rank = rank

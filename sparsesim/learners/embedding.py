@@ -146,6 +146,10 @@ class ProxySSI(TripletLearner):
                                                   "validation_", "classes_", "scale_", "lexical_power_")
     _fit_chunk = 1024
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120}
+
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
                  validation_fraction=0.15, refit=True, n_triplets=None, random_state=None, lexical_power="auto",

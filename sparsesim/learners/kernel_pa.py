@@ -53,7 +53,7 @@ def _check_variant(variant: str) -> None:
 MAX_DENSE_BYTES = 1 << 28
 
 
-def _check_dense(X, name="X", n_features=None) -> np.ndarray:
+def check_dense(X, name="X", n_features=None) -> np.ndarray:
     if hasattr(X, "toarray"):
         n, d = X.shape
         if n * d * 8 > MAX_DENSE_BYTES:
@@ -191,7 +191,7 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
 
     def partial_fit(self, X, y, classes=None):
         """One online pass over the rows of ``X`` in order."""
-        X, y = checked_batch(self, X, y, _check_dense, "_sv")
+        X, y = checked_batch(self, X, y, check_dense, "_sv")
         for row in range(X.shape[0]):
             self.learn_one(X[row], y[row])
         return self
@@ -204,7 +204,7 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X) -> np.ndarray:
         check_fitted(self)
-        X = _check_dense(X, n_features=self.n_features_in_)
+        X = check_dense(X, n_features=self.n_features_in_)
         if self._n_sv == 0:
             return np.zeros(X.shape[0])
         return gaussian_kernel(X, self.support_vectors_, self.sigma) @ self.dual_coef_

@@ -52,7 +52,7 @@ def pa_step_size(loss: float, sq_norm: float, variant: str = "pa1", C: float = 1
     raise InvalidInputError(f"unknown PA variant {variant!r}; use one of {PA_VARIANTS}")
 
 
-def _signed_labels(y) -> np.ndarray:
+def signed_labels(y) -> np.ndarray:
     y = np.asarray(y)
     values = set(np.unique(y).tolist())
     if values <= {-1, 1}:
@@ -68,7 +68,7 @@ def checked_batch(est, X, y, check_X, state_attr: str):
     the width and sizes the state (``est._init_state(width)``), later ones must match it."""
     first = not hasattr(est, state_attr)
     X = check_X(X, n_features=None if first else est.n_features_in_)
-    y = _signed_labels(y)
+    y = signed_labels(y)
     if y.shape[0] != X.shape[0]:
         raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
     if first:

@@ -87,6 +87,10 @@ def pair_statistics(X: sp.csr_matrix) -> np.ndarray:
 class _DenseMahalanobis(TripletLearner):
     """Dense-A pair learners: state, the feature limit, the SORS protocol stream, model export."""
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120}
+
     _state_attrs = TripletLearner._state_attrs + ("A_", "resolved_params_", "n_pairs_seen_", "n_pair_updates_")
     _auto_names: tuple = ()
 

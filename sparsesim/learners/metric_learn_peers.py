@@ -188,6 +188,10 @@ class LMNN(_MetricLearnPeer):
                    "max_iter": ("int", 1, None), "learn_rate": ("float", 0, None, {"low_open": True}),
                    "max_samples": ("int?", 2, None), "max_features": ("int", 1, None)}
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_neighbors": 5}
+
     def __init__(self, n_neighbors=3, regularization=0.5, max_iter=1000, learn_rate=1e-7, random_state=None,
                  max_samples=None, max_features=MAX_FEATURES, max_memory="auto"):
         self.n_neighbors = n_neighbors

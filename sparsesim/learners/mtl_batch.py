@@ -133,6 +133,10 @@ class _RetrainedBatch(OnlineMultiTaskClassifier):
     _param_spec = {"rho": ("float", 0, None), "retrain_every": ("int", 1, None), "max_iter": ("int", 1, None),
                    "tol": ("float", 0, None)}
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"retrain_every": 12}  # a few retrainings on the checks' small streams
+
     def __init__(self, rho=0.01, retrain_every=100, max_iter=100, tol=1e-5):
         self.rho = rho
         self.retrain_every = retrain_every

@@ -152,6 +152,10 @@ class MTLMNN(SparsesimEstimator):
                    "max_iter": ("int", 1, None), "tol": ("float", 0, None), "max_per_task": ("int?", 2, None),
                    "max_features": ("int", 1, None)}
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120, "n_neighbors": 5}
+
     def __init__(self, gamma0=1.0, gamma=1.0, n_neighbors=3, max_iter=100, tol=1e-6, max_per_task=None,
                  n_triplets=0, random_state=None, max_features=1024, max_memory="auto"):
         self.gamma0 = gamma0

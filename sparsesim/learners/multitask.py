@@ -34,7 +34,7 @@ from ..defaults import AUTO, check_auto_positive
 from ..engine.multitask import MultiTaskEngine
 from ..exceptions import InvalidInputError
 from ..parallel import run_parallel
-from .multitask_base import _MultiTaskBase
+from .multitask_base import MultiTaskBase
 
 
 def _query_rng(random_state):
@@ -46,7 +46,7 @@ def _query_rng(random_state):
     return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=(1,)))
 
 
-class OMTRSL(_MultiTaskBase):
+class OMTRSL(MultiTaskBase):
     """OMTRSL: online multi-task relative similarity learning (Algorithm 1).
 
     M^k_0 = I for every task; on a triplet of task t_k with hinge loss
@@ -204,7 +204,7 @@ class OMTRSLRandom(OMTRSL):
         self.query_ratio = query_ratio
 
 
-class OGRSL(_MultiTaskBase):
+class OGRSL(MultiTaskBase):
     """OGRSL: one global OASIS-style similarity learned from the triplets of every task.
 
     ``M += y tau x (x^1 - x^2)^T`` with ``tau = min(C, l / ||x (x^1 - x^2)^T||_F^2)`` on every
@@ -258,7 +258,7 @@ def _train_task_engine(engine, X, triplets, signs):
     return engine, losses, queried, time.perf_counter() - start
 
 
-class OSTRSL(_MultiTaskBase):
+class OSTRSL(MultiTaskBase):
     """OSTRSL: one independent OASIS-style learner per task, trained in parallel.
 
     Task k's model sees only the triplets of task k (in stream order) and moves by

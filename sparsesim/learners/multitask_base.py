@@ -1,6 +1,6 @@
 """The shared life cycle of the OMTRSL family's learners (:mod:`sparsesim.learners.multitask`).
 
-:class:`_MultiTaskBase` holds what OMTRSL, its active / random variants, OSTRSL and OGRSL have in
+:class:`MultiTaskBase` holds what OMTRSL, its active / random variants, OSTRSL and OGRSL have in
 common: task coding, ``"auto"`` parameter resolution, the OMTRSL triplet protocol of :meth:`fit`,
 ``partial_fit_triplets`` and the export to a :class:`~sparsesim.models.MultiTaskSimilarity`. The
 estimators themselves (their engines and update calls) live in :mod:`sparsesim.learners.multitask`.
@@ -20,8 +20,12 @@ from ..validation import check_csr, check_fit_matrix, check_labels
 from .base import TripletLearner
 
 
-class _MultiTaskBase(TripletLearner):
+class MultiTaskBase(TripletLearner):
     """Shared life cycle of the multi-task triplet learners: task coding, the OMTRSL protocol, model export."""
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_triplets": 120, "initial_capacity": 256}  # a few hundred updates, a small table that grows
 
     _algorithm = ""
     _learner_kind = "multitask-triplet"

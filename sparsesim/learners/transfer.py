@@ -40,9 +40,9 @@ from sklearn.base import ClassifierMixin
 from ..defaults import AUTO, is_auto, resolve_sigma
 from ..exceptions import InvalidInputError
 from ..validation import check_params as check_param_spec
-from .kernel_pa import KernelPassiveAggressive, _check_dense, gaussian_kernel, kernel_pa_margins
+from .kernel_pa import KernelPassiveAggressive, check_dense, gaussian_kernel, kernel_pa_margins
 from .base import OnlineClassifier
-from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, _signed_labels
+from .linear_pa import PA_VARIANTS, PassiveAggressiveBinary, signed_labels
 # the update rules and the source hypothesis live in their own modules; re-exported so that
 # ``from sparsesim.learners.transfer import ...`` keeps giving the whole family
 from .transfer_rules import (  # noqa: F401
@@ -139,6 +139,10 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
                                                    "discount than one pass")
         return skipped
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        return {"n_neighbors": 5}  # the small problems of the checks have a few dozen source documents
+
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
                  C: float = 5.0, sigma=AUTO, eta: float = 0.5, alpha: float | None = None,
                  theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
@@ -191,7 +195,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
 
     def resolve_params(self, X) -> dict:
         """``{"sigma": ...}``: the kernel width this classifier uses on target rows ``X`` (no training)."""
-        return {"sigma": resolve_sigma(self.sigma, _check_dense(X))}
+        return {"sigma": resolve_sigma(self.sigma, check_dense(X))}
 
     def make_source(self) -> KNNSourceHypothesis:
         """An unfitted source hypothesis with this classifier's settings."""
@@ -234,7 +238,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         """Fit the source hypothesis (:class:`KNNSourceHypothesis`) on labelled source documents and pairs."""
         check_param_spec(self)
         self.check_params()
-        self.resolved_params_ = {"sigma": resolve_sigma(self.sigma, _check_dense(pair_target))}
+        self.resolved_params_ = {"sigma": resolve_sigma(self.sigma, check_dense(pair_target))}
         self.source_ = self.make_source().fit(X_source, y_source, pair_target, pair_source)
         return self
 
@@ -305,8 +309,8 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
             Precomputed ``h(x)`` per row; default: ``self.source_.decision_function(X)``.
         """
         first = not self.__sklearn_is_fitted__()
-        X = _check_dense(X, n_features=None if first else self.n_features_in_)
-        y = _signed_labels(y)
+        X = check_dense(X, n_features=None if first else self.n_features_in_)
+        y = signed_labels(y)
         if y.shape[0] != X.shape[0]:
             raise InvalidInputError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
         if X.shape[0] == 0:
@@ -329,7 +333,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
     def decision_function(self, X, source_scores=None) -> np.ndarray:
         """Combined scores with the current weights (no update)."""
         self._check_fitted()
-        X = _check_dense(X, n_features=self.n_features_in_)
+        X = check_dense(X, n_features=self.n_features_in_)
         f = np.asarray(self.target_.decision_function(X), dtype=np.float64).ravel()
         h = self._source_scores(X, source_scores)
         ts, tt = self.theta_

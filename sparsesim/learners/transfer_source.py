@@ -13,8 +13,8 @@ from sklearn.base import BaseEstimator
 
 from ..exceptions import InvalidInputError
 from .base import check_fitted
-from .kernel_pa import _check_dense
-from .linear_pa import _signed_labels
+from .kernel_pa import check_dense
+from .linear_pa import signed_labels
 
 
 # ----------------------------------------------------------------------------------------------
@@ -79,14 +79,14 @@ class KNNSourceHypothesis(BaseEstimator):
             raise InvalidInputError(f"weighting must be 'gaussian' or 'uniform', got {self.weighting!r}")
         if self.weighting == "gaussian" and not self.bandwidth > 0:
             raise InvalidInputError(f"bandwidth must be positive, got {self.bandwidth}")
-        Xs = _check_dense(X_source, "X_source")
-        ys = _signed_labels(y_source)
+        Xs = check_dense(X_source, "X_source")
+        ys = signed_labels(y_source)
         if ys.shape[0] != Xs.shape[0]:
             raise InvalidInputError(f"X_source has {Xs.shape[0]} rows but y_source has {ys.shape[0]} labels")
         if np.unique(ys).size < 2:
             raise InvalidInputError("the labelled source documents hold a single class; two are needed")
-        Pt = _check_dense(pair_target, "pair_target")
-        Ps = _check_dense(pair_source, "pair_source", n_features=Xs.shape[1])
+        Pt = check_dense(pair_target, "pair_target")
+        Ps = check_dense(pair_source, "pair_source", n_features=Xs.shape[1])
         if Pt.shape[0] != Ps.shape[0] or Pt.shape[0] == 0:
             raise InvalidInputError(
                 f"pair_target ({Pt.shape[0]} rows) and pair_source ({Ps.shape[0]} rows) must be the same non-empty pairs"
@@ -108,7 +108,7 @@ class KNNSourceHypothesis(BaseEstimator):
     def kneighbors(self, X):
         """The ``K`` nearest pair images of each row of ``X``: (exact squared distances, indices), nearest first."""
         check_fitted(self, "index_")
-        X = _check_dense(X, n_features=self.n_features_in_)
+        X = check_dense(X, n_features=self.n_features_in_)
         _, idx = self.index_.search(np.ascontiguousarray(X, dtype=np.float32), self.k_)
         diff = self.pair_target_[idx] - X[:, None, :]
         d2 = np.einsum("nkd,nkd->nk", diff, diff)

@@ -183,9 +183,10 @@ def serve(index_dir, host: str = "127.0.0.1", port: int = 8000, limits: ServiceL
     try:
         app = create_app(service)
         where = ""
-        if service.sharded:
-            shards = len(service.index.shard_sizes_)
-            where = (f" in {shards} shards on the Dask cluster at {service.scheduler}" if service.scheduler
+        placement = service.index.placement()
+        if placement is not None:
+            shards = len(placement["shards"])
+            where = (f" in {shards} shards on the Dask cluster at {service.scheduler}" if placement["distributed"]
                      else f" in {shards} shards in this process")
         print(f"serving {service.index.kind} index {index_dir} ({service.index.n_documents} documents{where}) at "
               f"http://{host}:{port}/  (POST /query, GET /info, GET /health; Ctrl-C stops)", file=sys.stderr,

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..distributed import connect, resolve_scheduler, worker_addresses
-from ..exceptions import ClusterError, InvalidInputError
+from ..distributed import resolve_scheduler
+from ..exceptions import ClusterError
 from ..feedback import FeedbackLearner
 from ..feedback.snapshots import check_snapshot_target
+from ..indexes import plain_value
 from ..topk import top_k_rows
 from .parsing import QueryParsing, RequestError, ServiceLimits
 
@@ -60,87 +61,73 @@ class QueryService(QueryParsing):
 
     def __init__(self, index_dir, limits: ServiceLimits | None = None, mmap: bool = True,
                  learn: dict | None = None, scheduler: str | None = None):
-        from ..indexes import load_index, read_manifest
-        from ..indexes.sharded import is_sharded, read_sharded_manifest
+        from ..indexes import index_class
 
         self.index_dir = Path(index_dir)
         self.limits = limits or ServiceLimits()
         self.scheduler = resolve_scheduler(scheduler)
-        self.sharded = is_sharded(self.index_dir)
-        self._client = None
-        self._exit = contextlib.ExitStack()
+        self.mmap = bool(mmap)
         self._reload = threading.Lock()
-        self._stale = None  # the sharded index that lost a shard: replaced before the next search
-        self._load_error = None  # why the last reload of a sharded index failed
+        self._stale = None  # the index that lost part of itself (a shard): replaced before the next search
+        self._load_error = None  # why the last reload failed
         self._reload_tried = 0.0
         self.n_internal_errors = 0
+        self._id_rows = None  # document id -> row, built on the first request for snippets
         self._last_internal = None  # (monotonic time, one-line cause) of the last internal error
         if learn is not None and learn.get("snapshot") is not None:  # before any work: the policy
             check_snapshot_target(learn["snapshot"], self.index_dir, bool(learn.get("resume", True)),
                                   bool(learn.get("overwrite", False)))
-        if self.sharded:
-            if learn is not None:
-                raise InvalidInputError(f"{self.index_dir} is a sharded index; --learn serves a single-process "
-                                        f"index (build one without --shards)")
-            self.manifest = read_sharded_manifest(self.index_dir)
-            if self.scheduler is not None:
-                self._client = self._exit.enter_context(connect(self.scheduler))
-            try:
-                self.index = self._load_sharded()
-            except BaseException:
-                self._exit.close()
-                raise
-            self._cosine_T, self.snippets, self.labels = None, None, None
-            self.n_documents = int(sum(int(s["n_documents"]) for s in self.manifest["shards"]))
-        else:
-            if self.scheduler is not None:
-                raise InvalidInputError(f"{self.index_dir} is a single-process index; a scheduler serves sharded "
-                                        f"indexes (build one with `index build --shards N`), or drop --scheduler")
-            # blocks not checked yet are checked in the background: the next start is fast from the first query
-            self.index = load_index(self.index_dir, mmap=mmap, verify_in_background=mmap)
-            self.manifest = read_manifest(self.index_dir)
-            X = self.index.X_  # None: an embedding index without an identity part stores no sparse corpus
-            self._cosine_T = None if X is None else unit_rows(X).T.tocsr()
-            self.snippets = self.index.snippets_
-            self.labels = self.index.labels_
-            self.n_documents = int(self.index.n_documents)
+        kind = index_class(self.index_dir)  # the manifest only: what the index offers, before loading it
+        if learn is not None and not kind.supports_learning:
+            raise kind.unsupported("learning from feedback (--learn)", "serve a single-process index of a bilinear "
+                                   "model (build one without --shards)")
+        self.index = self._open()
+        X = self.index.X_  # None: no corpus in this process (shards; an embedding index without identity part)
+        self._cosine_T = None if X is None else unit_rows(X).T.tocsr()
+        self.snippets = self.index.snippets_
+        self.labels = self.index.labels_
+        self.n_documents = int(self.index.n_documents)
         self.model = self.index.model
         self.feedback = None if learn is None else FeedbackLearner(self.index, **learn)
 
-    def _load_sharded(self):
-        from ..indexes.sharded import load_sharded
+    def _open(self):
+        from ..indexes import open_index
 
-        # on a cluster the workers load their shards; in-process the shards are memory-mapped
-        return load_sharded(self.index_dir, client=self._client, mmap=self._client is None)
+        # blocks not checked yet are checked in the background: the next start is fast from the first query
+        return open_index(self.index_dir, mmap=self.mmap, scheduler=self.scheduler,
+                          verify_in_background=self.mmap)
 
     def close(self):
-        """Release a sharded index's shards and the cluster connection (nothing for a single index)."""
-        if self.sharded:
-            with contextlib.suppress(Exception):
-                self.index.release()
-        self._exit.close()
+        """Release what the index holds outside this process (shards, the cluster connection)."""
+        with contextlib.suppress(Exception):
+            self.index.release()
 
     # -- facts ------------------------------------------------------------------------------
     @property
     def accepts_text(self) -> bool:
         return self.model.featurizer is not None
 
+    @property
+    def sharded(self) -> bool:
+        """Whether the index is split into shards (``/info`` reports them)."""
+        return self.index.sharded
+
     def info(self) -> dict:
         meta = self.model.metadata
-        sharded = None
-        if self.sharded:
-            index = self.index
-            loaded = self._stale is None and bool(index.shard_sizes_)
-            sharded = {"shards": [int(s["n_documents"]) for s in self.manifest["shards"]], "scheduler": self.scheduler,
-                       "workers": len(set(index.shard_workers_)) if self._client is not None and loaded else 0,
-                       "loaded": loaded}
+        placement = self.index.placement()
+        if placement is not None:
+            placement = {"shards": placement["shards"], "scheduler": self.scheduler,
+                         "workers": placement["workers"] if self._stale is None else 0,
+                         "loaded": self._stale is None and placement["loaded"]}
+        manifest = self.index.manifest_ or {}
         return {
             "index": str(self.index_dir), "kind": self.index.kind, "n_documents": self.n_documents,
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
-            "snippets": self.snippets is not None or self.labels is not None, "compare": self._cosine_T is not None, "sharded": sharded,
+            "snippets": self.snippets is not None or self.labels is not None, "compare": self._cosine_T is not None,
+            "sharded": placement,
             "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if hasattr(self.model, "nnz") else None,
-                      "dataset": meta.get("dataset"), "checksum": self.manifest["model"].get("checksum")},
-            "index_params": self.manifest.get("params"), "index_state": self.manifest.get("state"),
+                      "dataset": meta.get("dataset"), "checksum": self.index.model_checksum()},
+            "index_params": manifest.get("params"), "index_state": manifest.get("state"),
             "limits": asdict(self.limits),
             "feedback": None if self.feedback is None else self.feedback.info(),
             "internal_errors": self.n_internal_errors,
@@ -153,14 +140,13 @@ class QueryService(QueryParsing):
         ``"unavailable"`` (503) when queries cannot be answered (a sharded index whose shards are
         lost and cannot be loaded again yet -- this check also tries to load them again)."""
         problems, unavailable = [], False
-        if self.sharded and self._client is not None:
+        if self._stale is None:
             try:
-                alive = set(worker_addresses(self._client))
-                if self._stale is None and any(w not in alive for w in self.index.shard_workers_):
-                    self._stale = self.index  # a shard's worker left while idle: load again
-            except Exception as exc:  # noqa: BLE001 - the scheduler itself does not answer
-                self._load_error = f"the Dask scheduler at {self.scheduler} does not answer ({type(exc).__name__})"
-                self._stale = self._stale or self.index
+                self.index.check_placement()  # a shard's worker left while idle: load again
+            except ClusterError as exc:
+                self._load_error = str(exc).splitlines()[0][:300] if str(exc) else None
+                self._stale = self.index
+        if self._stale is not None:
             if (self._stale is not None and not self._reload.locked()  # a load under way: not a second one
                     and time.monotonic() - self._reload_tried >= RELOAD_EVERY):
                 with contextlib.suppress(ClusterError):
@@ -194,10 +180,8 @@ class QueryService(QueryParsing):
         """
         if self.feedback is not None:
             ids, scores, version = self.feedback.query(Q, top_k, remember=remember)
-        elif self.sharded:
-            ids, scores = self._query_sharded(Q, top_k)
         else:
-            ids, scores = self.index.query(Q, top_k)
+            ids, scores = self._query(Q, top_k)
         if not np.isfinite(np.asarray(scores, dtype=np.float64)).all():
             raise RequestError(422, "the query's scores overflow float64 (values too large for this model); "
                                     "scale the query values down")
@@ -214,7 +198,7 @@ class QueryService(QueryParsing):
         return out
 
     def _ensure_loaded(self) -> None:
-        """Load a sharded index that lost a shard again onto the workers there are now.
+        """Load an index that lost part of itself (a shard) again, onto the workers there are now.
 
         Raises
         ------
@@ -231,28 +215,27 @@ class QueryService(QueryParsing):
             with contextlib.suppress(Exception):
                 self._stale.release()
             try:
-                self.index = self._load_sharded()
+                self.index = self._open()
             except Exception as exc:  # noqa: BLE001 - a server-side outage, never the client's fault
                 self._load_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
                 raise ClusterError(f"the index's shards are not loaded ({self._load_error}); the server loads them "
                                    f"again when workers are available -- retry later") from None
             self._stale, self._load_error = None, None
 
-    def _query_sharded(self, Q, top_k: int):
-        """Search the sharded index; after a lost shard (ClusterError), the next call first
-        loads the shards again onto the workers that remain."""
+    def _query(self, Q, top_k: int):
+        """Search the index; after a lost shard (ClusterError), the next call first loads the
+        index again onto the workers that remain."""
         self._ensure_loaded()
         index = self.index
         try:
             return index.query(Q, top_k)
         except ClusterError as exc:
-            if self._client is not None:
-                self._stale = index
-                self._load_error = str(exc).splitlines()[0][:300] if str(exc) else "a worker was lost"
+            self._stale = index
+            self._load_error = str(exc).splitlines()[0][:300] if str(exc) else "a worker was lost"
             raise
 
     def _hits(self, ids, scores, rows, snippets: bool) -> list[dict]:
-        hits = [{"id": i.item() if hasattr(i, "item") else i, "score": float(s)} for i, s in zip(ids, scores)]
+        hits = [{"id": plain_value(i), "score": float(s)} for i, s in zip(ids, scores)]
         if snippets and (self.snippets is not None or self.labels is not None):
             if rows is None:
                 rows = self._rows_of(ids)
@@ -264,9 +247,9 @@ class QueryService(QueryParsing):
         return hits
 
     def _rows_of(self, ids) -> list[int]:
-        if not hasattr(self, "_id_rows"):
-            self._id_rows = {(v.item() if hasattr(v, "item") else v): r for r, v in enumerate(self.index.ids_)}
-        return [self._id_rows[i.item() if hasattr(i, "item") else i] for i in ids]
+        if self._id_rows is None:
+            self._id_rows = {plain_value(v): r for r, v in enumerate(self.index.ids_)}
+        return [self._id_rows[plain_value(i)] for i in ids]
 
 
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..data import LabelledData, load_dataset
+from ..data import LabelledData, is_data_path, load_dataset
 from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
 from ..persistence import check_meta_limits
 from ..text import featurizer_arrays
 from ..validation import bounded
-
-
-def _looks_like_path(name: str) -> bool:
-    return os.sep in name or "/" in name or Path(name).suffix != "" or Path(name).exists()
 
 
 #: data options recorded in a model so later commands read the same kind of file the same way
@@ -55,7 +50,7 @@ def representation_options(name_or_path, representation: str = "default", option
     out = dict(options or {})
     if representation != "raw":
         return out
-    if not _looks_like_path(str(name_or_path)):
+    if not is_data_path(name_or_path):
         out["representation"] = "raw"
     elif Path(str(name_or_path)).exists() and (out.get("format") or detect_format(str(name_or_path))) in (
             "folder", "csv", "tsv", "jsonl"):
@@ -63,7 +58,7 @@ def representation_options(name_or_path, representation: str = "default", option
     return out
 
 
-def _load_labelled(name_or_path, **options) -> LabelledData:
+def load_labelled(name_or_path, **options) -> LabelledData:
     """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
     (multi-view and multi-task sets are for ``sparsesim experiment``)."""
     data = load_dataset(name_or_path, **options)
@@ -80,15 +75,23 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     opts = model_data_options(model, options)
     if n_features is not None:
         opts.setdefault("n_features", n_features)
-    if not _looks_like_path(str(name_or_path)):
+    if not is_data_path(name_or_path):
         opts = {}
     if model is not None and model.metadata.get("input_representation") == "raw":
         opts = representation_options(name_or_path, "raw", opts)
-    return _load_labelled(name_or_path, **opts)
+    return load_labelled(name_or_path, **opts)
 
 
-def _recorded_metadata(data: LabelledData, options: dict) -> dict:
-    """What :func:`_record_data` puts into a model's metadata for ``data`` (the featuriser aside)."""
+def training_metadata(data: LabelledData, options: dict | None = None, **facts) -> dict:
+    """The metadata a model trained on ``data`` records, built once, before training.
+
+    What later commands need to read data like ``data`` (the svmlight feature-index base, the
+    table columns of :data:`_RECORDED_OPTIONS`, the class names) plus ``facts`` (data set, split
+    seed, training share, ...). It is checked here against what a model file can hold
+    (:func:`~sparsesim.persistence.check_meta_limits`, with the text featuriser's facts), so data
+    whose facts do not fit is refused before training; :func:`record_training` puts it into the model.
+    """
+    options = {k: v for k, v in (options or {}).items() if v is not None}
     meta: dict = {}
     if data.info.get("zero_based") is not None:
         meta["zero_based"] = bool(data.info["zero_based"])
@@ -97,21 +100,16 @@ def _recorded_metadata(data: LabelledData, options: dict) -> dict:
         meta["data_options"] = recorded
     if data.class_names:
         meta["class_names"] = {str(k): str(v) for k, v in data.class_names.items()}
+    meta.update(facts)
+    checked = dict(meta)
+    if data.featurizer is not None:
+        checked["text_featurizer"] = featurizer_arrays(data.featurizer)[1]
+    check_meta_limits(checked, "model")
     return meta
 
 
-def check_recordable(data: LabelledData, options: dict | None = None) -> None:
-    """Refuse, before training, data whose facts a model file cannot hold (e.g. label names of
-    more than :data:`~sparsesim.persistence.MAX_META_BYTES` in all): what :func:`_record_data`
-    would record must pass :func:`~sparsesim.persistence.check_meta_limits`."""
-    meta = _recorded_metadata(data, {k: v for k, v in (options or {}).items() if v is not None})
-    if data.featurizer is not None:
-        meta["text_featurizer"] = featurizer_arrays(data.featurizer)[1]
-    check_meta_limits(meta, "model")
-
-
-def _record_data(model: BilinearSimilarity, data: LabelledData, options: dict) -> None:
-    """Put what later commands need to read data like ``data`` into the model."""
+def record_training(model: BilinearSimilarity, data: LabelledData, meta: dict) -> None:
+    """Put the :func:`training_metadata` ``meta`` and the text featuriser of ``data`` into ``model``."""
     if data.featurizer is not None:
         model.set_featurizer(data.featurizer)
-    model.metadata.update(_recorded_metadata(data, options))
+    model.metadata.update(meta)

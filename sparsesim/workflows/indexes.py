@@ -11,18 +11,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data import looks_like_path
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
-from ..indexes import OWN_OPTIONS, build_index, load_index
+from ..indexes import OWN_OPTIONS, build_index, index_bytes, open_index
 from ..indexes.document_facts import FACT_NAMES, extend_facts, facts_of
-from ..indexes.sharded import ShardedIndex, is_sharded, load_sharded
-from ..indexes.storage import check_index_target, read_manifest
+from ..indexes.sharded import ShardedIndex
+from ..indexes.storage import check_index_target
 from ..compact import CompactSimilarity
 from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
 from ..persistence import check_output_path, target_lock
-from .corpus import _looks_like_path, load_corpus
-from .queries import _read_queries, _text_queries
+from .corpus import load_corpus
+from .queries import read_queries, text_queries
 
 
 #: characters of each document's text kept in an index for display (``sparsesim serve``)
@@ -98,7 +99,7 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
                                 f"{', '.join(OWN_OPTIONS[k] for k in taken)}")
     if out is None:
         raise InvalidInputError("give the index directory to write (--out)")
-    inputs = [model_path, calibration_queries, *[p for p in parts if _looks_like_path(str(p))]]
+    inputs = [model_path, calibration_queries, *[p for p in parts if looks_like_path(str(p))]]
     check_output_path(out, inputs=inputs, overwrite=overwrite, what="index", directory=True)
     check_index_target(out, overwrite=overwrite)
     scheduler = resolve_scheduler(scheduler)
@@ -165,7 +166,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         params["target_recall"] = target_recall
     if kind != "ann" and (target_recall is not None or calibration_queries is not None):
         raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
-    calib = None if calibration_queries is None else _read_queries(model, calibration_queries, data_options)[1]
+    calib = None if calibration_queries is None else read_queries(model, calibration_queries, data_options)[1]
     start = time.perf_counter()
     labels = _calibration_labels(data) if kind == "ann" and calib is None else None
     if labels is None:
@@ -182,19 +183,14 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
                    "index_bytes": index_bytes(out), "index_kind": index.kind}
-    if getattr(index, "calibration_", None) is not None:
+    if index.calibration_ is not None:
         out_summary["calibration"] = index.calibration_
     return out_summary
 
 
-def index_bytes(index_dir) -> int:
-    """Bytes on disk of a saved index's current version (every file its manifest lists)."""
-    return int(sum(facts["bytes"] for facts in read_manifest(index_dir)["files"].values()))
-
-
 def _calibration_labels(data):
     """The corpus labels to stratify an ann calibration by, when the corpus has two or more."""
-    y = getattr(data, "y", None)
+    y = data.y
     if y is None or len(y) != data.X.shape[0] or len(np.unique(y)) < 2:
         return None
     return np.asarray(y)
@@ -204,17 +200,19 @@ def calibrate_index(index_dir, queries_path=None, target_recall=None, model_path
                     data_options: dict | None = None) -> dict:
     """Re-run the recall calibration of a saved ann index (optionally for a retrained model) and
     rewrite it atomically; the candidate postings are kept (see ``AnnIndex.calibrate``)."""
-    from ..indexes import load_index
-
     check_index_target(index_dir, overwrite=True)
     with target_lock(index_dir):  # from the read to the write: a concurrent `index add` is not lost
-        index = load_index(index_dir, check_calibration=False)  # the record is replaced below
-        if not hasattr(index, "calibrate"):
-            raise InvalidInputError(f"{index_dir} is a {index.kind} index; only ann indexes are calibrated")
-        model = load_similarity_model(model_path) if model_path is not None else None
-        queries = None if queries_path is None else _read_queries(model or index.model, queries_path, data_options)[1]
-        record = index.calibrate(queries, target_recall=target_recall, model=model)
-        index.save(index_dir, overwrite=True)
+        index = open_index(index_dir, check_calibration=False)  # the record is replaced below
+        try:
+            if not index.calibrated:
+                raise index.unsupported("calibrate", "only ann indexes are calibrated")
+            model = load_similarity_model(model_path) if model_path is not None else None
+            queries = None if queries_path is None else read_queries(model or index.model, queries_path,
+                                                                       data_options)[1]
+            record = index.calibrate(queries, target_recall=target_recall, model=model)
+            index.save(index_dir, overwrite=True)
+        finally:
+            index.release()
     return {"index": str(index_dir), "calibration": record}
 
 
@@ -223,50 +221,36 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     """Append the documents of ``corpus`` (their ids when the file has them) to a saved index.
 
     The index directory is rewritten atomically; an ANN index re-learns its projection and FAISS
-    structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``).
+    structure when ``refit`` is set or its ``refit_growth`` is reached (see ``AnnIndex.add``);
+    ``refit`` changes nothing for an exact kind (an add already gives the index a rebuild would)
+    and is refused by an approximate kind that cannot refit.
     A sharded index adds them to its smallest shard (on the cluster at ``scheduler`` if given).
     """
     scheduler = resolve_scheduler(scheduler)
-    if is_sharded(index_dir):
-        return _add_to_sharded(index_dir, corpus, refit, data_options, scheduler)
-    if scheduler is not None:
-        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
-                                f"(build one with `index build --shards N`), or drop --scheduler")
     check_index_target(index_dir, overwrite=True)
     # the lock spans read, add and write: concurrent adds are serialised, none is lost
     with target_lock(index_dir):
-        index = load_index(index_dir)
-        data = load_corpus(corpus, model=index.model, options=data_options)
-        start = time.perf_counter()
-        before = index.n_documents
-        held = {name: getattr(index, name + "_", None) for name in FACT_NAMES}
-        index.add(data.X, ids=data.ids)
-        extend_facts(index, held, data.n_documents, document_facts(data))
-        if refit and hasattr(index, "refit") and index.n_fit_documents_ < index.n_documents:
-            index.refit()
-        seconds = time.perf_counter() - start
-        index.save(index_dir, overwrite=True)
-    out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
-           "n_documents": int(index.n_documents), "seconds": seconds, "index_bytes": index_bytes(index_dir)}
-    if hasattr(index, "n_fit_documents_"):
-        out["n_fit_documents"] = int(index.n_fit_documents_)
-    return out
-
-
-def _add_to_sharded(index_dir, corpus, refit, data_options, scheduler) -> dict:
-    if refit:
-        raise InvalidInputError("--refit is for a single ann index; a sharded index adds to its smallest shard")
-    with target_lock(index_dir), (connect(scheduler) if scheduler else nullcontext()) as client:
-        index = load_sharded(index_dir, client=client)
+        index = open_index(index_dir, scheduler=scheduler)
         try:
+            if refit and not index.supports_refit and not index.exact:  # exact: an add already equals a rebuild
+                raise index.unsupported("--refit", "it re-learns a single ann index")
             data = load_corpus(corpus, model=index.model, options=data_options)
             start = time.perf_counter()
             before = index.n_documents
+            held = {name: getattr(index, name + "_") for name in FACT_NAMES}  # the contract's snippets_, labels_
             index.add(data.X, ids=data.ids)
+            extend_facts(index, held, data.n_documents, document_facts(data))
+            if refit and index.supports_refit and index.n_fit_documents_ < index.n_documents:
+                index.refit()
             seconds = time.perf_counter() - start
             index.save(index_dir, overwrite=True)
             out = {"index": str(index_dir), "kind": index.kind, "added": int(index.n_documents - before),
-                   "n_documents": int(index.n_documents), "shards": list(index.shard_sizes_), "seconds": seconds}
+                   "n_documents": int(index.n_documents), "seconds": seconds, "index_bytes": index_bytes(index_dir)}
+            placement = index.placement()
+            if placement is not None:
+                out["shards"] = placement["shards"]
+            if index.supports_refit:
+                out["n_fit_documents"] = int(index.n_fit_documents_)
         finally:
             index.release()
     return out
@@ -286,54 +270,54 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     A sharded index is loaded onto the Dask cluster at ``scheduler`` (default
     ``$SPARSESIM_SCHEDULER``; its workers read their shards from ``index_dir``) and queried
     there, or without a scheduler loaded into this process.
+
+    Returns
+    -------
+    list of dict
+        One record per query in the form of :meth:`~sparsesim.indexes.Index.query_records`
+        (``{"query": ID, "results": [{"id": ..., "score": ...}]}``), plus ``"search"``: the
+        index's :meth:`~sparsesim.indexes.Index.search_metadata`.
     """
     if sum(x is not None for x in (queries_path, texts, query_ids)) != 1:
         raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
     scheduler = resolve_scheduler(scheduler)
     model = load_similarity_model(model_path) if model_path is not None else None
-    if is_sharded(index_dir):
-        if query_ids is not None:
-            raise InvalidInputError("--query-ids searches a single-process index; give --queries FILE for a "
-                                    "sharded one")
-        return _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler)
-    if scheduler is not None:
-        raise InvalidInputError(f"{index_dir} is a single-process index; a scheduler serves sharded indexes "
-                                f"(build one with `index build --shards N`), or drop --scheduler")
-    # memory-mapped: the large arrays are checked block by block as the queries read them
-    index = load_index(index_dir, model=model, mmap=True)
     options = dict(options or {})
-    search = index.search_metadata(**options) if hasattr(index, "search_metadata") else {"kind": index.kind}
-    if query_ids is not None:
-        names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
-        rows = index.rows_of(names)
-        ids, scores = index.query_similar_rows(rows, top_k, **options)
-        names = index.ids_[rows]
-        return _with_facts(index, [{"query": names[r].item(), "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                                                           for i, s in zip(ids[r], scores[r])],
-                                    "search": search} for r in range(len(names))])
-    model = index.reader_model()  # reading queries needs no W
-    if texts is not None:
-        qnames, Q = list(texts), _text_queries(model, texts)
-    else:
-        qnames, Q = _read_queries(model, queries_path, data_options)
-    ids, scores = index.query(Q, top_k, **options)
-    return _with_facts(index, [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                                                for i, s in zip(ids[r], scores[r])], "search": search}
-                               for r in range(len(qnames))])
+    # memory-mapped: the large arrays are checked block by block as the queries read them
+    index = open_index(index_dir, model=model, mmap=True, scheduler=scheduler)
+    try:
+        search = index.search_metadata(**options)
+        if query_ids is not None:
+            names = [s.strip() for s in str(query_ids).split(",") if s.strip()]
+            records = index.similar_records(names, top_k, **options)
+        else:
+            reader = index.reader_model()  # reading queries needs no W
+            if texts is not None:
+                qnames, Q = list(texts), text_queries(reader, texts)
+            else:
+                qnames, Q = read_queries(reader, queries_path, data_options)
+            records = index.query_records(Q, top_k, query_ids=qnames, **options)
+        _with_facts(index, records)
+    finally:
+        index.release()
+    for record in records:
+        record["search"] = search
+    return records
 
 
 def _with_facts(index, answers: list[dict]) -> list[dict]:
     """Add ``labels`` and ``titles`` (id -> text) to each answer from what the index stores
     about its documents (class names; the start of each text)."""
-    found = sorted({doc for answer in answers for doc, _ in answer["results"]}, key=str)
+    found = sorted({hit["id"] for answer in answers for hit in answer["results"]}, key=str)
     if not found or (index.labels_ is None and index.snippets_ is None):
         return answers
     facts = facts_of(index, index.rows_of(found))
     labels = dict(zip(found, facts.get("labels", [])))
     titles = dict(zip(found, facts.get("snippets", [])))
     for answer in answers:
-        answer["labels"] = {doc: labels[doc] for doc, _ in answer["results"] if labels.get(doc)}
-        answer["titles"] = {doc: titles[doc] for doc, _ in answer["results"] if titles.get(doc)}
+        docs = [hit["id"] for hit in answer["results"]]
+        answer["labels"] = {doc: labels[doc] for doc in docs if labels.get(doc)}
+        answer["titles"] = {doc: titles[doc] for doc in docs if titles.get(doc)}
     return answers
 
 
@@ -352,22 +336,3 @@ def document_facts(data) -> dict:
         names = data.class_names or {}
         facts["labels"] = np.array([str(names.get(v.item(), v.item())) for v in np.asarray(y)], dtype=str)
     return facts
-
-
-def _query_sharded(index_dir, queries_path, top_k, model, texts, data_options, options, scheduler) -> list[dict]:
-    with (connect(scheduler) if scheduler else nullcontext()) as client:
-        index = load_sharded(index_dir, client=client, model=model)
-        try:
-            model = index.model
-            if texts is not None:
-                qnames, Q = list(texts), _text_queries(model, texts)
-            else:
-                qnames, Q = _read_queries(model, queries_path, data_options)
-            ids, scores = index.query(Q, top_k, **dict(options or {}))
-            search = {"kind": index.kind, "shards": len(index.shard_sizes_),
-                      "workers": len(set(index.shard_workers_)) if scheduler else 0}
-        finally:
-            index.release()
-    return [{"query": qnames[r], "results": [(i.item() if hasattr(i, "item") else i, float(s))
-                                             for i, s in zip(ids[r], scores[r])], "search": search}
-            for r in range(len(qnames))]

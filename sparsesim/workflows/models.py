@@ -18,7 +18,8 @@ from ..topk import top_k_rows
 from ..validation import check_float, check_int, check_n_triplets
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
-from .corpus import (_load_labelled, _looks_like_path, _record_data, check_recordable, load_corpus,
+from ..data import is_data_path
+from .corpus import (load_labelled, load_corpus, record_training, training_metadata,
                      representation_options)
 
 
@@ -48,8 +49,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     n_triplets = check_n_triplets(n_triplets, "--triplets")
     seed = check_int(seed, "--seed", 0, 2**32 - 1)
     train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
-    out = check_output_path(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], overwrite=overwrite,
-                            what="model")
+    own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
+    out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
     kwargs = dict(params or {})
@@ -58,27 +59,33 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
-    data, representation = _load_for(est, dataset, data_options)
-    check_recordable(data, data_options)  # a model file must hold the data's facts: refused before training
+    data, representation = _load_for(est, dataset, data_options if own_file else {})
+    # built once, before anything else (a model file must hold the data's facts: refused here)
+    meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
+    meta["n_train"] = int(train.size)
     est.fit(data.X[train], data.y[train], progress=progress)
     model = est.model_
-    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
-                          n_train=int(train.size))
-    if representation != "default":
-        model.metadata["input_representation"] = representation
-    _record_data(model, data, data_options)
+    record_training(model, data, meta)
     with replacing_unchanged(out, out_state):
         model.save(out)
     return _fit_summary(algorithm, dataset, out, train, est, model)
+
+
+def _split_facts(dataset, seed, train_fraction, representation) -> dict:
+    """The training facts a model records beside its data's (see ``training_metadata``; the
+    training-split size ``n_train`` is added once the split is drawn)."""
+    facts = {"dataset": str(dataset), "split_seed": int(seed), "train_fraction": float(train_fraction)}
+    if representation != "default":
+        facts["input_representation"] = representation
+    return facts
 
 
 def _load_for(est, dataset, data_options):
     """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
     counts for BM25); returns the data and the representation."""
     representation = getattr(est, "input_representation", "default")
-    opts = data_options if _looks_like_path(str(dataset)) else {}
-    return _load_labelled(dataset, **representation_options(dataset, representation, opts)), representation
+    return load_labelled(dataset, **representation_options(dataset, representation, data_options)), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
@@ -132,8 +139,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
                                 "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
     if n_triplets <= 0:
         raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
-    out = check_output_path(out, inputs=[dataset] if _looks_like_path(str(dataset)) else [], overwrite=overwrite,
-                            what="model")
+    own_file = is_data_path(dataset)  # decided once
+    out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
     if spec.kind in ("multitask-similarity", "multitask-classifier"):
         if validation != "documents":
@@ -146,21 +153,18 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
             model.save(out)
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options)
-    check_recordable(data, data_options)
+    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {})
+    meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
+    meta["n_train"] = int(train.size)
     result = tune_similarity(algorithm, data.X[train], data.y[train], int(n_triplets), grid=grid, params=params,
                              seed=seed, n_jobs=n_jobs, validation_fraction=validation_fraction,
                              scheduler=scheduler, progress=progress, validation=validation)
     est = result.estimator
     model = est.model_
-    model.metadata.update(dataset=str(dataset), split_seed=int(seed), train_fraction=float(train_fraction),
-                          n_train=int(train.size),
-                          tuning={"best_params": result.best_params, "best_validation_map": result.best_score,
-                                  "n_trials": len(result.trials), "rungs": result.rungs})
-    if representation != "default":
-        model.metadata["input_representation"] = representation
-    _record_data(model, data, data_options)
+    record_training(model, data, meta)
+    model.metadata["tuning"] = {"best_params": result.best_params, "best_validation_map": result.best_score,
+                                "n_trials": len(result.trials), "rungs": result.rungs}
     with replacing_unchanged(out, out_state):
         model.save(out)
     summary = _fit_summary(algorithm, dataset, out, train, est, model)

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import LabelledData
-from ..data.readers import _read_text_file, detect_format, open_maybe_compressed, table_format
+from ..data.readers import read_text_file, detect_format, open_maybe_compressed, read_table_rows, table_format
 from ..exceptions import InvalidInputError
 from ..model_files import load_similarity_model
 from ..models import BilinearSimilarity
@@ -35,44 +35,24 @@ def read_query_texts(path, text_column: str | None = None, id_column: str | None
     explicit_id = id_column is not None
     text_column, id_column = text_column or "text", id_column or "id"
     fmt = table_format(path)
-    if fmt in ("csv", "tsv"):
-        import csv
-        import io
-
-        reader = csv.DictReader(io.StringIO(_read_text_file(path)), delimiter="\t" if fmt == "tsv" else ",")
-        try:
-            rows = list(reader)
-        except csv.Error as exc:
-            raise InvalidInputError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
-        columns = [c for c in (reader.fieldnames or []) if c is not None]
-        for name, option, needed in ((text_column, "--text-column", True), (id_column, "--id-column", explicit_id)):
+    if fmt in ("csv", "tsv", "jsonl"):
+        rows, columns = read_table_rows(path, fmt)
+        for name, option, needed in ((text_column, "--text-column", fmt != "jsonl"),
+                                     (id_column, "--id-column", explicit_id and fmt != "jsonl")):
             if needed and name not in columns:
                 raise InvalidInputError(f"{path}: no column {bounded(repr(name), 60)} (columns: "
                                         f"{bounded(', '.join(columns), 200)}); name it with {option}")
         names, texts = [], []
-        for lineno, row in enumerate(rows, start=2):
+        first = 2 if fmt != "jsonl" else 1
+        for number, row in enumerate(rows, start=first):
             text = row.get(text_column)
             if not isinstance(text, str) or not text.strip():
-                raise InvalidInputError(f"{path}:{lineno}: empty text in column {text_column!r}")
+                raise InvalidInputError(f"{path}:{number}: expected a non-empty string in {text_column!r}")
             texts.append(text)
-            names.append(row[id_column] if id_column in columns and row.get(id_column) not in (None, "") else text)
-    elif fmt == "jsonl":
-        import json
-
-        names, texts = [], []
-        for lineno, line in enumerate(_read_text_file(path).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{path}:{lineno}: not a JSON object ({exc})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
-                raise InvalidInputError(f"{path}:{lineno}: expected an object with a string {text_column!r}")
-            texts.append(obj[text_column])
-            names.append(obj.get(id_column, obj[text_column]) if id_column else obj[text_column])
+            name = row.get(id_column)
+            names.append(name if name not in (None, "") else text)
     else:
-        texts = [ln.strip() for ln in _read_text_file(path).splitlines() if ln.strip()]
+        texts = [ln.strip() for ln in read_text_file(path).splitlines() if ln.strip()]
         names = list(texts)
     if not texts:
         raise InvalidInputError(f"{path}: no query texts")
@@ -85,7 +65,8 @@ def _text_file_columns(data_options) -> dict:
     return {"text_column": opts.get("text_column"), "id_column": opts.get("id_column")}
 
 
-def _text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
+def text_queries(model: BilinearSimilarity, texts) -> sp.csr_matrix:
+    """Query texts as the rows ``model`` reads (its text featuriser); an empty text is refused."""
     texts = [t for t in texts]
     if any(not t.strip() for t in texts):
         raise InvalidInputError("a query text is empty")
@@ -133,13 +114,9 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
         raise InvalidInputError("give exactly one of --queries FILE, --text TEXT or --query-ids ID,ID,...")
     self_rows = None
     if texts is not None:
-        Q, qnames = _text_queries(model, texts), list(texts)
-    elif queries_path is not None and _queries_are_text(model, queries_path):
-        qnames, qtexts = read_query_texts(queries_path, **_text_file_columns(data_options))
-        Q = _text_queries(model, qtexts)
+        Q, qnames = text_queries(model, texts), list(texts)
     elif queries_path is not None:
-        qdata = load_corpus(str(queries_path), model=model, options=data_options)
-        Q, qnames = qdata.X, [qdata.doc_id(i) for i in range(qdata.n_documents)]
+        qnames, Q = read_queries(model, queries_path, data_options)
     else:
         try:
             parsed = [int(s) for s in str(query_ids).split(",") if s.strip()]
@@ -165,7 +142,8 @@ def query_corpus(model_path, corpus: str, queries_path=None, query_ids: str | No
 
 
 def _answer(query_id, rows, scores, data: LabelledData) -> dict:
-    """One query's answer: ``results`` (id, score) pairs, and per id its ``labels`` (the class
+    """One query's answer: ``results`` in the form of :meth:`~sparsesim.indexes.Index.query_records`
+    (``{"id": ..., "score": ...}`` per document), and per id its ``labels`` (the class
     name, or the label value when the data set names no classes) and ``titles`` (when the data
     set has them, e.g. the Subject lines of the 20 Newsgroups sample)."""
     ids = [data.doc_id(int(j)) for j in rows]
@@ -177,14 +155,14 @@ def _answer(query_id, rows, scores, data: LabelledData) -> dict:
     stored = (data.info or {}).get("titles")
     if stored is not None and len(stored) == data.n_documents:
         titles = {doc: " ".join(str(stored[int(j)]).split()) for doc, j in zip(ids, rows)}
-    return {"query": query_id, "results": [(doc, float(s)) for doc, s in zip(ids, scores)], "labels": labels,
-            "titles": titles}
+    return {"query": query_id, "results": [{"id": doc, "score": float(s)} for doc, s in zip(ids, scores)],
+            "labels": labels, "titles": titles}
 
 
-def _read_queries(model, queries_path, data_options=None):
+def read_queries(model, queries_path, data_options=None):
     """(names, matrix) of a query file: text (model trained on text) or vectors."""
     if _queries_are_text(model, queries_path):
         qnames, qtexts = read_query_texts(queries_path, **_text_file_columns(data_options))
-        return qnames, _text_queries(model, qtexts)
+        return qnames, text_queries(model, qtexts)
     qdata = load_corpus(str(queries_path), model=model, options=data_options)
     return [qdata.doc_id(r) for r in range(qdata.n_documents)], qdata.X

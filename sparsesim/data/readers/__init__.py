@@ -13,23 +13,23 @@ normalisation, label encoding). Every name is importable from ``sparsesim.data.r
 from __future__ import annotations
 
 # private names too: other modules import some of them from here
-from .encoding import _labels_as_int, encode_labels, l2_normalize, tfidf  # noqa: F401
+from .encoding import labels_as_int, encode_labels, l2_normalize, tfidf  # noqa: F401
 from .formats import (  # noqa: F401
-    _COMPRESSED,
-    _MAGIC,
-    _STREAM_ERRORS,
-    _check_exists,
-    _plain_suffix,
-    _read_bytes,
-    _read_lines,
-    _read_text_file,
+    COMPRESSED_SUFFIXES,
+    MAGIC_BYTES,
+    STREAM_ERRORS,
+    check_exists,
+    plain_suffix,
+    read_bytes,
+    read_lines,
+    read_text_file,
     detect_format,
     open_maybe_compressed,
     table_format,
 )
 from .matrices import (  # noqa: F401
-    _base_name,
-    _sibling,
+    base_name,
+    sibling_path,
     load_svmlight,
     parse_zero_based,
     read_matrix_market,
@@ -37,12 +37,13 @@ from .matrices import (  # noqa: F401
     read_svmlight,
 )
 from .texts import (  # noqa: F401
-    _doc_key,
-    _split_name,
-    _texts_to_data,
+    doc_key,
+    split_name,
+    texts_to_data,
     iter_text_corpus,
     read_text_corpus,
     read_text_folder,
+    read_table_rows,
     read_text_table,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "encode_labels",
     "read_npz",
     "read_text_folder",
+    "read_table_rows",
     "read_text_table",
 ]

@@ -43,7 +43,7 @@ def tfidf(counts_or_texts, **vectorizer_options):
     return X, vocab
 
 
-def _labels_as_int(y: np.ndarray) -> np.ndarray:
+def labels_as_int(y: np.ndarray) -> np.ndarray:
     """Integer labels when all labels are whole numbers, else unchanged."""
     if y.dtype.kind == "f" and np.all(y == np.round(y)):
         return y.astype(np.int64)

@@ -14,8 +14,8 @@ import scipy.sparse as sp
 from ...exceptions import DataNotFoundError, FileFormatError, InvalidInputError
 from ...validation import MAX_FEATURES, bounded
 from ..containers import LabelledData
-from .encoding import _labels_as_int, encode_labels, l2_normalize
-from .formats import _STREAM_ERRORS, _check_exists, _read_bytes, _read_lines, open_maybe_compressed
+from .encoding import labels_as_int, encode_labels, l2_normalize
+from .formats import STREAM_ERRORS, check_exists, read_bytes, read_lines, open_maybe_compressed
 
 
 def parse_zero_based(value) -> bool | str:
@@ -77,7 +77,7 @@ def read_svmlight(
 
     path = Path(path)
     zero_based = parse_zero_based(zero_based)
-    raw = _read_bytes(path)
+    raw = read_bytes(path)
     try:
         # read the indices as written; the base is applied below, where it can be checked
         X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, dtype=dtype)
@@ -99,9 +99,9 @@ def read_svmlight(
         base = zero_based
         if expect_zero_based is not None and base != bool(expect_zero_based):
             raise InvalidInputError(
-                f"{path}: read as {_base_name(base)} (--zero-based {str(base).lower()}) but the model was trained on "
-                f"{_base_name(expect_zero_based)} data; features would shift by one (drop --zero-based, or "
-                f"rewrite the file {_base_name(expect_zero_based)})")
+                f"{path}: read as {base_name(base)} (--zero-based {str(base).lower()}) but the model was trained on "
+                f"{base_name(expect_zero_based)} data; features would shift by one (drop --zero-based, or "
+                f"rewrite the file {base_name(expect_zero_based)})")
     if uses_zero and not base:
         if expect_zero_based is False and zero_based == "auto":
             raise InvalidInputError(
@@ -115,7 +115,7 @@ def read_svmlight(
     if n_features is not None:
         if width > n_features:
             raise InvalidInputError(
-                f"{path}: uses feature index {int(X.indices.max())} ({_base_name(base)}), i.e. {width} features, but "
+                f"{path}: uses feature index {int(X.indices.max())} ({base_name(base)}), i.e. {width} features, but "
                 f"{n_features} are expected (feature-count mismatch)")
         width = int(n_features)
     X = sp.csr_matrix((X.data, indices.astype(np.int32, copy=False), X.indptr), shape=(X.shape[0], width))
@@ -130,7 +130,7 @@ def read_svmlight(
     return X, np.asarray(y)
 
 
-def _base_name(zero_based) -> str:
+def base_name(zero_based) -> str:
     return "zero-based" if zero_based else "one-based"
 
 
@@ -167,7 +167,7 @@ def load_svmlight(
         X = l2_normalize(X)
     return LabelledData(
         X=X,
-        y=_labels_as_int(y),
+        y=labels_as_int(y),
         name=str(path),
         info={
             "representation": "as stored" + (", rows L2-normalised" if normalize else ""),
@@ -205,7 +205,7 @@ def read_matrix_market(
             M = scipy.io.mmread(io.BytesIO(handle.read()))
     except (DataNotFoundError, FileFormatError):
         raise
-    except _STREAM_ERRORS as exc:
+    except STREAM_ERRORS as exc:
         raise FileFormatError(f"{path}: truncated or corrupt file ({exc.__class__.__name__}: {exc})") from None
     except (ValueError, IndexError, TypeError) as exc:
         raise FileFormatError(f"{path}: not a valid MatrixMarket file ({exc})") from None
@@ -219,7 +219,7 @@ def read_matrix_market(
                 lines = [ln.strip() for ln in handle.read().decode("utf-8").splitlines() if ln.strip()]
         except (DataNotFoundError, FileFormatError):
             raise
-        except (*_STREAM_ERRORS, UnicodeDecodeError) as exc:
+        except (*STREAM_ERRORS, UnicodeDecodeError) as exc:
             raise FileFormatError(f"{labels_path}: unreadable labels file ({exc})") from None
         try:
             y = np.array([int(v) for v in lines], dtype=np.int64)
@@ -235,7 +235,7 @@ def read_matrix_market(
     )
 
 
-def _sibling(path: Path, suffixes) -> Path | None:
+def sibling_path(path: Path, suffixes) -> Path | None:
     stem = path.name[: -len(".npz")] if path.name.endswith(".npz") else path.stem
     for suffix in suffixes:
         cand = path.with_name(stem + suffix)
@@ -262,7 +262,7 @@ def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
         matrix narrower or wider than this is refused, never padded.
     """
     path = Path(path)
-    _check_exists(path)
+    check_exists(path)
     try:
         X = sp.load_npz(path)
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
@@ -271,18 +271,18 @@ def read_npz(path: str | os.PathLike, labels: str | os.PathLike | None = None,
     if n_features is not None and X.shape[1] != n_features:
         raise InvalidInputError(f"{path}: a matrix of {X.shape[1]} features (its declared shape is {X.shape}) but "
                                 f"{n_features} are expected (feature-count mismatch)")
-    labels_path = Path(labels) if labels is not None else _sibling(path, (".labels.txt", ".labels"))
+    labels_path = Path(labels) if labels is not None else sibling_path(path, (".labels.txt", ".labels"))
     class_names = None
     if labels_path is None:
         y = np.zeros(X.shape[0], dtype=np.int64)
     else:
-        y, class_names = encode_labels(_read_lines(labels_path, "labels"))
+        y, class_names = encode_labels(read_lines(labels_path, "labels"))
         if y.shape[0] != X.shape[0]:
             raise InvalidInputError(f"{labels_path}: {y.shape[0]} labels for {X.shape[0]} documents in {path}")
-    ids_path = Path(ids) if ids is not None else _sibling(path, (".ids.txt",))
+    ids_path = Path(ids) if ids is not None else sibling_path(path, (".ids.txt",))
     id_array = None
     if ids_path is not None:
-        id_array = np.array(_read_lines(ids_path, "ids"))
+        id_array = np.array(read_lines(ids_path, "ids"))
         if id_array.shape[0] != X.shape[0]:
             raise InvalidInputError(f"{ids_path}: {id_array.shape[0]} ids for {X.shape[0]} documents in {path}")
     files = [str(path)] + [str(p) for p in (labels_path, ids_path) if p is not None]

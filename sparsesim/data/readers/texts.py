@@ -16,10 +16,10 @@ from ...validation import bounded
 from ..containers import LabelledData
 from .encoding import encode_labels
 from .folders import read_document, walk_documents
-from .formats import _STREAM_ERRORS, _read_text_file, table_format
+from .formats import STREAM_ERRORS, read_text_file, table_format
 
 
-def _split_name(dirname: str) -> str:
+def split_name(dirname: str) -> str:
     """``20news-bydate-train`` -> ``train``; other names unchanged."""
     for key in ("train", "test"):
         if dirname == key or dirname.endswith("-" + key) or dirname.endswith("_" + key):
@@ -52,9 +52,9 @@ def iter_text_corpus(path: str | os.PathLike, follow_symlinks: bool = False,
                                   include_hidden=include_hidden):
             if len(doc.parts) >= 3:
                 docs.append((doc.parts[-3], doc.parts[-2], doc.parts[-1], doc))
-        docs.sort(key=lambda d: (_split_name(d[0]), d[1], _doc_key(d[2])))
+        docs.sort(key=lambda d: (split_name(d[0]), d[1], doc_key(d[2])))
         for split, group, name, doc in docs:
-            yield _split_name(split), group, name, read_document(doc, os.path.join(str(path), *doc.parts))
+            yield split_name(split), group, name, read_document(doc, os.path.join(str(path), *doc.parts))
         return
     if not path.is_file():
         raise FileFormatError(f"{path}: not a folder or a regular file (a FIFO, device or socket is not read)")
@@ -68,14 +68,14 @@ def iter_text_corpus(path: str | os.PathLike, follow_symlinks: bool = False,
                 if len(parts) < 3 or (not include_hidden and any(p.startswith(".") for p in parts)):
                     continue
                 data = tar.extractfile(member).read()
-                items.append((_split_name(parts[-3]), parts[-2], parts[-1], data))
+                items.append((split_name(parts[-3]), parts[-2], parts[-1], data))
     except tarfile.TarError as exc:
         raise FileFormatError(f"{path}: not a readable tar archive ({exc})") from None
-    except _STREAM_ERRORS as exc:
+    except STREAM_ERRORS as exc:
         raise FileFormatError(f"{path}: truncated or corrupt archive ({exc.__class__.__name__}: {exc})") from None
     if not items:
         raise FileFormatError(f"{path}: no documents in <split>/<group>/<doc> layout")
-    items.sort(key=lambda d: (d[0], d[1], _doc_key(d[2])))
+    items.sort(key=lambda d: (d[0], d[1], doc_key(d[2])))
     yield from items
 
 
@@ -83,7 +83,7 @@ def iter_text_corpus(path: str | os.PathLike, follow_symlinks: bool = False,
 _MAX_CORPUS_DEPTH = 16
 
 
-def _doc_key(name: str):
+def doc_key(name: str):
     return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
 
@@ -109,7 +109,7 @@ def read_text_corpus(path: str | os.PathLike, encoding: str = "latin-1", splits=
     return {"texts": texts, "groups": np.array(groups), "ids": np.array(ids), "split": np.array(split)}
 
 
-def _texts_to_data(texts, labels, ids, name, info, featurizer=None, tfidf_options=None) -> LabelledData:
+def texts_to_data(texts, labels, ids, name, info, featurizer=None, tfidf_options=None) -> LabelledData:
     """Featurise ``texts`` (fit a new TF-IDF featuriser unless ``featurizer`` is given)."""
     from ...text import TextFeaturizer
 
@@ -185,8 +185,48 @@ def read_text_folder(path: str | os.PathLike, encoding: str = "utf-8", featurize
     labels = np.asarray([doc.parts[0] for doc in docs])
     order = np.argsort(ids, kind="stable")
     texts = [texts[i] for i in order]
-    return _texts_to_data(texts, labels[order], [ids[i] for i in order], str(path),
+    return texts_to_data(texts, labels[order], [ids[i] for i in order], str(path),
                           {"files": [str(path)], "format": "folder"}, featurizer, tfidf_options)
+
+
+def read_table_rows(path: str | os.PathLike, fmt: str | None = None) -> tuple[list[dict], list[str]]:
+    """The rows of a CSV / TSV (header row) or JSONL (one object per line) file, and its column
+    names (CSV: the header; JSONL: every key seen, sorted). The one parser of these formats: the
+    corpus reader (:func:`read_text_table`) and the query-file reader
+    (:func:`sparsesim.workflows.queries.read_query_texts`) both read through it.
+
+    Raises
+    ------
+    FileFormatError
+        Not valid CSV, or a JSONL line that is not a JSON object.
+    """
+    import csv
+    import json
+
+    path = Path(path)
+    fmt = fmt or table_format(path)
+    raw = read_text_file(path)
+    rows: list[dict] = []
+    if fmt in ("csv", "tsv"):
+        reader = csv.DictReader(io.StringIO(raw), delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            rows = list(reader)
+        except csv.Error as exc:
+            raise FileFormatError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
+        return rows, [c for c in (reader.fieldnames or []) if c is not None]
+    columns: set = set()
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # also integers past Python's digit limit, deep nesting
+            raise FileFormatError(f"{path}:{lineno}: not a JSON object ({bounded(exc, 160)})") from None
+        if not isinstance(obj, dict):
+            raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
+        rows.append(obj)
+        columns.update(obj)
+    return rows, sorted(map(str, columns))
 
 
 def read_text_table(path: str | os.PathLike, text_column: str = "text", label_column: str | None = None,
@@ -208,35 +248,11 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
     fmt : {"csv", "tsv", "jsonl"}, optional
         Default: from the file name.
     """
-    import csv
-    import json
-
     path = Path(path)
-    fmt = fmt or table_format(path)
-    raw = _read_text_file(path)
-    rows: list[dict] = []
-    if fmt in ("csv", "tsv"):
-        reader = csv.DictReader(io.StringIO(raw), delimiter="\t" if fmt == "tsv" else ",")
-        try:
-            rows = list(reader)
-        except csv.Error as exc:
-            raise FileFormatError(f"{path}: not a valid {fmt.upper()} file ({exc})") from None
-        columns = reader.fieldnames or []
-    else:
-        columns = set()
-        for lineno, line in enumerate(raw.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError) as exc:  # also integers past Python's digit limit, deep nesting
-                raise FileFormatError(f"{path}:{lineno}: not a JSON object ({bounded(exc, 160)})") from None
-            if not isinstance(obj, dict):
-                raise FileFormatError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
-            rows.append(obj)
-            columns.update(obj)
+    rows, columns = read_table_rows(path, fmt)
     if not rows:
         raise FileFormatError(f"{path}: contains no documents")
+    fmt = fmt or table_format(path)
     if text_column not in columns:
         raise InvalidInputError(f"{path}: no column {text_column!r} (columns: {', '.join(sorted(map(str, columns)))}); "
                                 "name the text column with --text-column")
@@ -267,5 +283,5 @@ def read_text_table(path: str | os.PathLike, text_column: str = "text", label_co
         labels = [str(v) for v in labels]
     info = {"files": [str(path)], "format": fmt, "text_column": text_column, "label_column": label_column,
             "id_column": id_column}
-    return _texts_to_data(texts, labels, ids if id_column is not None else None, str(path), info, featurizer,
+    return texts_to_data(texts, labels, ids if id_column is not None else None, str(path), info, featurizer,
                           tfidf_options)
