@@ -22,10 +22,11 @@ import re
 
 from .exceptions import InvalidParameterError, MemoryBudgetError
 
-__all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
+__all__ = ["LARGE_OUTPUT_BYTES", "large_output_warning", "DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
            "check_allocation", "resident_bytes", "peak_resident_bytes", "reset_peak_resident"]
 
 DEFAULT_SHARE = 0.7
+LARGE_OUTPUT_BYTES = 10**9  # a model or index file past this size is announced before it is built
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
@@ -217,3 +218,19 @@ def check_allocation(budget: MemoryBudget | None, nbytes: int, what: str, hint: 
         f"{budget.owner}: {what} needs {format_bytes(nbytes)} but the memory budget is "
         f"{format_bytes(budget.limit)}{spec}; use {hint + ', or ' if hint else ''}a larger max_memory "
         f"(bytes, '8GiB' or a share like '90%' of available memory)")
+
+
+def large_output_warning(what: str, nbytes: int, how: str, hint: str) -> str | None:
+    """Warn (:class:`~sparsesim.exceptions.LargeOutputWarning`, one ``warning:`` line in the CLI)
+    that ``what`` may take ``nbytes`` when that passes :data:`LARGE_OUTPUT_BYTES`; returns the
+    message (None: no warning). ``how``: e.g. "may take up to" or "will take at least"; ``hint``:
+    what makes it smaller."""
+    import warnings
+
+    from .exceptions import LargeOutputWarning
+
+    if nbytes is None or int(nbytes) <= LARGE_OUTPUT_BYTES:
+        return None
+    message = f"{what} {how} {format_bytes(nbytes)} ({int(nbytes):,} bytes); {hint}"
+    warnings.warn(LargeOutputWarning(message), stacklevel=2)
+    return message
