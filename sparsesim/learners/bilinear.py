@@ -35,7 +35,7 @@ class _BaseBilinear(TripletLearner):
 
     _algorithm = ""
     _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_",
-                                                  "model_entries_", "_budget_floor")
+                                                  "model_entries_", "_budget_floor", "_budget_resolved")
 
     # (kind for :func:`sparsesim.defaults.resolve_bilinear`, names of the parameters it resolves)
     _auto_kind: str | None = None
@@ -58,15 +58,21 @@ class _BaseBilinear(TripletLearner):
         """
         for name in self._auto_names:
             check_auto_positive(name, getattr(self, name), allow_zero=name == "lam")
-        parse_model_bytes(self.max_model_bytes)
+        parse_model_bytes(self._max_model_bytes)
         if self._auto_pending():
             super()._init_state(d)
+            self._no_budget_yet()
             return
         self.resolved_params_ = {n: float(getattr(self, n)) for n in self._auto_names}
         self.data_statistics_ = {}
         engine = self._make_engine(d)  # checks the parameters before any state is set
         super()._init_state(d)
         self.engine_ = engine
+        self._no_budget_yet()
+
+    def _no_budget_yet(self) -> None:
+        """The model-size bound is resolved by the first update, on its corpus (:meth:`_resolve_budget`)."""
+        self.model_entries_, self._budget_floor, self._budget_resolved = None, 0, False
 
     def _resolve_auto(self, X, triplets):
         """Resolve the ``"auto"`` step/regulariser parameters from the corpus of the first update
@@ -122,7 +128,7 @@ class _BaseBilinear(TripletLearner):
         """
         X = check_csr(X)
         d = X.shape[1]
-        entries, nbytes = resolve_model_budget(self.max_model_bytes, X.nnz, d)
+        entries, nbytes = resolve_model_budget(self._max_model_bytes, X.nnz, d)
         if nbytes is not None:
             return int(nbytes), True
         r = X.nnz / max(1, X.shape[0])
@@ -143,7 +149,7 @@ class _BaseBilinear(TripletLearner):
             if triplets.shape[0] == 0:
                 return np.zeros(0), None
             self._resolve_auto(X, triplets)
-        if "model_entries_" not in self.__dict__:
+        if not self.__dict__.get("_budget_resolved"):
             self._resolve_budget(X)
         # read at every call, not stored in the engine's state: the model does not depend on it
         self.engine_.n_threads = check_n_jobs(self.n_threads, "n_threads")
@@ -164,13 +170,19 @@ class _BaseBilinear(TripletLearner):
                 self.engine_.truncate(limit)
         return losses, None
 
+    @property
+    def _max_model_bytes(self):
+        """``max_model_bytes``; None (no bound) for a learner without that parameter."""
+        return getattr(self, "max_model_bytes", None)
+
     def _resolve_budget(self, X) -> None:
         """Resolve ``max_model_bytes`` on the corpus of the first update: ``model_entries_`` (the
         off-diagonal entries W keeps; None: no bound) and ``resolved_params_["max_model_bytes"]``."""
-        entries, nbytes = resolve_model_budget(self.max_model_bytes, X.nnz, self.n_features_in_,
+        entries, nbytes = resolve_model_budget(self._max_model_bytes, X.nnz, self.n_features_in_,
                                                floor_entries=self.__dict__.get("_budget_floor", 0))
-        self.model_entries_ = entries
-        self.resolved_params_ = dict(getattr(self, "resolved_params_", {}), max_model_bytes=nbytes)
+        self.model_entries_, self._budget_resolved = entries, True
+        if hasattr(self, "max_model_bytes"):
+            self.resolved_params_ = dict(getattr(self, "resolved_params_", {}), max_model_bytes=nbytes)
 
     def start_from(self, model: BilinearSimilarity, X=None):
         """Reset and continue from ``model`` instead of M_1: later :meth:`partial_fit_triplets`
