@@ -50,7 +50,7 @@ def _value(text: str):
 
 def main(argv=None) -> int:
     from sparsesim.data import load_dataset
-    from sparsesim.defaults import model_bytes_for
+    from sparsesim.memory import model_bytes_for
     from sparsesim.evaluation import evaluate_retrieval
     from sparsesim.registry import make_estimator
     from sparsesim.triplets import stratified_split

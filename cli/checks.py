@@ -73,7 +73,7 @@ def algorithm_params(algorithm: str, params: dict) -> dict:
 
 def model_bytes(algorithm: str, value: str, params: dict):
     """``--max-model-bytes``: a size (bytes, ``300MB``), ``auto`` or ``none``, for a learner that takes it."""
-    from sparsesim.defaults import parse_model_bytes
+    from sparsesim.memory import parse_model_bytes
     from sparsesim.exceptions import InvalidInputError
     from sparsesim.registry import get_algorithm
 

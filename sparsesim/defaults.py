@@ -49,10 +49,11 @@ Wikipedia):
 * OHT and its kernel PA baselines: ``sigma = OHT_SIGMA_FACTOR * sqrt(mean ||x - x'||^2 / 2)``
   (:func:`kernel_width`, :func:`resolve_sigma`).
 
-Model size (OASIS, SORS, AdaSORS; ``max_model_bytes="auto"``): the off-diagonal part of W keeps
-at most ``MODEL_SIZE_FACTOR`` times the stored entries of the corpus the learner first sees
-(:func:`resolve_model_budget`); after every ``TRUNCATE_EVERY`` triplets the learner keeps the
-entries of largest magnitude (docs/quality.md, "Model size").
+Model size (OASIS, SORS, AdaSORS; ``max_model_bytes="auto"``): W, its diagonal included, keeps
+at most ``MODEL_SIZE_FACTOR`` (20) times the stored entries of the corpus the learner first sees;
+after every ``TRUNCATE_EVERY`` (1,024) triplets the learner keeps the entries of largest magnitude
+(the rule and its constants are in :mod:`sparsesim.memory`, :func:`~sparsesim.memory.resolve_model_budget`;
+the measurement in docs/quality.md, "Model size").
 
 The bilinear factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
 (README, "Choosing parameters"). Explicit parameters always win; the values used are kept in
@@ -66,7 +67,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .exceptions import InvalidInputError, InvalidParameterError
+from .exceptions import InvalidInputError
 
 AUTO = "auto"
 SAMPLE_PAIRS = 2000
@@ -94,15 +95,10 @@ OHT_SIGMA_FACTOR = 0.5
 MULTITASK_C_FACTOR = 3.0
 MULTITASK_B_SHARED = 100.0  # OMTRSL's b for tasks over the same classes
 MULTITASK_B_UNLABELLED = 1.0  # and without class labels to compare
-# model size of the first-order bilinear learners: off-diagonal entries of W per stored corpus entry
-MODEL_SIZE_FACTOR = 20.0
-TRUNCATE_EVERY = 1024  # triplets between two truncations to the budget
-CSR_ENTRY_BYTES = 12  # a saved W's bytes per entry (float64 value, int32 column) ...
-CSR_ROW_BYTES = 8  # ... and per row (int64 row pointer)
 
 __all__ = ["AUTO", "data_statistics", "stream_statistics", "kernel_width", "resolve_sigma", "class_overlap",
            "resolve_task_coupling", "resolve_bilinear", "resolve_online",
-           "check_auto_positive", "is_auto", "parse_model_bytes", "resolve_model_budget", "model_bytes_for"]
+           "check_auto_positive", "is_auto"]
 
 
 def is_auto(value) -> bool:
@@ -321,46 +317,3 @@ def resolve_task_coupling(b, overlap) -> float:
         return float(b)
     return MULTITASK_B_UNLABELLED if overlap is None else MULTITASK_B_SHARED * float(overlap)
 
-
-def parse_model_bytes(value, name: str = "max_model_bytes"):
-    """``"auto"``, ``None`` (no bound) or a positive number of bytes (a number, or a size such as
-    ``"300MB"`` / ``"1GiB"``); else :class:`InvalidParameterError` naming the parameter."""
-    from .memory import parse_memory
-
-    if value is None or is_auto(value):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("none", "unbounded"):
-        return None
-    if isinstance(value, str) and value.strip().endswith("%"):
-        raise InvalidParameterError(f"{name} must be bytes, a size like '300MB', 'auto' or None; got {value!r}")
-    return parse_memory(value, name)
-
-
-def model_bytes_for(entries: int, d: int) -> int:
-    """Bytes of a saved W (CSR, float64 values, int32 columns, int64 row pointers) holding
-    ``entries`` off-diagonal entries and a full diagonal of ``d``."""
-    return CSR_ENTRY_BYTES * (int(entries) + int(d)) + CSR_ROW_BYTES * (int(d) + 1)
-
-
-def resolve_model_budget(max_model_bytes, corpus_nnz: int, d: int, floor_entries: int = 0):
-    """``(entries, bytes)``: how many off-diagonal entries of W a learner keeps, and the size of
-    the saved model that makes.
-
-    ``"auto"``: ``MODEL_SIZE_FACTOR * corpus_nnz - d`` entries, so that W with its diagonal
-    holds at most ``MODEL_SIZE_FACTOR`` times the corpus's stored entries (none but the diagonal
-    when d alone passes that), at least ``floor_entries`` (the entries of a model a learner
-    continues from, which the default never cuts); ``None``: no bound, ``(None, None)``; bytes:
-    as many entries as fit (:func:`model_bytes_for`).
-    """
-    value = parse_model_bytes(max_model_bytes)
-    if value is None:
-        return None, None
-    if is_auto(value):
-        entries = max(int(MODEL_SIZE_FACTOR * max(int(corpus_nnz), 1)) - int(d), int(floor_entries), 0)
-        return entries, model_bytes_for(entries, d)
-    entries = (int(value) - model_bytes_for(0, d)) // CSR_ENTRY_BYTES
-    if entries < 1:
-        raise InvalidParameterError(
-            f"max_model_bytes={max_model_bytes!r} is too small for {d:,} features: a model with a diagonal and one "
-            f"more entry needs {model_bytes_for(1, d):,} bytes")
-    return int(entries), int(value)

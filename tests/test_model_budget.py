@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from clitools import run_cli
 from sparsesim.data import load_dataset
-from sparsesim.defaults import MODEL_SIZE_FACTOR, model_bytes_for, resolve_model_budget
+from sparsesim.memory import MODEL_SIZE_FACTOR, model_bytes_for, resolve_model_budget
 from sparsesim.engine.rowstore import RowStore
 from sparsesim.engine.truncation import keep_largest_offdiag, truncate_store
 from sparsesim.exceptions import InvalidParameterError, LargeOutputWarning

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..defaults import (AUTO, TRUNCATE_EVERY, check_auto_positive, data_statistics, model_bytes_for,
-                        parse_model_bytes, resolve_bilinear, resolve_model_budget)
+from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..engine.truncation import keep_largest_offdiag
 from ..exceptions import InvalidInputError
-from ..memory import MemoryBudget, parse_memory
+from ..memory import (TRUNCATE_EVERY, MemoryBudget, model_bytes_for, parse_memory, parse_model_bytes,
+                      resolve_model_budget)
 from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
 from ..validation import check_csr, check_n_jobs
