@@ -70,6 +70,20 @@ def algorithm_params(algorithm: str, params: dict) -> dict:
     return get_algorithm(algorithm).resolve_params(params)
 
 
+def model_bytes(algorithm: str, value: str, params: dict):
+    """``--max-model-bytes``: a size (bytes, ``300MB``), ``auto`` or ``none``, for a learner that takes it."""
+    from sparsesim.memory import parse_model_bytes
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.registry import get_algorithm
+
+    if "max_model_bytes" in params:
+        raise InvalidInputError("give the model-size bound once: --max-model-bytes or --param max_model_bytes")
+    if "max_model_bytes" not in get_algorithm(algorithm).make().get_params():
+        raise InvalidInputError(f"--max-model-bytes bounds the OASIS / SORS / AdaSORS models; {algorithm} has no "
+                                "such bound")
+    return parse_model_bytes(value, "--max-model-bytes")
+
+
 def positive(value: int, option: str) -> int:
     """An integer option that must be at least 1 (``--top-k``, ``--k``, ``--shards``)."""
     return check_int(value, option, 1)

@@ -29,6 +29,10 @@ def train(
     label_column: Optional[str] = typer.Option(None, "--label-column", help=LABEL_COLUMN_HELP),
     id_column: Optional[str] = typer.Option(None, "--id-column", help=ID_COLUMN_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it exists (otherwise an existing OUT is refused)."),
+    max_model_bytes: Optional[str] = typer.Option(
+        None, "--max-model-bytes", metavar="SIZE",
+        help="Bound on the saved model (OASIS, SORS, AdaSORS): bytes or a size like 300MB; 'none' for no bound. "
+             "Default: W keeps at most 20x the training corpus's stored entries."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Train a similarity on the training split of a data set and save the model.
@@ -46,6 +50,8 @@ def train(
     checks.seed(seed)
     checks.fraction(train_fraction, "--train-fraction")
     dataset = checks.dataset_name(dataset)
+    if max_model_bytes is not None:
+        params.setdefault("*", {})["max_model_bytes"] = checks.model_bytes(algorithm, max_model_bytes, params.get("*", {}))
     params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
     from sparsesim.workflows import train_model
 
@@ -65,7 +71,12 @@ def train(
         echo_line(f"trained {algorithm} on {summary['n_train']} documents of {dataset}: {learned}; "
               f"{_size_text(summary)}; saved {out}")
         if summary.get("resolved_params"):
-            typer.echo("parameters: " + ", ".join(f"{k}={v:.4g}" for k, v in summary["resolved_params"].items()))
+            typer.echo("parameters: " + ", ".join(f"{k}={_param_text(v)}" for k, v in summary["resolved_params"].items()))
+
+
+def _param_text(value) -> str:
+    """A resolved parameter as ``train`` prints it (``None``: no bound)."""
+    return "none" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _size_text(summary: dict) -> str:

@@ -199,9 +199,9 @@ def _paper_experiment(spec, name, out_dir, quick, n_jobs, json_out, given):
     n_jobs = check_n_jobs(n_jobs if n_jobs is not None else 1, "--n-jobs")
     report = paper.run_file(spec, name, out_dir, quick, n_jobs)
     if json_out:
-        _emit(report)
+        emit(report)
     else:
-        _echo(paper.format_report(report))
+        echo_line(paper.format_report(report))
 
 
 @app.command()

@@ -49,6 +49,12 @@ Wikipedia):
 * OHT and its kernel PA baselines: ``sigma = OHT_SIGMA_FACTOR * sqrt(mean ||x - x'||^2 / 2)``
   (:func:`kernel_width`, :func:`resolve_sigma`).
 
+Model size (OASIS, SORS, AdaSORS; ``max_model_bytes="auto"``): W, its diagonal included, keeps
+at most ``MODEL_SIZE_FACTOR`` (20) times the stored entries of the corpus the learner first sees;
+after every ``TRUNCATE_EVERY`` (1,024) triplets the learner keeps the entries of largest magnitude
+(the rule and its constants are in :mod:`sparsesim.memory`, :func:`~sparsesim.memory.resolve_model_budget`;
+the measurement in docs/quality.md, "Model size").
+
 The bilinear factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
 (README, "Choosing parameters"). Explicit parameters always win; the values used are kept in
 the estimator's ``resolved_params_``, the model file's metadata and ``--json`` output.
@@ -310,3 +316,4 @@ def resolve_task_coupling(b, overlap) -> float:
     if not is_auto(b):
         return float(b)
     return MULTITASK_B_UNLABELLED if overlap is None else MULTITASK_B_SHARED * float(overlap)
+

@@ -73,6 +73,10 @@ class SmallClassWarning(UserWarning):
     """Documents left out because their class is too small to form a positive pair."""
 
 
+class LargeOutputWarning(UserWarning):
+    """A command is about to write a model or index larger than :data:`sparsesim.memory.LARGE_OUTPUT_BYTES`."""
+
+
 class MemoryBudgetError(SparsesimError, MemoryError):
     """A run that would cross its memory budget (``max_memory``); stopped before allocating."""
 

@@ -22,10 +22,18 @@ import re
 
 from .exceptions import InvalidParameterError, MemoryBudgetError
 
-__all__ = ["DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
+__all__ = ["LARGE_OUTPUT_BYTES", "large_output_warning", "MODEL_SIZE_FACTOR", "TRUNCATE_EVERY",
+           "parse_model_bytes", "model_bytes_for", "resolve_model_budget", "DEFAULT_SHARE", "available_memory", "parse_memory", "format_bytes", "MemoryBudget", "budgeted_reserve",
            "check_allocation", "resident_bytes", "peak_resident_bytes", "reset_peak_resident"]
 
 DEFAULT_SHARE = 0.7
+LARGE_OUTPUT_BYTES = 10**9  # a model or index file past this size is announced before it is built
+# model size of the first-order bilinear learners (max_model_bytes="auto"): entries of W per
+# stored entry of the corpus (diagonal included), chosen in docs/quality.md, "Model size"
+MODEL_SIZE_FACTOR = 20.0
+TRUNCATE_EVERY = 1024  # triplets between two truncations to the bound
+CSR_ENTRY_BYTES = 12  # a saved W's bytes per entry (float64 value, int32 column) ...
+CSR_ROW_BYTES = 8  # ... and per row (int64 row pointer)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
@@ -217,3 +225,65 @@ def check_allocation(budget: MemoryBudget | None, nbytes: int, what: str, hint: 
         f"{budget.owner}: {what} needs {format_bytes(nbytes)} but the memory budget is "
         f"{format_bytes(budget.limit)}{spec}; use {hint + ', or ' if hint else ''}a larger max_memory "
         f"(bytes, '8GiB' or a share like '90%' of available memory)")
+
+
+def large_output_warning(what: str, nbytes: int, how: str, hint: str) -> str | None:
+    """Warn (:class:`~sparsesim.exceptions.LargeOutputWarning`, one ``warning:`` line in the CLI)
+    that ``what`` may take ``nbytes`` when that passes :data:`LARGE_OUTPUT_BYTES`; returns the
+    message (None: no warning). ``how``: e.g. "may take up to" or "will take at least"; ``hint``:
+    what makes it smaller."""
+    import warnings
+
+    from .exceptions import LargeOutputWarning
+
+    if nbytes is None or int(nbytes) <= LARGE_OUTPUT_BYTES:
+        return None
+    message = f"{what} {how} {format_bytes(nbytes)} ({int(nbytes):,} bytes); {hint}"
+    warnings.warn(LargeOutputWarning(message), stacklevel=2)
+    return message
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def parse_model_bytes(value, name: str = "max_model_bytes"):
+    """``"auto"``, ``None`` (no bound) or a positive number of bytes (a number, or a size such as
+    ``"300MB"`` / ``"1GiB"``); else :class:`InvalidParameterError` naming the parameter."""
+    if value is None or _is_auto(value):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("none", "unbounded"):
+        return None
+    if isinstance(value, str) and value.strip().endswith("%"):
+        raise InvalidParameterError(f"{name} must be bytes, a size like '300MB', 'auto' or None; got {value!r}")
+    return parse_memory(value, name)
+
+
+def model_bytes_for(entries: int, d: int) -> int:
+    """Bytes of a saved W (CSR, float64 values, int32 columns, int64 row pointers) holding
+    ``entries`` off-diagonal entries and a full diagonal of ``d``."""
+    return CSR_ENTRY_BYTES * (int(entries) + int(d)) + CSR_ROW_BYTES * (int(d) + 1)
+
+
+def resolve_model_budget(max_model_bytes, corpus_nnz: int, d: int, floor_entries: int = 0):
+    """``(entries, bytes)``: how many off-diagonal entries of W a learner keeps, and the size of
+    the saved model that makes.
+
+    ``"auto"``: ``MODEL_SIZE_FACTOR * corpus_nnz - d`` entries, so that W with its diagonal
+    holds at most ``MODEL_SIZE_FACTOR`` times the corpus's stored entries (none but the diagonal
+    when d alone passes that), at least ``floor_entries`` (the entries of a model a learner
+    continues from, which the default never cuts); ``None``: no bound, ``(None, None)``; bytes:
+    as many entries as fit (:func:`model_bytes_for`).
+    """
+    value = parse_model_bytes(max_model_bytes)
+    if value is None:
+        return None, None
+    if _is_auto(value):
+        entries = max(int(MODEL_SIZE_FACTOR * max(int(corpus_nnz), 1)) - int(d), int(floor_entries), 0)
+        return entries, model_bytes_for(entries, d)
+    entries = (int(value) - model_bytes_for(0, d)) // CSR_ENTRY_BYTES
+    if entries < 1:
+        raise InvalidParameterError(
+            f"max_model_bytes={max_model_bytes!r} is too small for {d:,} features: a model with a diagonal and one "
+            f"more entry needs {model_bytes_for(1, d):,} bytes")
+    return int(entries), int(value)

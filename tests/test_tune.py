@@ -145,7 +145,8 @@ def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner()
     assert res.info["grid"] == default_grid("sors-l1", auto)
     assert len(res.trials) == 9 and auto["eta"] in res.info["grid"]["eta"]
     est = res.estimator
-    assert est.n_triplets_seen_ == 900 and est.resolved_params_ == pytest.approx(res.best_params)
+    steps = {k: v for k, v in est.resolved_params_.items() if k != "max_model_bytes"}  # (a bound of its own corpus)
+    assert est.n_triplets_seen_ == 900 and steps == pytest.approx(res.best_params)
     assert all(len(t["rungs"]) >= 1 for t in res.trials)
 
 

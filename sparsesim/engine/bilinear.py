@@ -18,6 +18,7 @@ from .rowstore import RowStore, planned_slots, record_dtype
 from .rules import ADASORS, OASIS, SORS
 from .segments import GARBAGE, MIN_CAP
 from .store import WritableOnUnpickle
+from .truncation import truncate_store
 
 __all__ = ["ADASORS", "OASIS", "SORS", "MODE_LAYOUT", "BilinearEngine", "StepSchedule"]
 
@@ -270,6 +271,17 @@ class BilinearEngine(WritableOnUnpickle):
         """Apply pending lazy shrinkage so the stored values are M_{t+1} exactly."""
         if self.mode != OASIS:
             self._finalize(drop_zeros=self.mode == SORS)
+
+    def truncate(self, max_entries: int) -> int:
+        """Keep the ``max_entries`` off-diagonal entries of M of largest magnitude (pending shrinkage
+        applied first); returns how many were removed
+        (:func:`~sparsesim.engine.truncation.truncate_store`). Nothing happens while the store holds
+        no more records than that."""
+        if self.store.n_entries <= int(max_entries):
+            return 0
+        self.finalize()
+        keep_dense = self.mode == ADASORS and not self.drop_zero_state
+        return truncate_store(self.store, int(max_entries), keep_dense)
 
     def export(self):
         """(off-diagonal CSR, diagonal copy) of the current M, all shrinkage applied."""

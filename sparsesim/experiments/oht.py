@@ -287,7 +287,7 @@ def tune_transfer(algorithm: str, dataset: str, seed: int = 1, grid: dict | None
     rate, mean over the tasks and ``n_permutations`` orders of each task's stream.
 
     The default grid: ``sigma`` at 0.7, 1 and 1.4 times its ``"auto"`` value (the mean over the
-    split's tasks), and, with a source hypothesis, ``n_neighbors`` in {10, 50, 100} and (OHT1) the
+    split's tasks), and, with a source hypothesis, ``n_neighbors`` in {"auto", 10, 50, 100} and (OHT1) the
     Hedge rate ``eta`` in {0.05, 0.5}.
 
     Returns
@@ -309,7 +309,7 @@ def tune_transfer(algorithm: str, dataset: str, seed: int = 1, grid: dict | None
         auto["sigma"] = float(np.mean([resolve_sigma(AUTO, t.target_X) for t in tasks]))
         grid = {"sigma": [round(auto["sigma"] * f, 4) for f in (0.7, 1.0, 1.4)]}
         if combiner != "target":
-            grid["n_neighbors"] = [10, 50, 100]
+            grid["n_neighbors"] = ["auto", 10, 50, 100]
         if combiner == "hedge":
             grid["eta"] = [0.05, 0.5]
     report = run_grid(config, grid)

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
+from ..engine.truncation import keep_largest_offdiag
 from ..exceptions import InvalidInputError
-from ..memory import MemoryBudget, parse_memory
+from ..memory import (TRUNCATE_EVERY, MemoryBudget, model_bytes_for, parse_memory, parse_model_bytes,
+                      resolve_model_budget)
 from ..models import BilinearSimilarity
 from ..triplets import iter_sors_triplets
 from ..validation import check_csr, check_n_jobs
@@ -37,7 +39,8 @@ class BaseBilinear(TripletLearner):
         return {"n_triplets": 120, "initial_capacity": 256}  # a few hundred updates, a small table that grows
 
     _algorithm = ""
-    _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_")
+    _state_attrs = TripletLearner._state_attrs + ("engine_", "resolved_params_", "data_statistics_",
+                                                  "model_entries_", "_budget_floor", "_budget_resolved")
 
     # (kind for :func:`sparsesim.defaults.resolve_bilinear`, names of the parameters it resolves)
     _auto_kind: str | None = None
@@ -60,14 +63,21 @@ class BaseBilinear(TripletLearner):
         """
         for name in self._auto_names:
             check_auto_positive(name, getattr(self, name), allow_zero=name == "lam")
+        parse_model_bytes(self._max_model_bytes)
         if self._auto_pending():
             super()._init_state(d)
+            self._no_budget_yet()
             return
         self.resolved_params_ = {n: float(getattr(self, n)) for n in self._auto_names}
         self.data_statistics_ = {}
         engine = self._make_engine(d)  # checks the parameters before any state is set
         super()._init_state(d)
         self.engine_ = engine
+        self._no_budget_yet()
+
+    def _no_budget_yet(self) -> None:
+        """The model-size bound is resolved by the first update, on its corpus (:meth:`_resolve_budget`)."""
+        self.model_entries_, self._budget_floor, self._budget_resolved = None, 0, False
 
     def _resolve_auto(self, X, triplets):
         """Resolve the ``"auto"`` step/regulariser parameters from the corpus of the first update
@@ -106,6 +116,30 @@ class BaseBilinear(TripletLearner):
         """
         return self._resolved(check_csr(X))[0]
 
+    def model_bytes_bound(self, X) -> tuple[int, bool]:
+        """``(bytes, bounded)``: the size the saved model of a fit on corpus ``X`` can reach, before
+        training. With a budget (``max_model_bytes``, resolved on ``X``): that budget, ``bounded``
+        True. Without one: what ``n_triplets`` updates can write, about ``r * 2r`` new entries
+        each for rows of ``r`` nonzeros on average, at most every off-diagonal entry (``bounded``
+        False: an estimate, not a bound).
+
+        Examples
+        --------
+        >>> from sparsesim.data import load_dataset
+        >>> data = load_dataset("news20-sample")
+        >>> nbytes, bounded = OASIS(n_triplets=1000).model_bytes_bound(data.X)
+        >>> bounded and nbytes < 20 * 12 * data.X.nnz + 20 * (data.n_features + 1)
+        True
+        """
+        X = check_csr(X)
+        d = X.shape[1]
+        entries, nbytes = resolve_model_budget(self._max_model_bytes, X.nnz, d)
+        if nbytes is not None:
+            return int(nbytes), True
+        r = X.nnz / max(1, X.shape[0])
+        written = min(float(self.n_triplets) * 2.0 * r * r, float(d) * (d - 1))
+        return int(model_bytes_for(int(written), d)), False
+
     def _budget(self) -> MemoryBudget:
         """The memory budget of this fit, resolved from ``max_memory`` when training starts."""
         return MemoryBudget(parse_memory(self.max_memory), self.max_memory, owner=self._algorithm or type(self).__name__)
@@ -120,9 +154,40 @@ class BaseBilinear(TripletLearner):
             if triplets.shape[0] == 0:
                 return np.zeros(0), None
             self._resolve_auto(X, triplets)
+        if not self.__dict__.get("_budget_resolved"):
+            self._resolve_budget(X)
         # read at every call, not stored in the engine's state: the model does not depend on it
         self.engine_.n_threads = check_n_jobs(self.n_threads, "n_threads")
-        return self.engine_.partial_fit(X, triplets, signs), None
+        limit = self.model_entries_
+        if limit is None:
+            return self.engine_.partial_fit(X, triplets, signs), None
+        # truncate to the budget after every TRUNCATE_EVERY triplets of the whole run, so the model
+        # does not depend on how the triplets were cut into calls
+        n = triplets.shape[0]
+        losses = np.zeros(n)
+        signs = np.ones(n) if signs is None else np.asarray(signs, dtype=np.float64)
+        pos = 0
+        while pos < n:
+            stop = min(n, pos + TRUNCATE_EVERY - self.engine_.n_seen % TRUNCATE_EVERY)
+            self.engine_.partial_fit(X, triplets[pos:stop], signs[pos:stop], losses_out=losses[pos:stop])
+            pos = stop
+            if self.engine_.n_seen % TRUNCATE_EVERY == 0:
+                self.engine_.truncate(limit)
+        return losses, None
+
+    @property
+    def _max_model_bytes(self):
+        """``max_model_bytes``; None (no bound) for a learner without that parameter."""
+        return getattr(self, "max_model_bytes", None)
+
+    def _resolve_budget(self, X) -> None:
+        """Resolve ``max_model_bytes`` on the corpus of the first update: ``model_entries_`` (the
+        off-diagonal entries W keeps; None: no bound) and ``resolved_params_["max_model_bytes"]``."""
+        entries, nbytes = resolve_model_budget(self._max_model_bytes, X.nnz, self.n_features_in_,
+                                               floor_entries=self.__dict__.get("_budget_floor", 0))
+        self.model_entries_, self._budget_resolved = entries, True
+        if hasattr(self, "max_model_bytes"):
+            self.resolved_params_ = dict(getattr(self, "resolved_params_", {}), max_model_bytes=nbytes)
 
     def start_from(self, model: BilinearSimilarity, X=None):
         """Reset and continue from ``model`` instead of M_1: later :meth:`partial_fit_triplets`
@@ -151,6 +216,9 @@ class BaseBilinear(TripletLearner):
         X = None if X is None else check_csr(X, n_features=model.n_features)
         self._resolve_auto(X, np.zeros((1 if X is not None else 0, 3), np.int64))
         self.engine_.store.load_csr(model.W, 1.0 if self.identity else 0.0)
+        # the default budget never cuts the model this learner continues from
+        W = model.W
+        self._budget_floor = int(W.nnz - np.count_nonzero(W.diagonal()))
         return self
 
     def _triplet_stream(self, y):
@@ -184,6 +252,8 @@ class BaseBilinear(TripletLearner):
                 self._resolve_auto(None, None)
             identity = bool(self.identity)
             W = self.engine_.export_W(identity)
+            if getattr(self, "model_entries_", None) is not None:  # (the triplets since the last truncation)
+                W = keep_largest_offdiag(W, self.model_entries_)
             self._model_cache = BilinearSimilarity(W, identity=identity, metadata=self._metadata())
         return self._model_cache
 
@@ -226,6 +296,13 @@ class OASIS(SampledFit, BaseBilinear):
         of the memory available when training starts, or ``"auto"`` (70% of it). A run that
         would cross it stops with :class:`~sparsesim.exceptions.MemoryBudgetError` before
         allocating (see :mod:`sparsesim.memory`).
+    max_model_bytes : int, str or None, default "auto"
+        Bound on the size of the learned model (W saved as CSR: 12 bytes per entry plus 20 per
+        feature): bytes, or a size like ``"300MB"``. ``"auto"``: W, its diagonal included, keeps at
+        most 20 times as many entries as the corpus of the first update stores (``X.nnz``);
+        ``None``: no bound. After every 1,024 triplets of the run (and in ``model_``) only the entries of largest
+        magnitude are kept (see :mod:`sparsesim.defaults`; the MAP this costs is in docs/quality.md,
+        "Model size"). The value used is ``resolved_params_["max_model_bytes"]``.
     n_threads : int, default 1
         Threads that train together, each updating the rows of M it takes from x (-1: every
         core). The model is the same whatever the count (they add the margin up in one order);
@@ -270,12 +347,13 @@ class OASIS(SampledFit, BaseBilinear):
 
     def __init__(self, C=AUTO, n_triplets=100_000, identity=True, random_state=None, initial_capacity=65536,
                  compact=True, max_memory="auto", n_threads=1, sampler="uniform", pool_size=16, n_passes=1,
-                 averaging=False):
+                 averaging=False, max_model_bytes=AUTO):
         self.C = C
         self.sampler = sampler
         self.pool_size = pool_size
         self.n_passes = n_passes
         self.averaging = averaging
+        self.max_model_bytes = max_model_bytes
         self.n_threads = n_threads
         self.max_memory = max_memory
         self.n_triplets = n_triplets
@@ -308,7 +386,7 @@ class SORS(SampledFit, BaseBilinear):
         Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
         ``"auto"``: ``4 / (mean ||x||^2 * mean ||x - x'||^2)``.
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity, compact, max_memory, n_threads
+    n_triplets, random_state, initial_capacity, compact, max_memory, n_threads, max_model_bytes
         As in :class:`OASIS`.
     sampler, pool_size, n_passes, averaging
         As in :class:`OASIS`.
@@ -320,12 +398,13 @@ class SORS(SampledFit, BaseBilinear):
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
                  random_state=None, initial_capacity=65536, compact=True, max_memory="auto", n_threads=1,
-                 sampler="uniform", pool_size=16, n_passes=1, averaging=False):
+                 sampler="uniform", pool_size=16, n_passes=1, averaging=False, max_model_bytes=AUTO):
         self.regularizer = regularizer
         self.sampler = sampler
         self.pool_size = pool_size
         self.n_passes = n_passes
         self.averaging = averaging
+        self.max_model_bytes = max_model_bytes
         self.n_threads = n_threads
         self.max_memory = max_memory
         self.lam = lam
@@ -373,7 +452,7 @@ class AdaSORS(SORS):
     delta : float or "auto", default "auto"
         Smoothing that keeps Sigma invertible. ``"auto"``: ``10 * mean|x_i| * mean|z_j|``.
     schedule : {"constant", "invsqrt"}
-    n_triplets, random_state, initial_capacity, compact, max_memory, n_threads
+    n_triplets, random_state, initial_capacity, compact, max_memory, n_threads, max_model_bytes
         As in :class:`OASIS`.
     sampler, pool_size, n_passes, averaging
         As in :class:`OASIS`.
@@ -390,11 +469,13 @@ class AdaSORS(SORS):
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
                  n_triplets=100_000, random_state=None, initial_capacity=65536, compact=True, max_memory="auto",
-                 keep_zero_state=False, n_threads=1, sampler="uniform", pool_size=16, n_passes=1, averaging=False):
+                 keep_zero_state=False, n_threads=1, sampler="uniform", pool_size=16, n_passes=1, averaging=False,
+                 max_model_bytes=AUTO):
         super().__init__(regularizer=regularizer, lam=lam, eta=eta, schedule=schedule,
                          n_triplets=n_triplets, random_state=random_state, initial_capacity=initial_capacity,
                          compact=compact, max_memory=max_memory, n_threads=n_threads, sampler=sampler,
-                         pool_size=pool_size, n_passes=n_passes, averaging=averaging)
+                         pool_size=pool_size, n_passes=n_passes, averaging=averaging,
+                         max_model_bytes=max_model_bytes)
         self.delta = delta
         self.keep_zero_state = keep_zero_state
 

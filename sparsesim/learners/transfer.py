@@ -89,8 +89,12 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
         ``T`` the number of rows of the first ``partial_fit`` call.
     theta0 : float, default 0.5
         Prior weight ``theta_1^s`` of the source hypothesis (``theta_1 = 1 - theta0``).
-    n_neighbors : int, default 100
-        ``K`` of the source hypothesis.
+    n_neighbors : int or "auto", default "auto"
+        ``K`` of the source hypothesis. ``"auto"``: chosen per source hypothesis from the
+        co-occurring pairs alone, the K of 5, 10, 25, 50, 100, 200 whose leave-one-out
+        hypothesis on the pairs' images agrees best with their own text scores
+        (:func:`~sparsesim.learners.transfer_source.choose_neighbors`; docs/transfer.md,
+        "Defaults"). The paper's setting is 100.
     knn_bandwidth : float or None
         Neighbour-weight width; ``None`` = ``sigma``.
     knn_weighting : {"gaussian", "uniform"}
@@ -145,7 +149,7 @@ class OHTClassifier(ClassifierMixin, OnlineClassifier):
 
     def __init__(self, combiner: str = "hedge", variant: str = "pa2", kernel: str = "gaussian",
                  C: float = 5.0, sigma=AUTO, eta: float = 0.5, alpha: float | None = None,
-                 theta0: float = 0.5, n_neighbors: int = 100, knn_bandwidth: float | None = None,
+                 theta0: float = 0.5, n_neighbors=AUTO, knn_bandwidth: float | None = None,
                  knn_weighting: str = "gaussian", source_C: float = 1.0):
         self.combiner = combiner
         self.variant = variant

@@ -26,8 +26,10 @@ class KNNSourceHypothesis(BaseEstimator):
 
     Parameters
     ----------
-    n_neighbors : int, default 100
-        ``K`` (the paper's 100); capped at the number of pairs.
+    n_neighbors : int or "auto", default 100
+        ``K`` (the paper's 100); capped at the number of pairs. ``"auto"``: the K of
+        :data:`K_CANDIDATES` whose leave-one-out h of the pairs agrees in sign with the pairs' own
+        source scores most often (:func:`choose_neighbors`; pairs only, no target labels).
     bandwidth : float, default 8.0
         Gaussian similarity width ``b`` for the neighbour weights.
     weighting : {"gaussian", "uniform"}
@@ -45,6 +47,10 @@ class KNNSourceHypothesis(BaseEstimator):
         Target view of the pairs (float64, for exact distances).
     index_ : faiss.IndexFlatL2
         Exact L2 index over ``pair_target_`` (float32).
+    n_neighbors_ : int
+        The K in use (``"auto"`` resolved).
+    neighbor_agreement_ : dict
+        With ``"auto"``: leave-one-out sign agreement of each candidate K.
     """
 
     def __init__(self, n_neighbors: int = 100, bandwidth: float = 8.0, weighting: str = "gaussian",
@@ -73,8 +79,9 @@ class KNNSourceHypothesis(BaseEstimator):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        if int(self.n_neighbors) < 1:
-            raise InvalidInputError(f"n_neighbors must be >= 1, got {self.n_neighbors}")
+        auto = isinstance(self.n_neighbors, str) and self.n_neighbors == "auto"
+        if not auto and (isinstance(self.n_neighbors, (bool, str)) or int(self.n_neighbors) < 1):
+            raise InvalidInputError(f"n_neighbors must be >= 1 or 'auto', got {self.n_neighbors!r}")
         if self.weighting not in ("gaussian", "uniform"):
             raise InvalidInputError(f"weighting must be 'gaussian' or 'uniform', got {self.weighting!r}")
         if self.weighting == "gaussian" and not self.bandwidth > 0:
@@ -99,11 +106,16 @@ class KNNSourceHypothesis(BaseEstimator):
         self.index_ = faiss.IndexFlatL2(Pt.shape[1])
         self.index_.add(np.ascontiguousarray(Pt, dtype=np.float32))
         self.n_features_in_ = Pt.shape[1]
+        self.neighbor_agreement_ = {}
+        if auto:
+            self.n_neighbors_, self.neighbor_agreement_ = choose_neighbors(self, K_CANDIDATES)
+        else:
+            self.n_neighbors_ = int(self.n_neighbors)
         return self
 
     @property
     def k_(self) -> int:
-        return min(int(self.n_neighbors), self.pair_target_.shape[0])
+        return min(int(self.n_neighbors_), self.pair_target_.shape[0])
 
     def kneighbors(self, X):
         """The ``K`` nearest pair images of each row of ``X``: (exact squared distances, indices), nearest first."""
@@ -129,3 +141,35 @@ class KNNSourceHypothesis(BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         return np.where(self.decision_function(X) >= 0, 1, -1)
+
+
+K_CANDIDATES = (5, 10, 25, 50, 100, 200)
+
+
+def choose_neighbors(source: KNNSourceHypothesis, candidates=K_CANDIDATES) -> tuple[int, dict]:
+    """``(K, agreement)``: the K of ``candidates`` (capped at the pairs but one) whose
+    leave-one-out source hypothesis of every pair image, ``h_{-j}(u_j)`` from the K nearest
+    *other* pairs, has the sign of the pair's own text score ``s_j`` most often; ties go to the
+    larger K. Reads the fitted pairs only (their images and source scores), never a target label.
+    """
+    n = source.pair_target_.shape[0]
+    ks = sorted({min(int(k), n - 1) for k in candidates if n > 1})
+    if not ks:
+        return 1, {}
+    Pt = source.pair_target_
+    _, idx = source.index_.search(np.ascontiguousarray(Pt, dtype=np.float32), min(ks[-1] + 1, n))
+    # drop each pair itself (not necessarily first among exact duplicates)
+    own = idx == np.arange(n)[:, None]
+    keep = np.where(own.any(axis=1)[:, None], ~own, np.arange(idx.shape[1])[None, :] < idx.shape[1] - 1)
+    idx = idx[keep].reshape(n, -1)[:, :ks[-1]]
+    diff = Pt[idx] - Pt[:, None, :]
+    w = source.neighbor_weights(np.einsum("nkd,nkd->nk", diff, diff))
+    ws = np.cumsum(w * source.pair_scores_[idx], axis=1)
+    wt = np.cumsum(w, axis=1)
+    sign = np.where(source.pair_scores_ >= 0, 1, -1)
+    agreement = {}
+    for k in ks:
+        h = ws[:, k - 1] / wt[:, k - 1]
+        agreement[k] = float(np.mean(np.where(h >= 0, 1, -1) == sign))
+    best = max(ks, key=lambda k: (agreement[k], k))
+    return int(best), agreement

@@ -129,6 +129,8 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
     best_row = trials[best]["rungs"][-1]
     best_params = dict(trials[best]["params"])
     for key, value in best_row["resolved_params"].items():  # record numbers, never "auto"
+        if key == "max_model_bytes" and key not in best_params:
+            continue  # (a bound resolved on the search's part: the final model resolves its own)
         if is_auto(best_params.get(key, AUTO)):
             best_params[key] = value
     return TuneResult(algorithm, best_params, float(best_row[problem.metric]), trials, rung_info,

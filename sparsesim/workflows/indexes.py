@@ -19,7 +19,8 @@ from ..indexes.document_facts import FACT_NAMES, extend_facts, facts_of
 from ..indexes.sharded import ShardedIndex
 from ..indexes.storage import check_index_target
 from ..compact import CompactSimilarity
-from ..model_files import load_similarity_model
+from ..memory import large_output_warning
+from ..model_files import load_similarity_model, model_nbytes
 from ..models import BilinearSimilarity
 from ..persistence import check_output_path, target_lock
 from .corpus import load_corpus
@@ -167,6 +168,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
     if kind != "ann" and (target_recall is not None or calibration_queries is not None):
         raise InvalidInputError("--target-recall and --calibration-queries apply to --kind ann")
     calib = None if calibration_queries is None else read_queries(model, calibration_queries, data_options)[1]
+    note = _index_size_warning(model, data.X, kind, params)
     start = time.perf_counter()
     labels = _calibration_labels(data) if kind == "ann" and calib is None else None
     if labels is None:
@@ -185,7 +187,43 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
                    "index_bytes": index_bytes(out), "index_kind": index.kind}
     if index.calibration_ is not None:
         out_summary["calibration"] = index.calibration_
+    if note:
+        out_summary["warnings"] = [note]
     return out_summary
+
+
+def index_size_estimate(model, X, kind: str = "exact", params: dict | None = None) -> tuple[int, str]:
+    """``(bytes, how)``: what an index of corpus ``X`` under ``model`` will take on disk, before it
+    is built, and whether that is an upper bound (``"may take up to"``) or a lower one
+    (``"will take at least"``).
+
+    Every index stores the model and the corpus (CSR: 12 bytes per entry, 8 per row). An exact
+    index of a bilinear model may also store Y = X M^T, up to its ``corpus_memory`` (1 GiB by
+    default); a row of Y has at most as many entries as the columns of M that the row's features
+    touch (at most d): that bound is counted, so the figure is an upper bound. An ann index
+    stores more (projections, FAISS structures), so its figure is a lower bound.
+    """
+    corpus = 12 * int(X.nnz) + 8 * (int(X.shape[0]) + 1)
+    total = model_nbytes(model) + corpus
+    if kind != "exact" or not isinstance(model, BilinearSimilarity):
+        return int(total), "will take at least"
+    W = model.W
+    column_nnz = np.bincount(W.indices, minlength=W.shape[1]).astype(np.float64)
+    if model.identity:
+        column_nnz += 1.0  # the identity's diagonal (counted twice where W has one too: a bound)
+    touched = (X != 0).astype(np.float64) @ column_nnz
+    y_entries = float(np.minimum(touched, W.shape[1]).sum())
+    corpus_memory = float((params or {}).get("corpus_memory", 1 << 30))
+    strategy = (params or {}).get("strategy", "auto")
+    y_bytes = 0.0 if strategy == "query" else 12.0 * y_entries if strategy == "corpus" else min(12.0 * y_entries,
+                                                                                                corpus_memory)
+    return int(total + y_bytes), "may take up to"
+
+
+def _index_size_warning(model, X, kind, params) -> str | None:
+    nbytes, how = index_size_estimate(model, X, kind, params)
+    return large_output_warning("the index", nbytes, how,
+                                "a smaller model (train --max-model-bytes) or a smaller corpus makes it smaller")
 
 
 def _calibration_labels(data):

@@ -11,6 +11,7 @@ from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
+from ..memory import large_output_warning
 from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
@@ -64,12 +65,31 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
     meta["n_train"] = int(train.size)
+    notes = [note for note in [_model_size_warning(est, data.X[train])] if note]
     est.fit(data.X[train], data.y[train], progress=progress)
     model = est.model_
     record_training(model, data, meta)
     with replacing_unchanged(out, out_state):
         model.save(out)
-    return _fit_summary(algorithm, dataset, out, train, est, model)
+    summary = _fit_summary(algorithm, dataset, out, train, est, model)
+    if notes:
+        summary["warnings"] = notes
+    return summary
+
+
+def _model_size_warning(est, X) -> str | None:
+    """Warn before training when the model ``est`` would save from corpus ``X`` may pass
+    :data:`~sparsesim.memory.LARGE_OUTPUT_BYTES` (learners that know their size ahead)."""
+    bound = getattr(est, "model_bytes_bound", None)
+    if bound is None:
+        return None
+    nbytes, bounded = bound(X)
+    if bounded:
+        return large_output_warning("the model", nbytes, "may take up to",
+                                    "a smaller --max-model-bytes (or max_model_bytes) bounds it")
+    return large_output_warning("the model", nbytes, "may take up to",
+                                "an estimate from the triplet count and the corpus, as max_model_bytes is None (no "
+                                "bound); --max-model-bytes SIZE bounds it")
 
 
 def _split_facts(dataset, seed, train_fraction, representation) -> dict:
