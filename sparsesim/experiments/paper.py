@@ -187,6 +187,18 @@ def _mean_rows(rows: list) -> dict:
     return out
 
 
+def _unbounded(algorithms, params: dict) -> dict:
+    """``params`` with the model-size bound off for every learner that has one: the papers' learners
+    keep every entry of M they learn (their sparsity is one of the reported results), so a paper
+    run does not apply the library's default bound unless its file sets one."""
+    out = {key: dict(value) for key, value in params.items()}
+    for name in algorithms:
+        spec = ALGORITHMS.get(name)
+        if spec is not None and "max_model_bytes" in spec.make().get_params():
+            out.setdefault(name, {}).setdefault("max_model_bytes", None)
+    return out
+
+
 def _run_protocol(settings: dict, out_dir: Path | None, n_jobs: int, cache: dict | None) -> dict:
     """Run one protocol (a learning curve when ``budgets`` is given); the same settings run once per
     :func:`run_all` (``cache``)."""
@@ -197,7 +209,8 @@ def _run_protocol(settings: dict, out_dir: Path | None, n_jobs: int, cache: dict
         return dict(cache[key], reused=True)
     config = ExperimentConfig(dataset=settings["dataset"], algorithms=list(settings["algorithms"]),
                               seeds=[int(s) for s in settings.get("seeds", [0])], triplets=settings.get("triplets"),
-                              params=settings.get("params", {}), n_jobs=n_jobs, out_dir=out_dir,
+                              params=_unbounded(settings["algorithms"], settings.get("params", {})), n_jobs=n_jobs,
+                              out_dir=out_dir,
                               options=dict(settings.get("options", {})))
     module = get_protocol(protocol)
     start = time.perf_counter()
