@@ -54,7 +54,7 @@ def main(argv=None):
     ap.add_argument("--dataset", default="news20")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budgets", type=int, nargs="+", default=[1000, 3000, 10000, 30000, 100000, 300000, 1000000])
-    ap.add_argument("--learner-max", nargs="+", default=["proxy-ssi=30000", "oasis=10000", "sors-l1=1000000"],
+    ap.add_argument("--learner-max", nargs="+", default=["sors-l1=1000000", "proxy-ssi=30000", "oasis=10000"],
                     help="learner=largest budget (a model that grows with the budget stops where memory does)")
     ap.add_argument("--samplers", nargs="+", default=["uniform", "semihard"])
     ap.add_argument("--max-memory", default="3GiB", help="memory budget of each bilinear fit")
@@ -74,6 +74,7 @@ def main(argv=None):
                 rows.append(_fit_point(name, sampler, n, X, y, tr, te, args.seed, args.max_memory))
                 print(rows[-1], flush=True)
                 _write(args, X, rows)
+                _plot(args, rows)
     _write(args, X, rows)
     _plot(args, rows)
 
