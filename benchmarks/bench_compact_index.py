@@ -117,6 +117,9 @@ def main(argv=None):
     rows = []
     out = {"case": args.case, "queries": args.queries, "loadavg_start": os.getloadavg(), "rows": rows,
            "command": "python benchmarks/bench_compact_index.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    corpus = args.case.split(":")[0]
+    path = pathlib.Path(args.out) / f"bench_indexes_compact_{corpus}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     for config in configs:
         if config == "baseline" and not args.baseline_src:
             continue
@@ -136,11 +139,8 @@ def main(argv=None):
         print(f"[{args.case}] {config}: disk {row['disk_gib']:.2f} GiB ({row['ratio_to_corpus_plus_model']:.2f}x), "
               f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}, {row['qps_1']:.0f} q/s",
               flush=True)
-    out["loadavg_end"] = os.getloadavg()
-    corpus = args.case.split(":")[0]
-    path = pathlib.Path(args.out) / f"bench_indexes_compact_{corpus}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1))
+        out["loadavg_end"] = os.getloadavg()
+        path.write_text(json.dumps(out, indent=1))  # after every configuration: a stopped run keeps its rows
     print("| configuration | disk GiB | x (corpus + model) | build peak GiB | recall@10 | queries/s (1 thread) |")
     print("|---|---|---|---|---|---|")
     for r in rows:
