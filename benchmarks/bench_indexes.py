@@ -128,6 +128,7 @@ def drop_self(rows, scores, exclude, k):
 
 def run_case(corpus: str, algorithm: str, args) -> dict:
     from sparsesim.indexes import build_index
+    from sparsesim.indexes import _compact_kernels as CK
     from sparsesim.indexes import _kernels as K
     from sparsesim.indexes.ann import impact_postings
     from sparsesim.indexes.base import prepare_rows, query_scratch
@@ -209,6 +210,10 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
 
         def sparse_cands(P, n_postings, weighted=True):
             o = np.empty((Q.shape[0], pool), dtype=np.int64)
+            if hasattr(P, "kernel_args"):  # the ann index's compact lists
+                CK.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *P.kernel_args(), X.shape[0], n_postings,
+                                             weighted, pool, o, *query_scratch.sparse(X.shape[0]))
+                return o
             K.sparse_candidates(Q.indptr, Q.indices, Q.data, P.indptr, P.indices, P.data, n_postings, weighted, pool,
                                 o, *query_scratch.sparse(X.shape[0]))
             return o

@@ -94,7 +94,7 @@ def _heap_set(hv, hd, hi, pos, v, d, t):
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_of(cands, vals, n, k):
+def top_of(cands, vals, n, k):
     """Indices into cands[:n] of the (up to) k largest vals, best first (ties: smaller doc first).
 
     One pass with a min-heap of the k best so far (worst at the root): most entries lose to the
@@ -231,7 +231,7 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
             doc = touched[t]
             vals[t] = acc[doc]
             acc[doc] = np.nan
-        best = _top_of(touched, vals, m, pool)
+        best = top_of(touched, vals, m, pool)
         for t in range(pool):
             out[r, t] = -1
         for t in range(best.size):
@@ -320,7 +320,7 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_p
             for u in range(nh):
                 s += h_val[u] * zc[h_pos[u]]
             vals[t] = s
-        best = _top_of(docs, vals, m, k)
+        best = top_of(docs, vals, m, k)
         for t in range(best.size):
             out_docs[r, t] = docs[best[t]]
             out_scores[r, t] = vals[best[t]]

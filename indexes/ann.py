@@ -72,7 +72,8 @@ class AnnIndex(CorpusIndex):
         Y[x, i] per feature i). Default ``max(512, n_documents // 200)``, capped so the lists take
         at most ``postings_memory`` bytes.
     postings_memory : int, default 512 MiB
-        Cap on the stored expanded postings (8 bytes per entry).
+        Cap on the expanded postings, counted at 8 bytes per entry (stored compactly at 3-5 bytes
+        per entry, :mod:`sparsesim.indexes.ann_postings`).
     n_postings : int, optional
         Entries read per query feature at search time, on average over the query's features
         (see ``read_allocation``); calibrated when not given (fallback 256). 0 disables the stage.
@@ -95,9 +96,10 @@ class AnnIndex(CorpusIndex):
     rerank_memory : int, optional
         Budget (bytes) for Z, the precomputed values (M x)_i of every document on the "heavy"
         rows i of M (n x h float64); 0 scatters every row of q M at query time. Default: what
-        keeps the whole index within 3x the corpus plus the model on disk, i.e.
-        0.9 * (2 * (corpus + model bytes) - postings bytes), at most 2 GiB (the chosen budget is
-        ``rerank_memory_``).
+        keeps the whole index within 1.5x the corpus plus the model on disk, i.e.
+        0.95 * (0.5 * (corpus + model bytes) - postings bytes - 8 n), at most 2 GiB (the chosen
+        budget is ``rerank_memory_``). A larger budget answers faster (fewer rows of M scattered
+        per query; docs/retrieval.md gives measured rates) at 8 n bytes per heavy row.
     heavy_min_nnz : int, default 256
         Rows of M with fewer nonzeros are never precomputed.
     block_size : int, default 256
@@ -117,8 +119,9 @@ class AnnIndex(CorpusIndex):
 
     Attributes
     ----------
-    postings_ : csr_matrix (features x documents, float32 values)
-        Impact-ordered, pruned posting lists of Y = X M^T.
+    postings_ : CompactPostings
+        Impact-ordered, pruned posting lists of Y = X M^T, with one-byte scores and 2-3 byte
+        document ids (:mod:`sparsesim.indexes.ann_postings`).
     postings_model_ : str
         Checksum of the model the postings were built with (a later model can be swapped in by
         :meth:`calibrate` without rebuilding them).

@@ -11,11 +11,11 @@ import math
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import InvalidInputError
 
+from .ann_postings import CompactPostings
 from .base import prepare_rows
 from .expansion import embed, expanded_postings, fit_projection, heaps_from_postings, light_transpose, postings_from_heaps
 
@@ -48,15 +48,13 @@ def fit(index, X, ids=None, calibration_queries=None):
     phases = {"heavy_values": time.perf_counter() - start}
     if index.n_postings == 0 or index.sparse_pool == 0:  # the dense stage alone: no postings
         index.postings_length_ = 1
-        index.postings_ = sp.csr_matrix((index.n_features, Xp.shape[0]), dtype=np.float32)
-        index.postings_.indices = index.postings_.indices.astype(np.int32)
-        index.postings_.indptr = index.postings_.indptr.astype(np.int64)
+        index.postings_ = CompactPostings.empty(index.n_features, Xp.shape[0])
     else:
         MT_light = light_transpose(index.model.W, index.heavy_rows_)
         heaps = expanded_postings(Xp, MT_light, index.heavy_rows_, index.Z_, index.postings_length_, jobs,
                                   identity=index.model.identity)
         del MT_light
-        index.postings_ = postings_from_heaps(*heaps, Xp.shape[0])
+        index.postings_ = CompactPostings.from_csr(postings_from_heaps(*heaps, Xp.shape[0]))
         del heaps
     phases["postings"] = time.perf_counter() - start - sum(phases.values())
     index.postings_model_ = index.model_checksum()
@@ -135,15 +133,26 @@ def choose_heavy_rows(index, Xp) -> np.ndarray:
     return keep[np.argsort(-df[keep], kind="stable")].astype(np.int64)
 
 
+#: the default re-ranking budget keeps the whole index within this many times (corpus + model) on disk
+DISK_RATIO = 1.5
+
+
 def rerank_budget(index, Xp) -> int:
-    """``rerank_memory``, or the bytes Z may take so the index stays <= 3x (corpus + model)."""
+    """``rerank_memory``, or the bytes Z may take so that the index (the corpus, the model, the
+    compact postings, the ids and Z) stays within ``DISK_RATIO`` x (corpus + model) on disk, at
+    most 2 GiB."""
     if index.rerank_memory is not None:
         return index.rerank_memory
     n, d = Xp.shape
     corpus = 12 * Xp.nnz + 8 * (n + 1)
     model = 12 * index.model.W.nnz + 8 * (d + 1)
-    postings = 8 * index.postings_length_ * d  # an upper bound: lists can be shorter
-    return int(max(0, min(2 << 30, 0.9 * (2 * (corpus + model) - postings - 8 * n))))
+    postings = entry_bytes(n) * index.postings_length_ * d + 16 * d  # an upper bound: lists can be shorter
+    return int(max(0, min(2 << 30, 0.95 * ((DISK_RATIO - 1) * (corpus + model) - postings - 8 * n))))
+
+
+def entry_bytes(n: int) -> int:
+    """Bytes per stored posting entry (:mod:`~sparsesim.indexes.ann_postings`) for ``n`` documents."""
+    return 3 if n <= 1 << 16 else (4 if n <= 1 << 24 else 5)
 
 
 def heavy_positions(index, heavy_rows) -> np.ndarray:
@@ -176,16 +185,18 @@ def add_documents(index, Xp):
         raise InvalidInputError("the index's postings were built with an earlier model; refit() it before "
                                 "adding documents")
     if index.n_postings == 0 or index.sparse_pool == 0:
-        P = index.postings_
-        index.postings_ = sp.csr_matrix((P.data, P.indices, P.indptr), shape=(index.n_features, n_old + Xp.shape[0]))
+        index.postings_ = CompactPostings.empty(index.n_features, n_old + Xp.shape[0])
     else:
         # the list length a fresh build over all documents would use (it grows with the corpus)
         index.postings_length_ = max(index.postings_length_, index._postings_length(n_old + Xp.shape[0]))
-        heaps = heaps_from_postings(index.postings_, index.postings_length_)
+        old = index.postings_
+        heaps = heaps_from_postings(old.to_csr(), index.postings_length_)
         MT_light = light_transpose(index.model.W, index.heavy_rows_)
         heaps = expanded_postings(Xp, MT_light, index.heavy_rows_, Z_new, index.postings_length_, jobs,
                                   heaps=heaps, doc0=n_old, identity=index.model.identity)
-        index.postings_ = postings_from_heaps(*heaps, n_old + Xp.shape[0])
+        # the old entries' scores are decoded ones: their error bound carries over
+        index.postings_ = CompactPostings.from_csr(postings_from_heaps(*heaps, n_old + Xp.shape[0]),
+                                                   prior_error=old.error_)
     index.Z_ = np.vstack([index.Z_, Z_new])
     if index._dense_on:
         faiss = faiss_module()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparsesim.csr_rows import row_arrays, row_range
-from sparsesim.exceptions import InvalidInputError
+from sparsesim.exceptions import FileFormatError, InvalidInputError
 
 from . import small_batch
 from .ann_build import faiss_module
@@ -59,8 +59,11 @@ def query_rows(index, Qp, k, n_jobs, options):
         if few:
             return small_batch.sparse_candidates(row_range(Qp, lo, hi), P, n, n_postings, sparse_pool, weighted)
         out = np.empty((hi - lo, sparse_pool), dtype=np.int64)
-        kernels().sparse_candidates(q_ptr, q_idx, q_val, P.indptr, P.indices, P.data, n_postings, weighted,
-                                    sparse_pool, out, *query_scratch.sparse(n))
+        bad = compact_kernels().compact_sparse_candidates(q_ptr, q_idx, q_val, *P.kernel_args(), n, n_postings,
+                                                          weighted, sparse_pool, out, *query_scratch.sparse(n))
+        if bad:
+            raise FileFormatError(f"the ann index's posting lists name documents outside [0, {n}); the file was "
+                                  "altered")
         return out
 
     def block(lo, hi):  # one task per block: its candidates, then their exact re-ranking
@@ -85,17 +88,33 @@ def query_rows(index, Qp, k, n_jobs, options):
     return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
 
 
+def compact_kernels():
+    """The compiled candidate kernel over compact postings (:mod:`._compact_kernels`), imported on
+    first use (see :func:`sparsesim.indexes.execution.kernels`)."""
+    from . import _compact_kernels
+
+    return _compact_kernels
+
+
+def _ensure_postings_rows(index, indptr, rows, limit):
+    """Check the blocks of the compact postings' arrays holding the list prefixes ``rows``."""
+    for name in ("postings.ids", "postings.ids_hi", "postings.ids32", "postings.codes"):
+        guard = index._guards.get(name)
+        if guard is not None and guard.pending:
+            guard.ensure_rows(indptr, rows, limit)
+
+
 def ensure_postings_read(index, q_ptr, q_idx, q_val, n_postings, weighted):
     """Check the blocks of the posting-list prefixes the queries (q_ptr, q_idx, q_val) read."""
     P = index._postings
     if not weighted:
-        index._ensure_rows("postings", P.indptr, q_idx, n_postings)
+        _ensure_postings_rows(index, P.indptr, q_idx, n_postings)
         return
-    index._ensure_rows("postings", P.indptr, q_idx, 1)  # the heads that share the reads out
+    _ensure_postings_rows(index, P.indptr, q_idx, 1)  # the heads that share the reads out
     reads = np.concatenate([small_batch.read_limits(q_idx[q_ptr[r]:q_ptr[r + 1]].astype(np.int64),
                                                     q_val[q_ptr[r]:q_ptr[r + 1]], P, n_postings, True)
                             for r in range(q_ptr.size - 1)] or [np.zeros(0, np.int64)])
-    index._ensure_rows("postings", P.indptr, q_idx, reads)
+    _ensure_postings_rows(index, P.indptr, q_idx, reads)
 
 
 def check_rerank_rows(index, Qb, cands, k):

@@ -10,20 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from sparsesim.exceptions import FileFormatError
-from sparsesim.persistence import csr_from_arrays
 
 from .ann_build import faiss_module, heavy_positions
+from .ann_postings import CompactPostings
 from .calibration import check_record
 from .recall_check import check_setting
+from .storage_format import COMPACT_FORMAT
 
 
 def stored_arrays(index) -> dict:
     """The arrays of the index kind (beside the corpus and ids every index stores)."""
-    P = index.postings_
-    out = {"postings.indptr": np.asarray(P.indptr, np.int64),
-           "postings.indices": np.asarray(P.indices, np.int32),
-           "postings.data": np.asarray(P.data, np.float32),
-           "heavy.rows": np.asarray(index.heavy_rows_, np.int64), "heavy.Z": index.Z_}
+    out = dict(index.postings_.arrays("postings"))
+    out.update({"heavy.rows": np.asarray(index.heavy_rows_, np.int64), "heavy.Z": index.Z_})
     if index._dense_on:
         out.update({"projection.V": index.V_, "projection.B": index.B_,
                     "projection.singular_values": np.asarray(index.singular_values_, np.float64)})
@@ -54,7 +52,11 @@ def restore(index, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
     if state.get("postings") != "expanded":
         raise FileFormatError("this ann index was written by an earlier sparsesim (raw-corpus postings); "
                               "rebuild it with `sparsesim index build`")
-    index._postings = csr_from_arrays(arrays, "postings", (index.n_features, index._X.shape[0]))
+    if meta.get("format_version", 0) < COMPACT_FORMAT or "postings.codes" not in arrays:
+        raise FileFormatError("this ann index was written by an earlier sparsesim (float32 posting lists, index "
+                              f"format {meta.get('format_version')}); rebuild it with `sparsesim index build`")
+    index._postings = CompactPostings.from_arrays(arrays, (index.n_features, index._X.shape[0]),
+                                                  lazy=set(index._guards))
     if state.get("postings_length") is None:
         raise FileFormatError("the index manifest's state lacks postings_length; rebuild the index")
     index.postings_length_ = int(state["postings_length"])
@@ -71,10 +73,6 @@ def restore(index, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
             or (h and (index.heavy_rows_.min() < 0 or index.heavy_rows_.max() >= index.n_features))):
         raise FileFormatError(f"heavy-row arrays have shapes {index.heavy_rows_.shape}, {index._Z.shape}; "
                               f"expected (h,) and ({n}, h)")
-    P = index._postings
-    if "postings.indices" not in index._guards and P.indices.size and (
-            int(P.indices.min()) < 0 or int(P.indices.max()) >= n):
-        raise FileFormatError("expanded postings name documents outside the index")
     index._heavy_pos = heavy_positions(index, index.heavy_rows_)
     index.nlist_ = state.get("nlist_")
     # optional state keys may be absent or null (the schema allows both): null reads as absent

@@ -12,6 +12,9 @@ import numpy as np
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.validation import check_csr_arrays, check_finite_array
 
+from .ann_postings import check_arrays as check_compact_postings
+from .storage_format import COMPACT_FORMAT
+
 # the dtypes an index's arrays are written with (little-endian; nothing read is coerced)
 _I64, _I32, _F64, _F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
 
@@ -73,7 +76,13 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, 
     if n and has_duplicates(ids):
         raise InvalidInputError("ids.npy holds duplicate ids")
     strategy = manifest["state"].get("strategy_")
-    if kind == "ann" or strategy == "corpus":
+    if kind == "ann":
+        if manifest.get("format_version", COMPACT_FORMAT) < COMPACT_FORMAT:
+            raise InvalidInputError(f"this ann index was written by an earlier sparsesim (float32 posting lists, "
+                                    f"index format {manifest.get('format_version')}); rebuild it with "
+                                    "`sparsesim index build`")
+        check_compact_postings(arrays, (d, n), "postings", lazy)
+    elif strategy == "corpus":
         for part in ("indptr", "indices", "data"):
             if f"postings.{part}" not in arrays:
                 raise InvalidInputError(f"missing postings.{part}.npy")

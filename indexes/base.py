@@ -132,14 +132,14 @@ class CorpusIndex(Index):
 
     @property
     def postings_(self):
-        """Posting lists (features x documents, CSR) or None (every block checked first)."""
-        self._verified("postings.indices", "postings.data")
+        """Posting lists (features x documents) or None (every block checked first)."""
+        self._verified(*(name for name in list(self._guards) if name.startswith("postings.")))
         return self._postings
 
     @postings_.setter
     def postings_(self, value):
         self._postings = value
-        self._drop_guards("postings.indices", "postings.data")
+        self._drop_guards(*(name for name in list(self._guards) if name.startswith("postings.")))
 
     def model_checksum(self) -> str:
         """The served model's checksum (the manifest's for a loaded index: its bytes are checked

@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import FileFormatError
@@ -254,32 +253,26 @@ def _check_lists(index, queries: np.ndarray) -> None:
         chunk = features[lo:lo + block]
         kernels.columns_of_y(chunk.astype(np.int64), W.indptr, W.indices, W.data, bool(index.model.identity),
                              XT.indptr, XT.indices, XT.data, Y, B)
-        _check_chunk(_rows_of(index.postings_, chunk), chunk, Y[:chunk.size], B[:chunk.size], exact_length)
-
-
-def _rows_of(P: sp.csr_matrix, rows: np.ndarray):
-    """(indptr, indices, data) of the CSR rows ``rows`` of ``P``."""
-    part = take_rows(P, rows)
-    return part.indptr, part.indices, part.data
+        _check_chunk(index.postings_.rows(chunk), chunk, Y[:chunk.size], B[:chunk.size], exact_length)
 
 
 def _check_chunk(lists, features, Y, B, exact_length: int) -> None:
-    """The posting ``lists`` (indptr, indices, data) of ``features`` against the dense columns
-    ``Y`` of Y = X M^T of these features (one row each) and their rounding bound ``B``."""
-    indptr, indices, data = lists
+    """The posting ``lists`` (indptr, docs, decoded values, error bound per list) of
+    ``features`` against the dense columns ``Y`` of Y = X M^T of these features (one row each)
+    and their rounding bound ``B``."""
+    indptr, docs, vals, err = lists
     f, n = Y.shape
     lengths = np.diff(indptr)
     rows = np.repeat(np.arange(f), lengths)
-    docs = indices.astype(np.int64)
-    vals = data.astype(np.float64)
+    quant = np.repeat(err, lengths) * (1 + _RTOL32)
     if docs.size and (docs.min() < 0 or docs.max() >= n):
         _fail("the ann index's posting lists name documents outside the corpus")
     pkeys = rows * n + docs
     if np.any(np.diff(np.sort(pkeys)) == 0):
         _fail("the ann index's posting lists name a document twice in one list")
     want = Y[rows, docs]
-    slack = _RTOL32 * (B[rows, docs] + np.abs(want) + np.abs(vals)) + 1e-30
-    bad = ~(np.abs(vals - want) <= slack) | ~(vals > 0)
+    slack = quant + _RTOL32 * (B[rows, docs] + np.abs(want) + np.abs(vals)) + 1e-30
+    bad = ~(np.abs(vals - want) <= slack) | ~(want > 0)
     if bad.any():
         _fail(f"the ann index's posting lists of features {_some(features, rows, bad)} hold values that are not X M^T")
     # per list: its first p = min(length, exact_length) entries must be the p largest positive values
@@ -290,6 +283,7 @@ def _check_chunk(lists, features, Y, B, exact_length: int) -> None:
     floor = np.where((p == exact_length) & (p > 0), vals[np.maximum(last, 0)] if vals.size else 0.0, 0.0)
     kept = np.zeros((f, n), dtype=bool)
     kept[rows[prefix], docs[prefix]] = True
+    floor = floor + err * (1 + _RTOL32)  # the decoded last value is within the error bound of the kept one
     missing = (Y > (floor * (1 + _RTOL32))[:, None] + _RTOL32 * (B + np.abs(Y)) + 1e-30) & ~kept
     if missing.any():
         frows = np.flatnonzero(missing.any(axis=1))

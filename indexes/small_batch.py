@@ -27,6 +27,8 @@ import sys
 
 import numpy as np
 
+from sparsesim.exceptions import FileFormatError
+
 __all__ = ["SMALL_BATCH", "COLD_QUERIES", "take", "sparse_candidates", "rerank", "posting_scores", "expanded_scores"]
 
 #: batches of at most this many queries may take the numpy path
@@ -65,14 +67,18 @@ def _best(docs: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
 
 
 def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool) -> np.ndarray:
-    """:func:`._kernels.read_limits` for one query (``terms``, values ``q``): postings read per term."""
+    """:func:`._kernels.read_limits` for one query (``terms``, values ``q``): postings read per term
+    (``P``: CSR postings or :class:`~sparsesim.indexes.ann_postings.CompactPostings`)."""
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
     if not weighted:
         return np.minimum(lengths, limit)
     nonempty = lengths > 0
-    heads = np.zeros(terms.size)
-    heads[nonempty] = P.data[starts[nonempty]].astype(np.float64)
+    if hasattr(P, "heads"):  # compact postings: the decoded heads, as the compact kernel decodes them
+        heads = P.heads(terms)
+    else:
+        heads = np.zeros(terms.size)
+        heads[nonempty] = P.data[starts[nonempty]].astype(np.float64)
     contrib = np.abs(np.asarray(q, dtype=np.float64)) * heads
     total = float(np.cumsum(contrib)[-1]) if contrib.size else 0.0  # sequential, as the kernel adds
     if not total > 0.0:
@@ -83,10 +89,18 @@ def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool)
 
 
 def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool = True) -> np.ndarray:
-    """:func:`._kernels.sparse_candidates` for CSR queries ``Q`` over impact-ordered postings ``P``.
+    """:func:`._kernels.sparse_candidates` for CSR queries ``Q`` over impact-ordered postings ``P``
+    (CSR, or :class:`~sparsesim.indexes.ann_postings.CompactPostings` as
+    :func:`._compact_kernels.compact_sparse_candidates` reads them).
 
     Returns an (n_queries, pool) int64 array of document numbers, best first, padded with -1.
+
+    Raises
+    ------
+    FileFormatError
+        Compact postings name a document outside the index.
     """
+    compact = hasattr(P, "heads")
     out = np.full((Q.shape[0], pool), -1, dtype=np.int64)
     for r in range(Q.shape[0]):
         terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
@@ -94,8 +108,15 @@ def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool =
         starts = np.asarray(P.indptr[terms], dtype=np.int64)
         lengths = read_limits(terms, q, P, limit, weighted)
         pos = _ranges(starts, lengths)
-        weights = np.repeat(q, lengths) * P.data[pos].astype(np.float64)
-        touched, slot = np.unique(P.indices[pos], return_inverse=True)
+        if compact:
+            docs = P.docs_at(pos)
+            weights = np.repeat(np.asarray(q, np.float64), lengths) * P.values_at(pos, np.repeat(terms, lengths))
+            if docs.size and (docs.min() < 0 or docs.max() >= n_docs):
+                raise FileFormatError(f"the ann index's posting lists name documents outside [0, {n_docs})")
+        else:
+            docs = P.indices[pos]
+            weights = np.repeat(q, lengths) * P.data[pos].astype(np.float64)
+        touched, slot = np.unique(docs, return_inverse=True)
         acc = _sums(slot, weights, touched.size)
         best = _best(touched, acc, pool)
         out[r, :best.size] = touched[best]

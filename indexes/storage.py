@@ -12,8 +12,8 @@ An index directory holds::
       model.W.*.npy        the model's W (CSR indptr / indices / data)
       ids.npy              user ids (int64 or unicode), one per document
       corpus.*.npy         the stored corpus X (CSR indptr / indices / data)
-      postings.*.npy       posting lists (exact "corpus" strategy: Y^T; ANN: impact-ordered, pruned
-                           Y^T with float32 values)
+      postings.*.npy       posting lists (exact "corpus" strategy: Y^T as CSR; ANN: impact-ordered,
+                           pruned Y^T in compact form, :mod:`sparsesim.indexes.ann_postings`)
       heavy.*.npy          ANN: precomputed rows of M for re-ranking
       projection.*.npy     ANN: query map V, document map B = M^T V, singular values
       faiss.index          ANN: the FAISS index (``faiss.write_index``)
@@ -30,7 +30,9 @@ version into a new ``v-*`` directory inside it, then replaces ``manifest.json`` 
 or the new one. Old versions and temporaries of killed writers are removed by the next write.
 Writers of one target are serialised by a lock file (:func:`sparsesim.persistence.target_lock`).
 Format 2 directories (W inside ``model.npz``, no block checksums) are still read, checked whole;
-format 1 (no manifest checksum, files beside the manifest) is refused: rebuild such an index.
+format 1 (no manifest checksum, files beside the manifest) is refused: rebuild such an index. An
+ann index of format 2 or 3 (float32 posting lists) is refused with a request to rebuild it; the
+other kinds of those formats are read as before.
 
 ``load_index`` trusts nothing in the directory: the manifest is validated against a schema
 (types, ranges, known values) and its own checksum; every file's size (always) and sha256

@@ -14,7 +14,10 @@ from pathlib import Path
 from sparsesim.validation import MAX_FEATURES
 
 FORMAT_NAME = "sparsesim-index"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+#: the first format whose ann indexes store compact posting lists (:mod:`.ann_postings`); an ann
+#: index of an earlier format is refused with a request to rebuild it (other kinds read as before)
+COMPACT_FORMAT = 4
 OLDEST_READ_VERSION = 2  # format 1 (no manifest checksum, files beside it) is refused
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"

@@ -15,6 +15,7 @@ from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, read_npy
 from sparsesim.validation import bounded, check_csr_arrays, check_meta
 
+from .ann_postings import block_checks as compact_block_checks
 from .array_checks import _F64, _I32, _I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
 from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
@@ -336,10 +337,12 @@ def _model_w_layout(manifest: dict, directory: Path) -> bool:
 
 
 def lazy_checks(n: int, d: int) -> dict:
-    """The arrays a memory-mapped load checks block by block on first use, with each block's check."""
+    """The arrays a memory-mapped load checks block by block on first use, with each block's check
+    (``postings.indices`` / ``.data``: the exact index's and the embedding index's CSR lists;
+    ``postings.ids`` ...: the ann index's compact lists)."""
     return {"corpus.indices": index_check(d), "corpus.data": finite_check,
-            "postings.indices": index_check(n), "postings.data": finite_check, "heavy.Z": finite_check,
-            f"{MODEL_W}.indices": index_check(d), f"{MODEL_W}.data": finite_check}
+            "postings.indices": index_check(n), "postings.data": finite_check, **compact_block_checks(n),
+            "heavy.Z": finite_check, f"{MODEL_W}.indices": index_check(d), f"{MODEL_W}.data": finite_check}
 
 
 def _stored_w(arrays: dict, d: int, lazy, directory: Path):

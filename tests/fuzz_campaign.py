@@ -256,7 +256,7 @@ def mutate_index(rng, src: Path, out: Path) -> str:
 
 
 # arrays derived from the corpus and the model, per fixture index
-DERIVED = {"base-exact": ["postings.data"], "base-ann": ["heavy.Z", "projection.B", "postings.data"],
+DERIVED = {"base-exact": ["postings.data"], "base-ann": ["heavy.Z", "projection.B", "postings.floor"],
            "base-normed": ["corpus.data", "postings.data"]}
 
 
@@ -327,8 +327,10 @@ def mutate_candidates(rng, root: Path, out: Path) -> str:
         new_indptr = np.zeros_like(indptr)
         np.cumsum(np.bincount(np.repeat(np.arange(lengths.size), lengths)[keep], minlength=lengths.size),
                   out=new_indptr[1:])
-        for part, arr in (("indptr", new_indptr), ("indices", np.load(data / "postings.indices.npy")[keep]),
-                          ("data", np.load(data / "postings.data.npy")[keep])):
+        # per-entry arrays: CSR (exact index) or the ann index's compact lists (ids, high bytes, codes)
+        entries = [p for p in ("indices", "data", "ids", "ids_hi", "ids32", "codes") if (data / f"postings.{p}.npy").is_file()]
+        parts = [("indptr", new_indptr)] + [(p, np.load(data / f"postings.{p}.npy")[keep]) for p in entries]
+        for part, arr in parts:
             np.save(data / f"postings.{part}.npy", arr, allow_pickle=False)
         how = f"lists/{share}/{cut}"
     elif how in ("setting", "params"):

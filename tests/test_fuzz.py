@@ -363,7 +363,8 @@ def test_fuzz_hostile_index_files(index_dirs, tmp_path_factory, kind, data):
             elif arr.dtype.kind == "U":
                 arr.flat[pos] = arr.flat[(pos + 1) % arr.size]
             else:
-                arr.flat[pos] = data.draw(st.sampled_from([-1, -2**31, 10**6, 2**31 - 1, 0, int(arr.flat[pos]) + 1]))
+                value = data.draw(st.sampled_from([-1, -2**31, 10**6, 2**31 - 1, 0, int(arr.flat[pos]) + 1]))
+                arr.flat[pos] = np.int64(value).astype(arr.dtype)  # wraps in the compact lists' unsigned arrays
         else:
             try:
                 arr = arr.astype(data.draw(st.sampled_from(["<f4", "<f8", "<i4", "<i8", "<i2", "<U4"])))

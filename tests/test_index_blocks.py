@@ -60,7 +60,7 @@ def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus, tmp_pat
     path, _ = _copy(saved, tmp_path, "heavy")  # a copy: files this process has not verified or written
     index = load_index(path, mmap=True)
     guards = index._guards
-    assert {"corpus.data", "corpus.indices", "postings.data", "postings.indices", "heavy.Z",
+    assert {"corpus.data", "corpus.indices", "postings.codes", "postings.ids", "heavy.Z",
             "model.W.data", "model.W.indices"} <= set(guards)
     assert all(g.pending == g.n_blocks and g.n_blocks >= 1 for g in guards.values())  # nothing hashed at load
     assert guards["heavy.Z"].n_blocks > 100
@@ -79,7 +79,7 @@ def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus, tmp_pat
 
 @pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "model.W.indices"),
                                          ("light", "corpus.data"), ("light", "corpus.indices"),
-                                         ("light", "postings.data"), ("light", "postings.indices"),
+                                         ("light", "postings.codes"), ("light", "postings.ids"),
                                          ("heavy", "heavy.Z")])
 def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, victim):
     path, data = _copy(saved, tmp_path, name)
@@ -95,7 +95,7 @@ def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, v
 
 
 @pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "corpus.indices"),
-                                         ("light", "postings.data"), ("heavy", "heavy.Z")])
+                                         ("light", "postings.codes"), ("heavy", "heavy.Z")])
 def test_corrupt_block_refused_on_the_numpy_path(saved, corpus, tmp_path, monkeypatch, name, victim):
     """The first queries of a process (numpy, indexes/small_batch.py) check the same blocks first."""
     from sparsesim.indexes import small_batch
@@ -125,11 +125,11 @@ def test_untouched_corrupt_block_found_by_verify_all(saved, corpus, tmp_path):
 
 
 @pytest.mark.parametrize("victim,value,dtype,match", [
-    ("postings.indices", 2**30, np.int32, r"outside \[0, 1500\)"),
+    ("postings.ids", 60000, np.uint16, r"outside \[0, 1500\)"),
     ("corpus.indices", -5, np.int32, r"outside \[0, 3000\)"),
     ("model.W.indices", 2**31 - 1, np.int32, r"outside \[0, 3000\)"),
     ("corpus.data", np.nan, np.float64, "NaN or infinite"),
-    ("postings.data", np.inf, np.float32, "NaN or infinite"),
+    ("postings.floor", np.inf, np.float32, "finite"),
 ])
 def test_out_of_range_values_refused_before_a_kernel_reads_them(saved, corpus, tmp_path, victim, value, dtype, match):
     path, data = _copy(saved, tmp_path, "light")
@@ -157,10 +157,22 @@ def test_format_2_directory_still_read_and_checked_whole(saved, corpus, model, t
             del manifest["files"][name]
 
     rehash_index(path, as_format_2)
-    index = load_index(path, mmap=True)
+    # an ann index of that format holds float32 posting lists: refused with a request to rebuild
+    with pytest.raises(FileFormatError, match="rebuild it with `sparsesim index build`"):
+        load_index(path, mmap=True)
+    exact = tmp_path / "exact"
+    build_index(model, corpus, kind="exact", strategy="corpus").save(exact)
+    data = exact / json.loads((exact / "manifest.json").read_text())["data_dir"]
+    for part in ("indptr", "indices", "data"):
+        (data / f"model.W.{part}.npy").unlink()
+    (data / "blocks.sha256").unlink()
+    (data / "model.npz").unlink()
+    model.save(data / "model.npz")
+    rehash_index(exact, as_format_2)
+    index = load_index(exact, mmap=True)
     assert index._guards == {}
     ids, scores = index.query(corpus[:3], top_k=5)
-    ids2, scores2 = load_index(saved / "light").query(corpus[:3], top_k=5)
+    ids2, scores2 = build_index(model, corpus, kind="exact", strategy="corpus").query(corpus[:3], top_k=5)
     np.testing.assert_array_equal(np.array(ids), np.array(ids2))
     np.testing.assert_allclose(scores, scores2, rtol=0, atol=1e-12)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from sparsesim.data.synthetic import rcv1_like
 from sparsesim.exceptions import FileFormatError
+from sparsesim.indexes.ann_postings import CompactPostings
 from sparsesim.indexes import build_index, load_index
 from sparsesim.indexes.calibration import measure_recall
 from sparsesim.indexes.recall_check import check_candidate_stage, recall_threshold
@@ -40,29 +40,37 @@ def _copy(root: Path, name: str, dst: Path) -> Path:
     return dst
 
 
+_ENTRY_PARTS = ("ids", "ids_hi", "ids32", "codes")  # one element per list entry (the others: per list)
+
+
 def _postings(directory: Path):
+    """The ann index's compact lists as stored: {part: array}."""
     manifest = json.loads((directory / "manifest.json").read_text())
     data = directory / manifest["data_dir"]
-    arrays = {part: np.load(data / f"postings.{part}.npy") for part in ("indptr", "indices", "data")}
+    arrays = {f.name[len("postings."):-len(".npy")]: np.load(f) for f in data.glob("postings.*.npy")}
     return data, arrays
 
 
-def _write_postings(directory: Path, indptr, indices, data) -> None:
-    folder, old = _postings(directory)
-    for part, arr in (("indptr", indptr), ("indices", indices), ("data", data)):
-        np.save(folder / f"postings.{part}.npy", np.asarray(arr).astype(old[part].dtype), allow_pickle=False)
+def _write_postings(directory: Path, arrays) -> None:
+    folder, _ = _postings(directory)
+    for part, arr in arrays.items():
+        np.save(folder / f"postings.{part}.npy", arr, allow_pickle=False)
     rehash_index(directory)
 
 
 def _keep(arrays, keep_entry):
-    """Postings with only the entries where ``keep_entry(rank in its list)`` holds (order kept)."""
+    """Lists with only the entries where ``keep_entry(rank in its list)`` holds (order kept)."""
     indptr = arrays["indptr"]
     lengths = np.diff(indptr)
     rank = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
     keep = keep_entry(rank)
     new_indptr = np.zeros_like(indptr)
     np.cumsum(np.add.reduceat(keep.astype(np.int64), indptr[:-1]) * (lengths > 0), out=new_indptr[1:])
-    return new_indptr, arrays["indices"][keep], arrays["data"][keep]
+    out = dict(arrays, indptr=new_indptr)
+    for part in _ENTRY_PARTS:
+        if part in arrays and arrays[part].shape[0] == keep.shape[0]:
+            out[part] = arrays[part][keep]
+    return out
 
 
 POSTINGS_ATTACKS = {
@@ -78,16 +86,16 @@ def test_crafted_candidate_postings_refused(built, tmp_path, attack):
     root, _, _ = built
     d = _copy(root, "ann", tmp_path / "idx")
     _, arrays = _postings(d)
-    indptr, indices, data = _keep(arrays, POSTINGS_ATTACKS[attack])
+    crafted_arrays = _keep(arrays, POSTINGS_ATTACKS[attack])
     # the attack is real: served with these lists the index finds fewer of the exact top 10
     index = load_index(root / "ann")
     rows = np.arange(0, 1200, 6)
     (honest, _), = measure_recall(index, rows, 10, [index.search_setting()])
-    crafted = sp.csr_matrix((data, indices, indptr), shape=index.postings_.shape)
-    index.postings_ = crafted
+    index.postings_ = CompactPostings.from_arrays({f"postings.{k}": v for k, v in crafted_arrays.items()},
+                                                  index.postings_.shape)
     (lowered, _), = measure_recall(index, rows, 10, [index.search_setting()])
     assert lowered.mean() < honest.mean()
-    _write_postings(d, indptr, indices, data)
+    _write_postings(d, crafted_arrays)
     for _ in range(3):  # verify=False: the check runs on every load
         with pytest.raises(FileFormatError, match="posting lists .* (leave out|values)"):
             load_index(d, verify=False)
@@ -111,7 +119,7 @@ def test_list_check_memory_is_bounded_by_blocks_of_features(built, tmp_path, mon
     assert blocks and max(blocks) <= max(budget, 8 * 1200)
     d = _copy(root, "ann", tmp_path / "idx")
     _, arrays = _postings(d)
-    _write_postings(d, *_keep(arrays, POSTINGS_ATTACKS["every list loses its best entry"]))
+    _write_postings(d, _keep(arrays, POSTINGS_ATTACKS["every list loses its best entry"]))
     with pytest.raises(FileFormatError, match="posting lists .* leave out"):
         load_index(d, verify=False)
 
@@ -122,7 +130,7 @@ def test_crafted_postings_refused_by_the_cli(built, tmp_path, monkeypatch, capsy
 
     d = _copy(root, "ann", tmp_path / "idx")
     _, arrays = _postings(d)
-    _write_postings(d, *_keep(arrays, lambda rank: rank < 2))
+    _write_postings(d, _keep(arrays, lambda rank: rank < 2))
     dump_svmlight_file(corpus.X[1300:1303], corpus.y[1300:1303], str(tmp_path / "q.svm"), zero_based=True)
     code, out, err = run_cli(["query", "--index", d, "--queries", tmp_path / "q.svm"], monkeypatch, capsys)
     assert code == 2 and out == "" and err.startswith("error:") and "altered" in err

@@ -221,8 +221,8 @@ def small_index(tmp_path_factory):
     model = OASIS(n_triplets=300, random_state=0).fit(X, y).model_
     root = tmp_path_factory.mktemp("indexes")
     build_index(model, X, kind="exact", strategy="corpus").save(root / "exact")
-    build_index(model, X, kind="ann", dim=8, n_postings=50, heavy_min_nnz=1).save(root / "ann")
-    build_index(model, X, kind="ann", dim=8, faiss_index="hnsw", heavy_min_nnz=1).save(root / "hnsw")
+    build_index(model, X, kind="ann", dim=8, n_postings=50, heavy_min_nnz=1, rerank_memory=8 << 20).save(root / "ann")
+    build_index(model, X, kind="ann", dim=8, faiss_index="hnsw", heavy_min_nnz=1, rerank_memory=8 << 20).save(root / "hnsw")
     return root, model, X
 
 
@@ -268,6 +268,8 @@ def test_hostile_consistent_index_arrays_refused(small_index, tmp_path, kind, at
     root, model, X = small_index
     d = _copy_index(root / kind, tmp_path / "idx")
     name, fn = ARRAY_ATTACKS[attack]
+    if kind == "ann":  # the ann index's compact lists: uint16 ids, per-list float32 score floors
+        name = {"postings.indices": "postings.ids", "postings.data": "postings.floor"}.get(name, name)
     _edit_array(d, name, fn)
     _rehash(d)
     with pytest.raises(FileFormatError):

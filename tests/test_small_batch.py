@@ -83,7 +83,7 @@ def test_exact_index_numpy_path_equals_kernels(corpus, monkeypatch, strategy, id
 
 def test_pool_selection_keeps_the_best_with_ties_to_the_smaller_document():
     """The kernels' top selection (a bounded heap) against a full sort by (-value, document)."""
-    from sparsesim.indexes._kernels import _top_of
+    from sparsesim.indexes._kernels import top_of
 
     rng = np.random.default_rng(11)
     for trial in range(400):
@@ -91,7 +91,7 @@ def test_pool_selection_keeps_the_best_with_ties_to_the_smaller_document():
         vals = rng.integers(0, 4, n).astype(np.float64) if trial % 2 else rng.standard_normal(n)
         docs = rng.permutation(5 * n)[:n].astype(np.int64)
         want = np.lexsort((docs, -vals))[:k]
-        np.testing.assert_array_equal(_top_of(docs, vals, n, k), want)
+        np.testing.assert_array_equal(top_of(docs, vals, n, k), want)
 
 
 def test_reused_query_scratch_leaves_no_trace(corpus, monkeypatch):

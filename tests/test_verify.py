@@ -29,7 +29,7 @@ def indexes(tmp_path_factory):
     root = tmp_path_factory.mktemp("verify")
     build_index(model, X, kind="exact", strategy="corpus").save(root / "exact")
     build_index(normed, X, kind="exact", strategy="corpus").save(root / "exact-normed")
-    build_index(model, X, kind="ann", dim=8, n_postings=50, heavy_min_nnz=1).save(root / "ann")
+    build_index(model, X, kind="ann", dim=8, n_postings=50, heavy_min_nnz=1, rerank_memory=20 * 8 * 150).save(root / "ann")
     return root, model, X
 
 
@@ -74,8 +74,9 @@ ATTACKS = {
     "ann heavy values: rows swapped": ("ann", "heavy.Z", lambda a: np.roll(a, 1, axis=0)),
     "ann heavy rows renamed": ("ann", "heavy.rows", lambda a: _swap_first_heavy_row(a)),
     "ann projection B scaled": ("ann", "projection.B", lambda a: 2 * a),
-    "ann candidate postings: all values replaced": ("ann", "postings.data", lambda a: np.full_like(a, 0.5)),
-    "ann candidate postings: impact order broken": ("ann", "postings.data", lambda a: a[::-1]),
+    "ann candidate postings: all values replaced": ("ann", "postings.floor", lambda a: np.full_like(a, 0.5)),
+    "ann candidate postings: all codes replaced": ("ann", "postings.codes", lambda a: np.full_like(a, 255)),
+    "ann candidate postings: impact order broken": ("ann", "postings.codes", lambda a: a[::-1]),
 }
 
 
@@ -115,7 +116,7 @@ def test_grown_and_recalibrated_indexes_pass(indexes, tmp_path):
     # a retrained model swapped into a postings-only ann index: Z is recomputed, postings are of the old model
     y = np.repeat(np.arange(5), 30)
     retrained = OASIS(n_triplets=200, random_state=1).fit(X, y).model_
-    index = build_index(model, X, kind="ann", n_postings=50, heavy_min_nnz=1)
+    index = build_index(model, X, kind="ann", n_postings=50, heavy_min_nnz=1, rerank_memory=8 << 20)
     index.calibrate(model=retrained)
     index.save(tmp_path / "swapped")
     verify_derived(load_index(tmp_path / "swapped"))

@@ -1,0 +1,152 @@
+"""Benchmark: the ann index's size on disk, build peak, recall and warm queries/s, against an
+earlier sparsesim in the same run.
+
+For one corpus and model (the cases and model cache of ``benchmarks/bench_indexes.py``), each
+configuration runs in its own subprocess, one after the other, so they share the machine's load:
+
+* ``baseline``: the ann index of the sparsesim source tree given by ``--baseline-src`` (e.g.
+  ``git archive <commit> | tar -x -C DIR`` plus the two links ``DIR/sparsesim/indexes -> ../indexes``
+  and ``DIR/sparsesim/cli -> ../cli``, the package layout of pyproject.toml), default settings;
+* ``compact``: this tree's ann index, default settings;
+* ``compact-bigZ``: this tree's ann index with ``rerank_memory`` set to the budget the
+  baseline's default chooses (its re-ranking table), to separate the two levers.
+
+Per configuration: build seconds, build peak RSS (VmHWM), size on disk (every file of the saved
+index directory), the calibrated setting, recall@10 against the exact top 10 (ties counted) on
+``--queries`` corpus documents (not the calibration sample), and queries/s on one thread (best
+of ``--repeats`` after a warm-up call). Results: ``benchmarks/out/bench_indexes_compact_<corpus>.json``
+and a Markdown table on stdout.
+
+Usage::
+
+    SPARSESIM_DATA=/path/to/data python benchmarks/bench_compact_index.py --case news20:oasis:20000 \\
+        --baseline-src /tmp/base
+
+Speed numbers depend on the machine and its load (the JSON records ``os.getloadavg()``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def baseline_budget(X, model) -> int:
+    """The re-ranking budget the baseline's default chose: the index within 3x (corpus + model),
+    float32 postings of 8 bytes per entry, at most 2 GiB."""
+    n, d = X.shape
+    corpus = 12 * X.nnz + 8 * (n + 1)
+    mbytes = 12 * model.W.nnz + 8 * (d + 1)
+    L = max(1, min(max(512, n // 200), (512 << 20) // (8 * d), n))
+    return int(max(0, min(2 << 30, 0.9 * (2 * (corpus + mbytes) - 8 * L * d - 8 * n))))
+
+
+def run_one(args) -> dict:
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_indexes as B
+    from sparsesim.indexes import ExactIndex, build_index
+    from sparsesim.indexes.base import prepare_rows
+    from sparsesim.indexes.calibration import recall_counting_ties
+    from sparsesim.memory import peak_resident_bytes, reset_peak_resident
+
+    corpus, algorithm, triplets = args.case.split(":")
+    X, y, qrows, _, _ = B.load_corpus(corpus, args.queries, args.seed)
+    model, _ = B.get_model(corpus, algorithm, X, y, int(triplets), args.seed, pathlib.Path(args.model_cache))
+    X = prepare_rows(model, X, "corpus")
+    Q = X[qrows]
+    truth = ExactIndex(model, strategy="query").fit(X).query_rows(Q, 10)[1]
+    extra = {"rerank_memory": baseline_budget(X, model)} if args.config == "compact-bigZ" else {}
+    reset_peak_resident()
+    start = time.perf_counter()
+    index = build_index(model, X, kind="ann", **extra)
+    build = time.perf_counter() - start
+    peak = peak_resident_bytes() / 2**30
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-compact-"))
+    try:
+        index.save(tmp / "idx")
+        files = {f.name: f.stat().st_size for f in (tmp / "idx").rglob("*") if f.is_file()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    index.query_rows(Q, 10, n_jobs=1)
+    best = np.inf
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        _, scores = index.query_rows(Q, 10, n_jobs=1)
+        best = min(best, time.perf_counter() - t)
+    corpus_bytes = 12 * X.nnz + 8 * (X.shape[0] + 1)
+    model_bytes = 12 * model.W.nnz + 8 * (X.shape[1] + 1)
+    return {"config": args.config, "disk_gib": sum(files.values()) / 2**30,
+            "ratio_to_corpus_plus_model": sum(files.values()) / (corpus_bytes + model_bytes),
+            "largest_files_mib": {k: round(v / 2**20, 1) for k, v in sorted(files.items(), key=lambda kv: -kv[1])[:6]},
+            "build_seconds": build, "build_peak_gib": peak, "rerank_memory": int(index.rerank_memory_ or 0),
+            "n_heavy_rows": int(index.heavy_rows_.size), "setting": index.search_setting(),
+            "calibrated_recall": (index.calibration_ or {}).get("recall"),
+            "recall_at_10": float(recall_counting_ties(scores, truth).mean()), "qps_1": Q.shape[0] / best,
+            "n_documents": int(X.shape[0]), "nnz_W": int(model.W.nnz),
+            "corpus_plus_model_gib": (corpus_bytes + model_bytes) / 2**30}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="news20:oasis:20000", help="CORPUS:MODEL:TRIPLETS")
+    parser.add_argument("--baseline-src", help="an earlier sparsesim source tree (see above); omitted: no baseline")
+    parser.add_argument("--configs", default="baseline,compact,compact-bigZ")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.config:
+        pathlib.Path(args.json).write_text(json.dumps(run_one(args)))
+        return
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    rows = []
+    out = {"case": args.case, "queries": args.queries, "loadavg_start": os.getloadavg(), "rows": rows,
+           "command": "python benchmarks/bench_compact_index.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    corpus = args.case.split(":")[0]
+    path = pathlib.Path(args.out) / f"bench_indexes_compact_{corpus}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for config in configs:
+        if config == "baseline" and not args.baseline_src:
+            continue
+        env = dict(os.environ)
+        if config == "baseline":
+            env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(args.baseline_src).resolve()),
+                                                 env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+            result_path = handle.name
+        cmd = [sys.executable, __file__, "--case", args.case, "--queries", str(args.queries), "--repeats",
+               str(args.repeats), "--seed", str(args.seed), "--model-cache", args.model_cache, "--config", config,
+               "--json", result_path]
+        subprocess.run(cmd, check=True, env=env, cwd=str(ROOT))
+        row = json.loads(pathlib.Path(result_path).read_text())
+        os.unlink(result_path)
+        rows.append(row)
+        print(f"[{args.case}] {config}: disk {row['disk_gib']:.2f} GiB ({row['ratio_to_corpus_plus_model']:.2f}x), "
+              f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}, {row['qps_1']:.0f} q/s",
+              flush=True)
+        out["loadavg_end"] = os.getloadavg()
+        path.write_text(json.dumps(out, indent=1))  # after every configuration: a stopped run keeps its rows
+    print("| configuration | disk GiB | x (corpus + model) | build peak GiB | recall@10 | queries/s (1 thread) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['config']} | {r['disk_gib']:.2f} | {r['ratio_to_corpus_plus_model']:.2f} | "
+              f"{r['build_peak_gib']:.2f} | {r['recall_at_10']:.3f} | {r['qps_1']:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Compiled candidate generation over :class:`~sparsesim.indexes.ann_postings.CompactPostings`
+(numba, ``nogil``): the loop of :func:`._kernels.sparse_candidates` with the ids and scores
+decoded as they are read (``floor + code * step`` in float64; ids from their 16 + 8 low bits or
+int32). :func:`sparsesim.indexes.small_batch.compact_sparse_candidates` is the same arithmetic in
+numpy.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from sparsesim.prefetch import prefetch
+
+from ._kernels import PREFETCH_AHEAD, top_of
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _doc(ids, ids_hi, ids32, t):
+    if ids32.size:
+        return np.int64(ids32[t])
+    if ids_hi.size:
+        return np.int64(ids[t]) | (np.int64(ids_hi[t]) << 16)
+    return np.int64(ids[t])
+
+
+@numba.njit(cache=True, nogil=True)
+def compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, out):
+    """:func:`._kernels.read_limits` over compact postings (heads decoded)."""
+    lo, hi = q_ptr[r], q_ptr[r + 1]
+    if not weighted:
+        for p in range(lo, hi):
+            i = q_idx[p]
+            out[p - lo] = min(p_ptr[i + 1] - p_ptr[i], limit)
+        return
+    total = 0.0
+    for p in range(lo, hi):
+        i = q_idx[p]
+        head = np.float64(floor[i]) + np.float64(codes[p_ptr[i]]) * np.float64(step[i]) \
+            if p_ptr[i + 1] > p_ptr[i] else 0.0
+        total += abs(q_val[p]) * head
+    budget = np.float64(limit) * (hi - lo)
+    for p in range(lo, hi):
+        i = q_idx[p]
+        length = p_ptr[i + 1] - p_ptr[i]
+        if length == 0 or not total > 0.0:
+            out[p - lo] = 0
+            continue
+        head = np.float64(floor[i]) + np.float64(codes[p_ptr[i]]) * np.float64(step[i])
+        share = np.ceil(budget * (abs(q_val[p]) * head) / total)
+        out[p - lo] = np.int64(min(share, np.float64(length)))
+
+
+@numba.njit(cache=True, nogil=True)
+def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, codes, floor, step, n_docs, limit,
+                              weighted, pool, out, acc, touched, vals):
+    """:func:`._kernels.sparse_candidates` over compact postings. Returns the number of postings
+    read whose document is not below ``n_docs`` (a hostile file; they are skipped, the caller
+    refuses the answer)."""
+    width = 0
+    for r in range(q_ptr.size - 1):
+        width = max(width, q_ptr[r + 1] - q_ptr[r])
+    reads = np.empty(width, np.int64)
+    ahead = PREFETCH_AHEAD
+    bad = 0
+    for r in range(q_ptr.size - 1):
+        compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, reads)
+        m = 0
+        for p in range(q_ptr[r], q_ptr[r + 1]):
+            i = q_idx[p]
+            a = q_val[p]
+            f = np.float64(floor[i])
+            s = np.float64(step[i])
+            start = p_ptr[i]
+            end = start + reads[p - q_ptr[r]]
+            for t in range(start, min(end, start + ahead)):
+                c = _doc(ids, ids_hi, ids32, t)
+                if c < n_docs:
+                    prefetch(acc, c)
+            for t in range(start, end):
+                if t + ahead < end:
+                    c = _doc(ids, ids_hi, ids32, t + ahead)
+                    if c < n_docs:
+                        prefetch(acc, c)
+                doc = _doc(ids, ids_hi, ids32, t)
+                if doc >= n_docs or doc < 0:
+                    bad += 1
+                    continue
+                v = acc[doc]
+                new = v != v
+                touched[m] = doc
+                m += 1 if new else 0
+                acc[doc] = (0.0 if new else v) + a * (f + np.float64(codes[t]) * s)
+        for t in range(m):
+            if t + ahead < m:
+                prefetch(acc, touched[t + ahead])
+            doc = touched[t]
+            vals[t] = acc[doc]
+            acc[doc] = np.nan
+        best = top_of(touched, vals, m, pool)
+        for t in range(pool):
+            out[r, t] = -1
+        for t in range(best.size):
+            out[r, t] = touched[best[t]]
+    return bad
