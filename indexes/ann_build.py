@@ -133,8 +133,10 @@ def choose_heavy_rows(index, Xp) -> np.ndarray:
     return keep[np.argsort(-df[keep], kind="stable")].astype(np.int64)
 
 
-#: the default re-ranking budget keeps the whole index within this many times (corpus + model) on disk
-DISK_RATIO = 1.5
+#: the default re-ranking budget keeps the whole index within this many times (corpus + model) on
+#: disk. 3: on news20 (OASIS) a Z budget for 1.5x answered at 0.26x the queries/s of this one
+#: (docs/retrieval.md, "Compact index"); pass rerank_memory for a smaller index.
+DISK_RATIO = 3.0
 
 
 def rerank_budget(index, Xp) -> int:

@@ -38,6 +38,7 @@ def private_imports() -> Counter:
 #: use, the numba kernels module (``indexes/_kernels.py``) and metric-learn's own ``_util``.
 KNOWN: frozenset = frozenset({
     ("indexes/execution.py", "_kernels"),
+    ("indexes/ann_query.py", "_compact_kernels"),  # the compact lists' numba kernels, like _kernels
     ("indexes/storage.py", "_DATA_DIR_RE"),
     ("indexes/storage.py", "_FILE_RE"),
     ("indexes/storage.py", "_HEX64"),
