@@ -50,8 +50,8 @@ Wikipedia):
   (:func:`kernel_width`, :func:`resolve_sigma`).
 
 Model size (OASIS, SORS, AdaSORS; ``max_model_bytes="auto"``): W, its diagonal included, keeps
-at most ``MODEL_SIZE_FACTOR`` (20) times the stored entries of the corpus the learner first sees;
-after every ``TRUNCATE_EVERY`` (1,024) triplets the learner keeps the entries of largest magnitude
+at most ``MODEL_SIZE_FACTOR`` (20) times the stored entries of the corpus the learner first sees,
+but never less than ``MODEL_SIZE_FLOOR_BYTES`` (128 MiB, so small corpora are not cut); after every ``TRUNCATE_EVERY`` (1,024) triplets the learner keeps the entries of largest magnitude
 (the rule and its constants are in :mod:`sparsesim.memory`, :func:`~sparsesim.memory.resolve_model_budget`;
 the measurement in docs/quality.md, "Model size").
 

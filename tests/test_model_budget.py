@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from clitools import run_cli
 from sparsesim.data import load_dataset
+from sparsesim import memory
 from sparsesim.memory import MODEL_SIZE_FACTOR, model_bytes_for, resolve_model_budget
 from sparsesim.engine.rowstore import RowStore
 from sparsesim.engine.truncation import keep_largest_offdiag, truncate_store
@@ -91,7 +92,8 @@ def test_an_explicit_budget_holds_and_is_recorded(cls, sample, tmp_path):
     assert BilinearSimilarity.load(path).metadata["resolved_params"]["max_model_bytes"] == limit
 
 
-def test_the_default_keeps_w_within_the_factor_of_the_corpus(sample):
+def test_the_default_keeps_w_within_the_factor_of_the_corpus(sample, monkeypatch):
+    monkeypatch.setattr(memory, "MODEL_SIZE_FLOOR_BYTES", 0)  # the sample's 20x is below the floor
     est = OASIS(n_triplets=3000, random_state=0).fit(sample.X, sample.y)
     budget = int(MODEL_SIZE_FACTOR * sample.X.nnz) - sample.n_features
     assert est.model_entries_ == budget
@@ -126,7 +128,12 @@ def test_bad_budgets_are_refused(value, sample):
         OASIS(n_triplets=10, max_model_bytes=value).fit(sample.X, sample.y)
 
 
-def test_resolve_model_budget_rules():
+def test_resolve_model_budget_rules(monkeypatch):
+    # a small corpus keeps the floor: as many entries as fit in MODEL_SIZE_FLOOR_BYTES
+    entries, nbytes = resolve_model_budget("auto", 100, 10)
+    assert nbytes <= memory.MODEL_SIZE_FLOOR_BYTES < model_bytes_for(entries + 1, 10)
+    assert resolve_model_budget("auto", 10**8, 10)[0] == MODEL_SIZE_FACTOR * 10**8 - 10  # past the floor: 20x
+    monkeypatch.setattr(memory, "MODEL_SIZE_FLOOR_BYTES", 0)
     assert resolve_model_budget(None, 100, 10) == (None, None)
     entries, nbytes = resolve_model_budget("auto", 100, 10, floor_entries=5000)
     assert entries == 5000 and nbytes == model_bytes_for(5000, 10)
