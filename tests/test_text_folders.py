@@ -131,3 +131,22 @@ def test_integer_labels_past_int64_are_names_written_in_full(tmp_path):
     assert sorted(data.class_names.values()) == sorted(["1", str(big), str(2**63)])
     codes, names = encode_labels(np.array([2**63, 1], dtype=np.uint64))  # no wrap to a negative code
     assert names is not None and sorted(names.values()) == ["1", str(2**63)]
+
+
+def test_a_link_inside_the_folder_to_a_hidden_entry_is_skipped_like_the_entry(tmp_path):
+    """Campaign case folder/1545095011: docs/0/x.txt -> docs/.hidden/h.txt was read."""
+    docs = tmp_path / "docs"
+    (docs / ".hidden").mkdir(parents=True)
+    (docs / ".hidden" / "h.txt").write_text("zzhiddenword")
+    for label in ("sport", "tech"):
+        (docs / label).mkdir()
+        (docs / label / "a.txt").write_text(f"{label} words here")
+    os.symlink(docs / ".hidden" / "h.txt", docs / "sport" / "link.txt")
+    os.symlink(docs / ".hidden", docs / "tech" / "linkdir")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedEntryWarning)
+        data = load_dataset(str(docs))
+    assert "zzhiddenword" not in set(data.featurizer.vocabulary())
+    assert sorted(os.path.basename(str(i)) for i in data.ids) == ["a.txt", "a.txt"]
+    with_hidden = read_text_folder(docs, include_hidden=True)
+    assert "zzhiddenword" in set(with_hidden.featurizer.vocabulary())

@@ -140,6 +140,11 @@ class KernelPassiveAggressive(ClassifierMixin, BaseEstimator):
     True
     """
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        """Settings for the common checks (:mod:`sparsesim.checks`): the defaults are fast."""
+        return {}
+
     def __init__(self, variant: str = "pa2", C: float = 5.0, sigma: float = 8.0):
         self.variant = variant
         self.C = C

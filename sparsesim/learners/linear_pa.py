@@ -99,6 +99,11 @@ class PassiveAggressiveBinary(ClassifierMixin, BaseEstimator):
 
     _param_spec = {"fit_intercept": ("bool",)}
 
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        """Settings for the common checks (:mod:`sparsesim.checks`): the defaults are fast."""
+        return {}
+
     def __init__(self, variant: str = "pa1", C: float = 1.0, fit_intercept: bool = False):
         self.variant = variant
         self.C = C

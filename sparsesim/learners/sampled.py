@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..sampling import SAMPLERS, iter_sampled_triplets
+from ..validation import check_params
 
 __all__ = ["AVERAGE_CHECKPOINTS", "SAMPLED_FIT_SPEC", "SampledFit"]
 
@@ -44,6 +45,7 @@ class SampledFit:
         return self.sampler == "uniform" and int(self.n_passes) == 1 and not self.averaging
 
     def _fit_labelled(self, X, y, progress=None):
+        check_params(self)  # the sampling options are read below, before the learner's own checks
         if self._sampling_default():
             return super()._fit_labelled(X, y, progress)
         stream = iter_sampled_triplets(y, self.n_triplets, seed=self.random_state, sampler=self.sampler,

@@ -35,6 +35,13 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def _hidden_within(real: str, root: str) -> bool:
+    """Whether ``real`` (inside ``root``) lies in or is a hidden entry of ``root``: a link that stays
+    inside the folder must not lead to what the walk itself skips."""
+    rel = os.path.relpath(real, root)
+    return any(part.startswith(".") for part in rel.split(os.sep) if part not in ("", "."))
+
+
 def walk_documents(root, max_depth: int, follow_symlinks: bool = False, include_hidden: bool = False,
                    exact_depth: bool = False) -> list[Document]:
     """The regular files under ``root`` at most ``max_depth`` levels down (1: directly in it).
@@ -86,6 +93,9 @@ def walk_documents(root, max_depth: int, follow_symlinks: bool = False, include_
             if entry.is_symlink() and not follow_symlinks and not _inside(real, root_real):
                 skipped["outside"] += 1
                 continue
+            if entry.is_symlink() and not include_hidden and _inside(real, root_real) \
+                    and _hidden_within(real, root_real):
+                continue  # a link to a hidden entry of the folder: skipped like the entry itself
             try:
                 mode = os.stat(real).st_mode
             except OSError:  # a dangling link
