@@ -111,8 +111,11 @@ def check_auto_positive(name: str, value, allow_zero: bool = False):
     number; else :class:`InvalidInputError` naming the parameter."""
     if is_auto(value):
         return value
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value) \
-        and (value >= 0 if allow_zero else value > 0)
+    try:  # float(): a Python int past float64 is refused here, not by numpy
+        number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else float("nan")
+    except OverflowError:
+        number = float("nan")
+    ok = bool(np.isfinite(number)) and (number >= 0 if allow_zero else number > 0)
     if not ok:
         bound = "non-negative" if allow_zero else "positive"
         raise InvalidInputError(f"{name} must be {bound} (a number, or 'auto'), got {value!r}")

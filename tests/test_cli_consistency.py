@@ -50,7 +50,7 @@ def test_parameters_resolve_to_the_constructor_spelling_or_list_the_valid_keys()
     with pytest.raises(UnknownNameError) as info:
         spec.make(cc=1)
     message = str(info.value)
-    assert "did you mean 'C'" in message and "known: C, compact, identity" in message
+    assert "did you mean 'C'" in message and "known: C, averaging, compact, identity" in message
     assert spec.make(c=2.0).C == 2.0
 
 

@@ -348,7 +348,7 @@ def test_feedback_learning_refuses_a_compact_index():
 
     model, _ = model_and_dense(seed=5)
     index = build_index(model, corpus(11, n=20), kind="exact")
-    with pytest.raises(InvalidInputError, match="bilinear model.*CompactSimilarity"):
+    with pytest.raises(InvalidInputError, match="does not support learning from feedback"):
         FeedbackLearner(index)
 
 

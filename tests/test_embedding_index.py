@@ -150,7 +150,7 @@ def test_calibrate_and_refusals(corpus):
         build_index(model, X, kind="exact", strategy="corpus")  # a bilinear index's parameter
     from sparsesim.feedback import FeedbackLearner
 
-    with pytest.raises(InvalidInputError, match="bilinear model, not the EmbeddingSimilarity"):
+    with pytest.raises(InvalidInputError, match="does not support learning from feedback"):
         FeedbackLearner(ann)  # `serve --learn` on an embedding index: refused before serving
 
 

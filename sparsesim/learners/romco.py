@@ -288,8 +288,11 @@ class ROMCO(OnlineMultiTaskClassifier):
         if self.rho_schedule not in RHO_SCHEDULES:
             raise InvalidInputError(f"rho_schedule must be one of {RHO_SCHEDULES}, got {self.rho_schedule!r}")
         growth = self.rho_growth
-        if isinstance(growth, bool) or not isinstance(growth, (int, float, np.integer, np.floating)) \
-                or not (np.isfinite(growth) and growth > 0):
+        try:  # float(): a Python int past float64 (or int64) is refused here, not in numpy
+            value = float(growth) if isinstance(growth, (int, float, np.integer, np.floating)) else float("nan")
+        except OverflowError:
+            value = float("nan")
+        if isinstance(growth, bool) or not (np.isfinite(value) and value > 0):
             raise InvalidInputError(f"rho_growth must be a positive number, got {growth!r}")
 
     def rho_at(self, t: int) -> float:
