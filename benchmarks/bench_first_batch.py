@@ -41,7 +41,7 @@ import json, sys, time
 import numba  # noqa: F401  (the kernels' start-up is not what is measured)
 import scipy.sparse as sp
 from sparsesim.indexes import load_index
-from sparsesim.indexes import _kernels  # noqa: F401
+from sparsesim.indexes import numba_kernels  # noqa: F401
 path, queries, batch, batches, warm = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 Q = sp.load_npz(queries).tocsr()
 start = time.perf_counter()

@@ -128,8 +128,8 @@ def drop_self(rows, scores, exclude, k):
 
 def run_case(corpus: str, algorithm: str, args) -> dict:
     from sparsesim.indexes import build_index
-    from sparsesim.indexes import _compact_kernels as CK
-    from sparsesim.indexes import _kernels as K
+    from sparsesim.indexes import compact_numba_kernels as CK
+    from sparsesim.indexes import numba_kernels as K
     from sparsesim.indexes.ann import impact_postings
     from sparsesim.indexes.base import prepare_rows, query_scratch
     from sparsesim.indexes.calibration import recall_counting_ties

@@ -89,11 +89,11 @@ def query_rows(index, Qp, k, n_jobs, options):
 
 
 def compact_kernels():
-    """The compiled candidate kernel over compact postings (:mod:`._compact_kernels`), imported on
+    """The compiled candidate kernel over compact postings (:mod:`.compact_numba_kernels`), imported on
     first use (see :func:`sparsesim.indexes.execution.kernels`)."""
-    from . import _compact_kernels
+    from . import compact_numba_kernels
 
-    return _compact_kernels
+    return compact_numba_kernels
 
 
 def _ensure_postings_rows(index, indptr, rows, limit):

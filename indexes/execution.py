@@ -30,15 +30,15 @@ def resolve_jobs(n_jobs) -> int:
 
 
 def kernels():
-    """The compiled (numba) kernels, :mod:`._kernels`, imported on first use.
+    """The compiled (numba) kernels, :mod:`.numba_kernels`, imported on first use.
 
     Not imported at the top of the modules that call them: importing numba costs about 0.15 s of
     CPU, and a process that loads an index and answers a few queries through the numpy path
     (:mod:`.small_batch`) never needs it.
     """
-    from . import _kernels
+    from . import numba_kernels
 
-    return _kernels
+    return numba_kernels
 
 
 class QueryScratch(threading.local):

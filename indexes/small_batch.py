@@ -5,7 +5,7 @@ compiler and type registries even when the kernel comes from the on-disk cache -
 CPU in all (``benchmarks/bench_index_load.py``, modes ``lazy`` and ``compiled``) -- while one
 query needs a few thousand multiply-adds. A process that loads an index and answers a handful
 of queries (``sparsesim query --index``, the first requests of a service) therefore answers
-through these functions, and larger batches through the kernels of :mod:`._kernels`.
+through these functions, and larger batches through the kernels of :mod:`.numba_kernels`.
 
 Which path a query batch takes (:func:`take`): a batch of at most :data:`SMALL_BATCH` queries
 takes this one while numba is not loaded in the process and fewer than :data:`COLD_QUERIES`
@@ -67,7 +67,7 @@ def _best(docs: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
 
 
 def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool) -> np.ndarray:
-    """:func:`._kernels.read_limits` for one query (``terms``, values ``q``): postings read per term
+    """:func:`.numba_kernels.read_limits` for one query (``terms``, values ``q``): postings read per term
     (``P``: CSR postings or :class:`~sparsesim.indexes.ann_postings.CompactPostings`)."""
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
@@ -89,9 +89,9 @@ def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool)
 
 
 def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool = True) -> np.ndarray:
-    """:func:`._kernels.sparse_candidates` for CSR queries ``Q`` over impact-ordered postings ``P``
+    """:func:`.numba_kernels.sparse_candidates` for CSR queries ``Q`` over impact-ordered postings ``P``
     (CSR, or :class:`~sparsesim.indexes.ann_postings.CompactPostings` as
-    :func:`._compact_kernels.compact_sparse_candidates` reads them).
+    :func:`.compact_numba_kernels.compact_sparse_candidates` reads them).
 
     Returns an (n_queries, pool) int64 array of document numbers, best first, padded with -1.
 
@@ -124,7 +124,7 @@ def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool =
 
 
 def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands: np.ndarray, k: int):
-    """:func:`._kernels.rerank`: exact bilinear scores of each query's candidates, and its top k.
+    """:func:`.numba_kernels.rerank`: exact bilinear scores of each query's candidates, and its top k.
 
     ``W`` is the model's W in CSR (M = W, plus I when ``identity``), ``Z`` the re-ranking table
     of the heavy rows (``heavy_pos[i]`` its column of row i, -1 for a light row), ``X`` the corpus;
@@ -172,7 +172,7 @@ def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands:
 
 
 def posting_scores(Q, P, n_docs: int) -> np.ndarray:
-    """:func:`._kernels.accumulate_postings` into zeros: (n_queries, n_docs) scores ``Q P`` over
+    """:func:`.numba_kernels.accumulate_postings` into zeros: (n_queries, n_docs) scores ``Q P`` over
     the exact index's posting lists ``P`` (features x documents, CSR)."""
     out = np.empty((Q.shape[0], n_docs))
     for r in range(Q.shape[0]):
@@ -187,8 +187,8 @@ def posting_scores(Q, P, n_docs: int) -> np.ndarray:
 
 def expanded_scores(Q, W, identity: bool, X) -> np.ndarray:
     """The exact index's ``"query"`` strategy: (n_queries, n_documents) scores X (Q M)^T, as
-    :func:`._kernels.rows_times_csr` (rows of W, in term order; then Q itself when ``identity``)
-    followed by :func:`._kernels.csr_times_dense` (each corpus row summed in its stored order)."""
+    :func:`.numba_kernels.rows_times_csr` (rows of W, in term order; then Q itself when ``identity``)
+    followed by :func:`.numba_kernels.csr_times_dense` (each corpus row summed in its stored order)."""
     d = W.shape[1]
     out = np.empty((Q.shape[0], X.shape[0]))
     for r in range(Q.shape[0]):

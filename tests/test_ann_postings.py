@@ -53,7 +53,7 @@ def test_encoding_keeps_documents_and_order_and_bounds_the_score_error(n, layout
 
 
 def test_kernel_and_numpy_reader_agree_and_refuse_outside_ids():
-    from sparsesim.indexes import _compact_kernels
+    from sparsesim.indexes import compact_numba_kernels
     from sparsesim.indexes.base import query_scratch
 
     n = 70_000  # ids in two arrays
@@ -64,7 +64,7 @@ def test_kernel_and_numpy_reader_agree_and_refuse_outside_ids():
     Q.data = rng.standard_normal(Q.nnz)
     for weighted in (True, False):
         out = np.empty((20, 15), np.int64)
-        bad = _compact_kernels.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *C.kernel_args(), n, 8, weighted,
+        bad = compact_numba_kernels.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *C.kernel_args(), n, 8, weighted,
                                                          15, out, *query_scratch.sparse(n))
         assert bad == 0
         np.testing.assert_array_equal(out, small_batch.sparse_candidates(Q, C, n, 8, 15, weighted))
@@ -72,7 +72,7 @@ def test_kernel_and_numpy_reader_agree_and_refuse_outside_ids():
     C.ids_hi[:] = (n - 1) >> 16
     C.ids[:] = 0xFFFF
     out = np.empty((20, 15), np.int64)
-    assert _compact_kernels.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *C.kernel_args(), n, 8, True, 15,
+    assert compact_numba_kernels.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *C.kernel_args(), n, 8, True, 15,
                                                       out, *query_scratch.sparse(n)) > 0
     with pytest.raises(FileFormatError, match="outside"):
         small_batch.sparse_candidates(Q, C, n, 8, 15, True)

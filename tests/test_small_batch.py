@@ -83,7 +83,7 @@ def test_exact_index_numpy_path_equals_kernels(corpus, monkeypatch, strategy, id
 
 def test_pool_selection_keeps_the_best_with_ties_to_the_smaller_document():
     """The kernels' top selection (a bounded heap) against a full sort by (-value, document)."""
-    from sparsesim.indexes._kernels import top_of
+    from sparsesim.indexes.numba_kernels import top_of
 
     rng = np.random.default_rng(11)
     for trial in range(400):

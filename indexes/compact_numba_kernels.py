@@ -1,5 +1,5 @@
 """Compiled candidate generation over :class:`~sparsesim.indexes.ann_postings.CompactPostings`
-(numba, ``nogil``): the loop of :func:`._kernels.sparse_candidates` with the ids and scores
+(numba, ``nogil``): the loop of :func:`.numba_kernels.sparse_candidates` with the ids and scores
 decoded as they are read (``floor + code * step`` in float64; ids from their 16 + 8 low bits or
 int32). :func:`sparsesim.indexes.small_batch.compact_sparse_candidates` is the same arithmetic in
 numpy.
@@ -12,7 +12,7 @@ import numpy as np
 
 from sparsesim.prefetch import prefetch
 
-from ._kernels import PREFETCH_AHEAD, top_of
+from .numba_kernels import PREFETCH_AHEAD, top_of
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -26,7 +26,7 @@ def _doc(ids, ids_hi, ids32, t):
 
 @numba.njit(cache=True, nogil=True)
 def compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, out):
-    """:func:`._kernels.read_limits` over compact postings (heads decoded)."""
+    """:func:`.numba_kernels.read_limits` over compact postings (heads decoded)."""
     lo, hi = q_ptr[r], q_ptr[r + 1]
     if not weighted:
         for p in range(lo, hi):
@@ -54,7 +54,7 @@ def compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit
 @numba.njit(cache=True, nogil=True)
 def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, codes, floor, step, n_docs, limit,
                               weighted, pool, out, acc, touched, vals):
-    """:func:`._kernels.sparse_candidates` over compact postings. Returns the number of postings
+    """:func:`.numba_kernels.sparse_candidates` over compact postings. Returns the number of postings
     read whose document is not below ``n_docs`` (a hostile file; they are skipped, the caller
     refuses the answer)."""
     width = 0
