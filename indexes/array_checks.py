@@ -16,14 +16,14 @@ from .ann_postings import check_arrays as check_compact_postings
 from .storage_format import COMPACT_FORMAT
 
 # the dtypes an index's arrays are written with (little-endian; nothing read is coerced)
-_I64, _I32, _F64, _F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
+I64, I32, F64, F32 = (np.dtype(t) for t in ("<i8", "<i4", "<f8", "<f4"))
 
 
 def check_csr_structure(indptr, indices, data, shape, name: str, data_dtype) -> None:
     """The checks of a CSR matrix that read only ``indptr``: dtypes (int64 / int32 / ``data_dtype``),
     shapes, ``indptr`` from 0 to nnz and monotone. The values of ``indices`` and ``data`` are left
     to a :class:`~sparsesim.indexes.blocks.BlockGuard`."""
-    for label, arr, dtype in (("indptr", indptr, _I64), ("indices", indices, _I32), ("data", data, data_dtype)):
+    for label, arr, dtype in (("indptr", indptr, I64), ("indices", indices, I32), ("data", data, data_dtype)):
         if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype != np.dtype(dtype):
             raise InvalidInputError(f"{name}.{label} holds {getattr(arr, 'shape', None)} "
                                     f"{getattr(arr, 'dtype', None)}, expected 1-D {np.dtype(dtype)}")
@@ -60,15 +60,15 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, 
             raise InvalidInputError(f"missing {name}.npy")
     if "corpus.data" in lazy:
         check_csr_structure(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
-                            "corpus", _F64)
+                            "corpus", F64)
     else:
         check_csr_arrays(arrays["corpus.indptr"], arrays["corpus.indices"], arrays["corpus.data"], (n, d),
-                         name="corpus", index_dtypes=None, data_dtypes=(_F64,), sorted_indices=True)
-    if arrays["corpus.indptr"].dtype != _I64 or arrays["corpus.indices"].dtype != _I32:
+                         name="corpus", index_dtypes=None, data_dtypes=(F64,), sorted_indices=True)
+    if arrays["corpus.indptr"].dtype != I64 or arrays["corpus.indices"].dtype != I32:
         raise InvalidInputError(f"corpus index arrays have dtypes {arrays['corpus.indptr'].dtype}/"
                                 f"{arrays['corpus.indices'].dtype}; expected int64/int32")
     ids = arrays["ids"]
-    if ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == _I64 or ids.dtype.kind == "U"):
+    if ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == I64 or ids.dtype.kind == "U"):
         raise InvalidInputError(f"ids.npy holds {ids.shape} {ids.dtype}, expected ({n},) int64 or str")
     id_dtype = manifest.get("id_dtype")
     if id_dtype is not None and (id_dtype == "int") != (ids.dtype.kind == "i"):
@@ -88,12 +88,12 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, 
                 raise InvalidInputError(f"missing postings.{part}.npy")
         if "postings.data" in lazy:
             check_csr_structure(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"],
-                                (d, n), "postings", _F64 if kind == "exact" else _F32)
+                                (d, n), "postings", F64 if kind == "exact" else F32)
         else:
             check_csr_arrays(arrays["postings.indptr"], arrays["postings.indices"], arrays["postings.data"], (d, n),
-                             name="postings", data_dtypes=(_F64,) if kind == "exact" else (_F32,),
+                             name="postings", data_dtypes=(F64,) if kind == "exact" else (F32,),
                              sorted_indices=(kind == "exact"))
-        if arrays["postings.indptr"].dtype != _I64 or arrays["postings.indices"].dtype != _I32:
+        if arrays["postings.indptr"].dtype != I64 or arrays["postings.indices"].dtype != I32:
             raise InvalidInputError("postings index arrays must be int64/int32")
     if kind == "exact" and strategy is None:
         raise InvalidInputError("state lacks strategy_")
@@ -102,27 +102,27 @@ def check_index_arrays(kind: str, arrays: dict, n: int, d: int, manifest: dict, 
             if name not in arrays:
                 raise InvalidInputError(f"missing {name}.npy")
         rows = arrays["heavy.rows"]
-        if rows.dtype != _I64 or rows.ndim != 1:
+        if rows.dtype != I64 or rows.ndim != 1:
             raise InvalidInputError(f"heavy.rows holds {rows.shape} {rows.dtype}, expected 1-D int64")
         h = rows.shape[0]
         if h and (int(rows.min()) < 0 or int(rows.max()) >= d or np.unique(rows).shape[0] != h):
             raise InvalidInputError(f"heavy.rows must be unique feature numbers in [0, {d})")
         if "heavy.Z" in lazy:
             Z = arrays["heavy.Z"]
-            if Z.dtype != _F64 or Z.shape != (n, h):
+            if Z.dtype != F64 or Z.shape != (n, h):
                 raise InvalidInputError(f"heavy.Z holds {Z.shape} {Z.dtype}, expected ({n}, {h}) float64")
         else:
-            check_finite_array(arrays["heavy.Z"], "heavy.Z", dtypes=(_F64,), shape=(n, h))
+            check_finite_array(arrays["heavy.Z"], "heavy.Z", dtypes=(F64,), shape=(n, h))
         dim = manifest["params"].get("dim")
         if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0:
             for name in ("projection.V", "projection.B"):
                 if name not in arrays:
                     raise InvalidInputError(f"missing {name}.npy")
-                check_finite_array(arrays[name], name, dtypes=(_F32,), shape=(d, dim))
+                check_finite_array(arrays[name], name, dtypes=(F32,), shape=(d, dim))
             sv = arrays.get("projection.singular_values")
             if sv is None or sv.ndim != 1:
                 raise InvalidInputError("projection.singular_values must be a 1-D array")
-            check_finite_array(sv, "projection.singular_values", dtypes=(_F64,))
+            check_finite_array(sv, "projection.singular_values", dtypes=(F64,))
         n_fit = manifest["state"].get("n_fit_documents")
         if n_fit is not None and n_fit > n:
             raise InvalidInputError(f"state says the index was learned from {n_fit} documents but holds {n}")
@@ -136,7 +136,7 @@ def check_embedding_arrays(arrays: dict, n: int, d: int, r: int, manifest: dict,
     canonical (n, d) CSR matrix, and for the ann kind its impact-ordered postings (d, n); without,
     neither is stored."""
     ids = arrays.get("ids")
-    if ids is None or ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == _I64 or ids.dtype.kind == "U"):
+    if ids is None or ids.ndim != 1 or ids.shape[0] != n or not (ids.dtype == I64 or ids.dtype.kind == "U"):
         raise InvalidInputError(f"ids.npy must hold ({n},) int64 or str ids")
     id_dtype = manifest.get("id_dtype")
     if id_dtype is not None and (id_dtype == "int") != (ids.dtype.kind == "i"):
@@ -145,8 +145,8 @@ def check_embedding_arrays(arrays: dict, n: int, d: int, r: int, manifest: dict,
         raise InvalidInputError("ids.npy holds duplicate ids")
     if "embeddings" not in arrays:
         raise InvalidInputError("missing embeddings.npy")
-    check_finite_array(arrays["embeddings"], "embeddings", dtypes=(_F32,), shape=(n, r))
-    wanted = {"corpus": (n, d, _F64, True), "postings": (d, n, _F32, False)}
+    check_finite_array(arrays["embeddings"], "embeddings", dtypes=(F32,), shape=(n, r))
+    wanted = {"corpus": (n, d, F64, True), "postings": (d, n, F32, False)}
     if not sparse or manifest["kind"] != "embedding-ann":
         wanted.pop("postings")
     if not sparse:
@@ -165,7 +165,7 @@ def check_embedding_arrays(arrays: dict, n: int, d: int, r: int, manifest: dict,
             check_csr_structure(*parts, (rows, cols), prefix, dtype)
         else:
             check_csr_arrays(*parts, (rows, cols), name=prefix, data_dtypes=(dtype,), sorted_indices=sorted_indices)
-            if parts[0].dtype != _I64 or parts[1].dtype != _I32:
+            if parts[0].dtype != I64 or parts[1].dtype != I32:
                 raise InvalidInputError(f"{prefix} index arrays must be int64/int32")
     n_fit = manifest["state"].get("n_fit_documents")
     if n_fit is not None and n_fit > n:

@@ -56,14 +56,10 @@ import path.
 
 from __future__ import annotations
 
-from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, FORMAT_NAME, FORMAT_VERSION,  # noqa: F401
-                             MANIFEST, MANIFEST_SCHEMA, MAX_DOCUMENTS, MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W,
-                             STATE_SCHEMA, _checked_dir, derived_arrays_checked, manifest_checksum,
-                             mark_derived_arrays_checked)
-from .storage_read import (StoredIndex, _block_digests, _check_model, _data_path, _stored_w,  # noqa: F401
-                           _verify_files, check_stored_model, lazy_checks, read_index, read_manifest)
-from .storage_write import (_check_unchanged_since_load, _is_index_dir, _model_facts, _model_shell,  # noqa: F401
-                            _read_manifest_loose, _save_npy, _sweep_inside, _write_manifest, _write_version,
-                            check_index_target, save_index)
+from .storage_format import (FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA, MAX_DOCUMENTS,  # noqa: F401
+                             MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W, STATE_SCHEMA, derived_arrays_checked,
+                             manifest_checksum, mark_derived_arrays_checked)
+from .storage_read import StoredIndex, check_stored_model, lazy_checks, read_index, read_manifest  # noqa: F401
+from .storage_write import check_index_target, save_index  # noqa: F401
 
 __all__ = ["save_index", "read_index", "StoredIndex", "read_manifest", "FORMAT_NAME", "FORMAT_VERSION"]

@@ -22,9 +22,12 @@ OLDEST_READ_VERSION = 2  # format 1 (no manifest checksum, files beside it) is r
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.npz"
 MODEL_W = "model.W"  # format 3: the model's W as memory-mappable arrays beside a model.npz without W
-_DATA_DIR_RE = re.compile(r"^v-[0-9a-f]{8,32}$")
-_FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+#: the name of a version's data directory inside an index directory (``v-`` and 8 to 32 hex digits)
+DATA_DIR_RE = re.compile(r"^v-[0-9a-f]{8,32}$")
+#: a file name a manifest may list (no path separators, no leading dot, at most 64 characters)
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
+#: a sha256 digest written as 64 lower-case hex digits
+HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_DOCUMENTS = 2**40
 
 MANIFEST_SCHEMA = {
@@ -92,13 +95,13 @@ def derived_arrays_checked(manifest: dict) -> bool:
     that pass those checksums are the bytes that were checked.
     """
     checksum = manifest.get("manifest_checksum")
-    return isinstance(checksum, str) and bool(_HEX64.match(checksum)) and (_checked_dir() / checksum).is_file()
+    return isinstance(checksum, str) and bool(HEX64_RE.match(checksum)) and (_checked_dir() / checksum).is_file()
 
 
 def mark_derived_arrays_checked(checksum: str | None) -> None:
     """Record that the index of manifest checksum ``checksum`` passed (best effort: an unwritable
     cache directory only means the check runs again at the next load)."""
-    if not isinstance(checksum, str) or not _HEX64.match(checksum):
+    if not isinstance(checksum, str) or not HEX64_RE.match(checksum):
         return
     try:
         directory = _checked_dir()
@@ -120,7 +123,7 @@ def file_identity(path, checksum: str | None) -> str | None:
     binds the file's sha256 and block digests), the file's name, and its identity on disk (device,
     inode, size, modification and status-change times in ns; any write or replacement changes the
     status-change time, which no caller can set). ``None`` when the file cannot be stat'ed."""
-    if not isinstance(checksum, str) or not _HEX64.match(checksum):
+    if not isinstance(checksum, str) or not HEX64_RE.match(checksum):
         return None
     try:
         st = os.stat(path)

@@ -16,9 +16,9 @@ from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, re
 from sparsesim.validation import bounded, check_csr_arrays, check_meta
 
 from .ann_postings import block_checks as compact_block_checks
-from .array_checks import _F64, _I32, _I64, check_csr_structure, check_embedding_arrays, check_index_arrays
+from .array_checks import F64, I32, I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
-from .storage_format import (_DATA_DIR_RE, _FILE_RE, _HEX64, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
+from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, HEX64_RE, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
                              FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA, MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W,
                              OLDEST_READ_VERSION, STATE_SCHEMA, file_identity, file_verified, manifest_checksum,
                              mark_file_verified)
@@ -56,7 +56,7 @@ def read_manifest(directory) -> dict:
     if manifest.get("manifest_checksum") != manifest_checksum(manifest):
         raise FileFormatError(f"{path}: manifest checksum mismatch (file corrupt or modified)")
     data_dir = manifest.get("data_dir")
-    if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):
+    if not isinstance(data_dir, str) or not DATA_DIR_RE.match(data_dir):
         raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
     facts_schema = EMBEDDING_FACTS_SCHEMA if manifest["kind"] in EMBEDDING_KINDS else MODEL_FACTS_SCHEMA
     check_meta(manifest["model"], facts_schema, f"{path} (model)")
@@ -67,17 +67,17 @@ def read_manifest(directory) -> dict:
     if len(manifest["files"]) > 64:
         raise FileFormatError(f"{path}: lists {len(manifest['files'])} files (an index has at most 64)")
     for fname, facts in manifest["files"].items():
-        if not _FILE_RE.match(fname) or fname == MANIFEST:
+        if not FILE_NAME_RE.match(fname) or fname == MANIFEST:
             raise FileFormatError(f"{path}: invalid file name {bounded(repr(fname), 80)}")
         check_meta(facts, {"bytes": ("int", 0, None), "sha256": ("str",)}, f"{path} ({fname})")
-        if not _HEX64.match(facts["sha256"]):
+        if not HEX64_RE.match(facts["sha256"]):
             raise FileFormatError(f"{path}: invalid sha256 for {fname}")
     return manifest
 
 
 def _data_path(directory: Path, manifest: dict) -> Path:
     data_dir = manifest.get("data_dir")
-    if not isinstance(data_dir, str) or not _DATA_DIR_RE.match(data_dir):  # (read_manifest refused it already)
+    if not isinstance(data_dir, str) or not DATA_DIR_RE.match(data_dir):  # (read_manifest refused it already)
         raise FileFormatError(f"{directory / MANIFEST}: invalid data_dir {bounded(repr(data_dir), 60)}")
     path = directory / data_dir
     if path.is_symlink() or not path.is_dir():
@@ -354,11 +354,11 @@ def _stored_w(arrays: dict, d: int, lazy, directory: Path):
         raise FileFormatError(f"{directory}: incomplete model arrays {MODEL_W}.*")
     try:
         if f"{MODEL_W}.data" in lazy:
-            check_csr_structure(parts["indptr"], parts["indices"], parts["data"], (d, d), "W", _F64)
+            check_csr_structure(parts["indptr"], parts["indices"], parts["data"], (d, d), "W", F64)
         else:
             check_csr_arrays(parts["indptr"], parts["indices"], parts["data"], (d, d), name="W",
-                             data_dtypes=(_F64,), sorted_indices=True)
-            if parts["indptr"].dtype != _I64 or parts["indices"].dtype != _I32:
+                             data_dtypes=(F64,), sorted_indices=True)
+            if parts["indptr"].dtype != I64 or parts["indices"].dtype != I32:
                 raise InvalidInputError("W index arrays must be int64/int32")
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None

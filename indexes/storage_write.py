@@ -20,7 +20,7 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_p
                                    sweep_stale_temps, target_lock, file_mode)
 
 from .blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
-from .storage_format import (_DATA_DIR_RE, _FILE_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
+from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
                              file_identity, manifest_checksum, mark_derived_arrays_checked, mark_file_verified)
 
 
@@ -157,7 +157,7 @@ def _check_unchanged_since_load(index, directory: Path):
 def _sweep_inside(directory: Path, keep: str):
     """Remove version directories other than ``keep`` and stale temporaries inside an index directory."""
     for entry in directory.iterdir():
-        if entry.is_dir() and not entry.is_symlink() and _DATA_DIR_RE.match(entry.name) and entry.name != keep:
+        if entry.is_dir() and not entry.is_symlink() and DATA_DIR_RE.match(entry.name) and entry.name != keep:
             shutil.rmtree(entry, ignore_errors=True)
     sweep_stale_temps(directory)
 
@@ -240,7 +240,7 @@ def save_index(index, directory, overwrite: bool = False) -> Path:
         # the new version is in place; remove the old one
         if old is not None and old.get("data_dir") is None:
             for fname in old.get("files", {}) if isinstance(old.get("files"), dict) else ():
-                if isinstance(fname, str) and _FILE_RE.match(fname) and fname != MANIFEST:
+                if isinstance(fname, str) and FILE_NAME_RE.match(fname) and fname != MANIFEST:
                     try:
                         (directory / fname).unlink()
                     except OSError:
