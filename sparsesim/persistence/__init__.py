@@ -33,14 +33,10 @@ is importable from ``sparsesim.persistence``.
 
 from __future__ import annotations
 
-# private names too: code written against the single module imported some of them from here
-from .arrays import _check_header, _npy_header, csr_arrays, csr_from_arrays, read_npy, read_npz  # noqa: F401
-from .bundles import _META_KEY, FORMAT_VERSION, bundle_kind, load_bundle, save_bundle  # noqa: F401
-from .checksums import _update_arrays, arrays_checksum, bundle_checksum, file_sha256  # noqa: F401
+from .arrays import csr_arrays, csr_from_arrays, read_npy, read_npz  # noqa: F401
+from .bundles import FORMAT_VERSION, bundle_kind, load_bundle, save_bundle  # noqa: F401
+from .checksums import arrays_checksum, bundle_checksum, file_sha256  # noqa: F401
 from .files import (  # noqa: F401
-    _TEMP_RE,
-    _pid_alive,
-    _temp_name,
     atomic_write,
     check_output_file,
     current_umask,
@@ -56,12 +52,10 @@ from .jsonio import (  # noqa: F401
     MAX_JSON_DEPTH,
     MAX_META_BYTES,
     check_meta_limits,
-    _depth,
-    _finite,
-    _reject_constant,
     dumps_strict,
+    json_ready,
     loads_strict,
 )
-from .locks import _HELD, file_state, replacing_unchanged, target_lock  # noqa: F401
+from .locks import file_state, replacing_unchanged, target_lock  # noqa: F401
 from .outputs import check_output_path, overlapping_input  # noqa: F401
-from .streams import _BoundedRaw, bounded_stream, decompression_limit, read_bounded  # noqa: F401
+from .streams import bounded_stream, decompression_limit, read_bounded  # noqa: F401

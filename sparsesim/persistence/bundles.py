@@ -12,7 +12,7 @@ from ..validation import bounded
 from .arrays import read_npz
 from .checksums import arrays_checksum, bundle_checksum
 from .files import atomic_write
-from .jsonio import _finite, check_meta_limits, loads_strict
+from .jsonio import check_meta_limits, json_ready, loads_strict
 
 FORMAT_VERSION = 2
 _META_KEY = "__meta__"
@@ -32,7 +32,7 @@ def save_bundle(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: di
             raise ValueError(f"array name {_META_KEY!r} is reserved")
         if np.asarray(arr).dtype == object:
             raise TypeError(f"array {name!r} has dtype object; only numeric arrays are stored")
-    full_meta = _finite(dict(meta))
+    full_meta = json_ready(dict(meta))
     full_meta.update(format_version=FORMAT_VERSION, kind=kind)
     full_meta.pop("checksum", None)
     full_meta["checksum"] = bundle_checksum(arrays, full_meta)

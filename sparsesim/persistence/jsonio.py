@@ -19,7 +19,7 @@ MAX_JSON_DEPTH = 64
 
 def dumps_strict(obj, **kwargs) -> str:
     """``json.dumps`` that refuses NaN/Infinity (they are not JSON): non-finite floats become ``null``."""
-    return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+    return json.dumps(json_ready(obj), allow_nan=False, **kwargs)
 
 
 def check_meta_limits(meta, what: str = "model") -> str:
@@ -50,7 +50,28 @@ def check_meta_limits(meta, what: str = "model") -> str:
     return text
 
 
-def _finite(obj):
+def json_ready(obj):
+    """``obj`` with numpy scalars and arrays turned into Python values and non-finite floats into ``None``.
+
+    Dicts, lists and tuples are converted recursively (tuples become lists), so the result can be
+    written as strict JSON (no ``NaN`` / ``Infinity`` tokens).
+
+    Parameters
+    ----------
+    obj : object
+        A JSON-like value that may hold numpy scalars or arrays.
+
+    Returns
+    -------
+    object
+        The same structure with only Python scalars, lists and dicts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> json_ready({"a": np.float32(1.5), "b": [float("nan"), np.int32(2)]})
+    {'a': 1.5, 'b': [None, 2]}
+    """
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, np.floating):
@@ -61,11 +82,11 @@ def _finite(obj):
     if isinstance(obj, np.bool_):
         return bool(obj)
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [json_ready(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _finite(obj.tolist())
+        return json_ready(obj.tolist())
     return obj
 
 
