@@ -70,23 +70,24 @@ def test_survivors_set_aside_over_the_memory_threshold_are_rebuilt_exactly():
 def test_states_held_between_rungs_stay_within_park_bytes(monkeypatch):
     """Every rung's trials bring back learners holding at most park_bytes in all (each within
     an equal share), however many candidates there are; the others are rebuilt when they survive."""
-    import sparsesim.tuning as tuning
+    import sparsesim.tuning.halving as halving
+    from sparsesim.tuning.trials import Replay, run_trial, state_nbytes
 
     X, y = labelled_problem()
     grid = {"eta": [0.05, 0.5, 5.0], "lam": [1e-5, 1e-4, 1e-3]}
     held = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
-    sizes = sorted(tuning._nbytes(SORS(n_triplets=100, random_state=4, **t["params"]).partial_fit_triplets(
+    sizes = sorted(state_nbytes(SORS(n_triplets=100, random_state=4, **t["params"]).partial_fit_triplets(
         X, sors_triplets(y, 100, seed=4))) for t in held.trials)
     park = 3 * sizes[len(sizes) // 2]  # room for some of the nine first-rung learners, not all
     returned = []
-    real = tuning._run_trial
+    real = run_trial
 
     def spy(*args):
         state, row = real(*args)
-        returned.append((args[5], 0 if isinstance(state, tuning._Replay) else tuning._nbytes(state)))
+        returned.append((args[5], 0 if isinstance(state, Replay) else state_nbytes(state)))
         return state, row
 
-    monkeypatch.setattr(tuning.halving, "_run_trial", spy)  # where the search looks it up
+    monkeypatch.setattr(halving, "run_trial", spy)  # where the search looks it up
     bounded = tune_similarity("sors-l1", X, y, 900, grid=grid, seed=4, min_budget=100, final=False,
                               park_bytes=park)
     for budget in {b for b, _ in returned}:

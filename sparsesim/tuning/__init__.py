@@ -43,8 +43,6 @@ from .candidates import TUNABLE_KINDS as TUNABLE_KINDS
 from .halving import TuneResult
 from .searches import tune_multitask, tune_online, tune_similarity
 from .trials import task_mean_ap
-# internals the tests reach through the package (patch them where they are looked up: .halving)
-from .trials import _nbytes as _nbytes, _Replay as _Replay, _run_trial as _run_trial
 
 __all__ = ["DEFAULT_FACTORS", "DEFAULT_GRIDS", "TuneResult", "default_grid", "evaluate_candidates", "grid_points",
            "parse_grid", "rank_candidates", "resolved_auto", "tune_similarity", "tune_multitask", "tune_online",

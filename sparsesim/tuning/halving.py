@@ -17,7 +17,7 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm
 from ..validation import available_cores, check_n_jobs
 from .candidates import default_grid, grid_points, rank_candidates, resolved_auto, successive_halving_rungs
-from .trials import _better, _parts, _run_trial
+from .trials import better_key, problem_parts, run_trial
 
 
 @dataclass
@@ -58,8 +58,8 @@ class TuneResult:
                 "final_seconds": self.final_seconds, **self.info}
 
 
-def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, min_budget, scheduler, n_jobs,
-            park_bytes, progress, probe) -> TuneResult:
+def halving_search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, min_budget, scheduler, n_jobs,
+                   park_bytes, progress, probe) -> TuneResult:
     """Successive halving of ``algorithm``'s candidates on ``problem`` (the one search behind
     :func:`tune_similarity`, :func:`tune_multitask` and :func:`tune_online`); no final model.
 
@@ -89,7 +89,7 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
     alive = list(range(len(candidates)))
     done_steps = 0
     rung_info = []
-    parts = _parts(problem)
+    parts = problem_parts(problem)
     with dask_jobs(scheduler, scatter=[p for p in parts if not np.isscalar(p)], n_jobs=n_jobs) as session:
         previous = 0
         for r, (budget, _) in enumerate(rungs):
@@ -103,12 +103,12 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
                 if progress is not None:
                     progress(_base + done, total_steps)
 
-            results = session.call(run_parallel, _run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
+            results = session.call(run_parallel, run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
             done_steps += len(jobs)
             for i, (state, row) in zip(alive, results):
                 states[i] = state
                 trials[i]["rungs"].append(row)
-            scores = {i: _better(problem, trials[i]["rungs"][-1][problem.metric]) for i in alive}
+            scores = {i: better_key(problem, trials[i]["rungs"][-1][problem.metric]) for i in alive}
             order = rank_candidates(scores, tie_break=lambda i: i)
             keep_n = max(1, int(math.ceil(len(alive) / factor))) if r < len(rungs) - 1 else 1
             survivors, dropped = order[:keep_n], order[keep_n:]
@@ -125,7 +125,7 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
         # the last rung's candidate failed (diverged, or outgrew its memory share): the winner is
         # the best trial that finished, preferring the longest budget
         best = max(finished, key=lambda i: (trials[i]["rungs"][-1]["budget"],
-                                            _better(problem, trials[i]["rungs"][-1][problem.metric]), -i))
+                                            better_key(problem, trials[i]["rungs"][-1][problem.metric]), -i))
     best_row = trials[best]["rungs"][-1]
     best_params = dict(trials[best]["params"])
     for key, value in best_row["resolved_params"].items():  # record numbers, never "auto"
@@ -138,7 +138,15 @@ def _search(algorithm, problem, X_resolve, base, params, grid, n_total, factor, 
                             "default_grid": not user_grid, "auto_values": resolved})
 
 
-def _check_search(n_total, validation_fraction, factor) -> None:
+def check_search(n_total, validation_fraction, factor) -> None:
+    """Refuse a search's budget, validation fraction or halving factor before any work.
+
+    Raises
+    ------
+    InvalidInputError
+        ``n_total`` is not a positive integer, ``validation_fraction`` is outside (0, 0.5) or
+        ``factor`` is not an integer >= 2.
+    """
     if not isinstance(n_total, (int, np.integer)) or n_total <= 0:
         raise InvalidInputError(f"the triplet budget must be a positive integer, got {n_total!r}")
     if not 0.0 < validation_fraction < 0.5:
@@ -147,10 +155,16 @@ def _check_search(n_total, validation_fraction, factor) -> None:
         raise InvalidInputError(f"the halving factor must be an integer >= 2, got {factor!r}")
 
 
-def _check_threads_fit(n_threads, n_jobs, scheduler) -> None:
+def check_threads_fit(n_threads, n_jobs, scheduler) -> None:
     """Refuse trials that would run more training threads at once than this machine has cores
     (in-process trials only; a Dask cluster's workers are sized by their own nthreads). The
-    threads of one learner wait for each other, so a thread without a core stalls its partners."""
+    threads of one learner wait for each other, so a thread without a core stalls its partners.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_threads * n_jobs`` exceeds the cores of this machine.
+    """
     if n_threads in (None, 1) or scheduler or os.environ.get("SPARSESIM_SCHEDULER") or not n_jobs:
         return
     threads, jobs = check_n_jobs(n_threads, "n_threads"), check_n_jobs(n_jobs)
@@ -160,8 +174,24 @@ def _check_threads_fit(n_threads, n_jobs, scheduler) -> None:
             f"{available_cores()}: use n_threads=1 (trials side by side) or n_jobs=1 (one trial, {threads} threads)")
 
 
-def _trial_base(spec, base: dict, seed: int, n_triplets: int | None, n_jobs) -> dict:
-    """The fixed parameters of every trial: the seed, the triplet budget, each trial's memory share."""
+def trial_base(spec, base: dict, seed: int, n_triplets: int | None, n_jobs) -> dict:
+    """The fixed parameters of every trial: the seed, the triplet budget, each trial's memory share.
+
+    Parameters
+    ----------
+    spec : AlgorithmSpec
+        The registered algorithm.
+    base : dict
+        The caller's fixed parameters (copied, not changed).
+    seed : int
+    n_triplets : int or None
+    n_jobs : int or None
+        Trials run at once (each gets ``1 / n_jobs`` of the memory available now).
+
+    Returns
+    -------
+    dict
+    """
     names = spec.make().get_params()
     base = dict(base)
     if "random_state" in names:

@@ -13,8 +13,8 @@ from ..registry import get_algorithm
 from ..triplets import class_split, omtrsl_triplets, sors_triplets, stratified_split, usable_rows
 from ..validation import check_csr, check_labels, check_task_streams
 from .candidates import TUNABLE_KINDS, default_grid, grid_points
-from .halving import TuneResult, _check_search, _check_threads_fit, _search, _trial_base
-from .trials import _StreamProblem, _TaskTripletProblem, _TripletProblem
+from .halving import TuneResult, check_search, check_threads_fit, halving_search, trial_base
+from .trials import StreamProblem, TaskTripletProblem, TripletProblem
 
 
 def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = None, params: dict | None = None,
@@ -73,7 +73,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     if spec.kind not in TUNABLE_KINDS:
         raise InvalidInputError(f"tuning supports similarity learners from triplets; {algorithm!r} is a "
                                 f"{spec.kind} algorithm (its protocol has its own search: sparsesim experiment)")
-    _check_search(n_triplets, validation_fraction, factor)
+    check_search(n_triplets, validation_fraction, factor)
     if validation not in ("documents", "classes"):
         raise InvalidInputError(f"validation must be 'documents' or 'classes', got {validation!r}")
     X = check_csr(X)
@@ -90,8 +90,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     if spec.kind == "baseline":
         est = spec.make(**base).fit(X, y) if final else None
         return TuneResult(algorithm, {}, float("nan"), [], [], est, 0.0, time.perf_counter() - start_all)
-    base = _trial_base(spec, base, seed, n_triplets, n_jobs)
-    _check_threads_fit(base.get("n_threads", 1), n_jobs, scheduler)
+    base = trial_base(spec, base, seed, n_triplets, n_jobs)
+    check_threads_fit(base.get("n_threads", 1), n_jobs, scheduler)
 
     # validation part of the training part; classes too small to keep a validation pair stay in fit
     if validation == "classes":
@@ -108,8 +108,8 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                            final, start_all)
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
-    problem = _TripletProblem(X_fit, triplets, X_val, y_val)
-    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+    problem = TripletProblem(X_fit, triplets, X_val, y_val)
+    result = halving_search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
                      scheduler, n_jobs, park_bytes, progress, probe=lambda est: est.partial_fit_triplets(
                          X_fit, triplets[:1]))
     if final:
@@ -192,21 +192,21 @@ def tune_multitask(algorithm: str, X, y, tasks, n_triplets: int, grid: dict | No
     if spec.kind != "multitask-similarity":
         raise InvalidInputError(f"tune_multitask searches multi-task similarity learners; {algorithm!r} is a "
                                 f"{spec.kind} algorithm")
-    _check_search(n_triplets, validation_fraction, factor)
+    check_search(n_triplets, validation_fraction, factor)
     X = check_csr(X)
     y = check_labels(y, X.shape[0], min_per_class=1)
     tasks = np.asarray(tasks)
     if tasks.shape != (X.shape[0],):
         raise InvalidInputError(f"tasks must hold one task per document ({X.shape[0]}), got shape {tasks.shape}")
     start_all = time.perf_counter()
-    base = _trial_base(spec, params or {}, seed, n_triplets, n_jobs)
+    base = trial_base(spec, params or {}, seed, n_triplets, n_jobs)
     labels = np.unique(tasks)
     _, strata = np.unique(np.stack([tasks.astype(str), y.astype(str)], axis=1), axis=0, return_inverse=True)
     fit_rows, val_rows = stratified_split(strata.reshape(-1), 1.0 - validation_fraction, seed=seed)
     X_fit, y_fit, t_fit = X[fit_rows], y[fit_rows], tasks[fit_rows]
     triplets, signs, task_ids = omtrsl_triplets(y_fit, int(n_triplets), seed=seed, tasks=t_fit)
-    problem = _TaskTripletProblem(X_fit, triplets, signs, task_ids, labels, X[val_rows], y[val_rows], tasks[val_rows])
-    result = _search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
+    problem = TaskTripletProblem(X_fit, triplets, signs, task_ids, labels, X[val_rows], y[val_rows], tasks[val_rows])
+    result = halving_search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
                      scheduler, n_jobs, park_bytes, progress, probe=lambda est: problem.feed(est, 0, 1))
     if final:
         t0 = time.perf_counter()
@@ -251,13 +251,13 @@ def tune_online(algorithm: str, X_tasks, y_tasks, grid: dict | None = None, para
                                 f"{spec.kind} algorithm")
     X_tasks, y_tasks = check_task_streams(X_tasks, y_tasks)
     n_rounds = max(int(x.shape[0]) for x in X_tasks)
-    _check_search(n_rounds, 0.2, factor)
+    check_search(n_rounds, 0.2, factor)
     start_all = time.perf_counter()
-    base = _trial_base(spec, params or {}, seed, None, n_jobs)
-    problem = _StreamProblem(list(X_tasks), list(y_tasks))
+    base = trial_base(spec, params or {}, seed, None, n_jobs)
+    problem = StreamProblem(list(X_tasks), list(y_tasks))
     # the shortest prefix in which every task has shown both classes (fit refuses a one-class task)
     both = max(max(int(np.argmax(yk != yk[0])), 1) + 1 for yk in y_tasks)
-    result = _search(algorithm, problem, list(X_tasks), base, params, grid, n_rounds, factor,
+    result = halving_search(algorithm, problem, list(X_tasks), base, params, grid, n_rounds, factor,
                      max(int(min_budget), both), scheduler, n_jobs, None, progress,
                      probe=lambda est: problem.feed(est, 0, both))
     if final:

@@ -26,7 +26,7 @@ def task_mean_ap(model, X, y, tasks, labels, k: int = 10) -> float:
 
 
 @dataclass(frozen=True)
-class _TripletProblem:
+class TripletProblem:
     """The SORS protocol: one stream of triplets over ``X``; validation MAP (higher is better)."""
 
     X: object
@@ -44,7 +44,7 @@ class _TripletProblem:
 
 
 @dataclass(frozen=True)
-class _TaskTripletProblem:
+class TaskTripletProblem:
     """The OMTRSL protocol: one stream of (triplet, y_t, task) over ``X``; validation AP@10, mean over tasks."""
 
     X: object
@@ -67,7 +67,7 @@ class _TaskTripletProblem:
 
 
 @dataclass(frozen=True)
-class _StreamProblem:
+class StreamProblem:
     """Online multi-task classification (ROMCO protocol): the first ``budget`` rounds of the task
     streams; the online (predict-then-update) error rate, mean over tasks (lower is better).
 
@@ -87,49 +87,73 @@ class _StreamProblem:
         return float(np.mean(est.error_rates_))
 
 
-def _better(problem, value: float) -> float:
-    """A key that is larger for better trials (NaN: worst)."""
+def better_key(problem, value: float) -> float:
+    """A sort key that is larger for better trials.
+
+    Parameters
+    ----------
+    problem : TripletProblem, TaskTripletProblem or StreamProblem
+        The problem the score was measured on (its ``metric`` says whether lower is better).
+    value : float
+        The trial's score.
+
+    Returns
+    -------
+    float
+        ``value``, negated for an error rate; ``-inf`` for a non-finite score (the worst).
+    """
     if not np.isfinite(value):
         return -np.inf
     return -value if problem.metric == "error_rate" else value
 
 
 @dataclass(frozen=True)
-class _Replay:
+class Replay:
     """A survivor set aside between rungs: rebuilt from its first ``budget`` triplets when needed."""
 
     budget: int
 
 
-def _parts(problem) -> tuple:
-    """The fields of a problem, shallow (each one a top-level argument of a trial, so a Dask run
-    scatters every matrix once for the whole search)."""
+def problem_parts(problem) -> tuple:
+    """The fields of a problem, shallow, in declaration order.
+
+    Each one becomes a top-level argument of :func:`run_trial`, so a Dask run scatters every
+    matrix once for the whole search; ``type(problem)(*problem_parts(problem))`` rebuilds it.
+
+    Parameters
+    ----------
+    problem : TripletProblem, TaskTripletProblem or StreamProblem
+
+    Returns
+    -------
+    tuple
+    """
     return tuple(getattr(problem, f.name) for f in fields(problem))
 
 
-def _run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *parts):
-    """Continue one candidate from ``state`` (an estimator, a :class:`_Replay` or ``None``) on
+def run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *parts):
+    """Continue one candidate from ``state`` (an estimator, a :class:`Replay` or ``None``) on
     the part ``[start, stop)`` of the stream of ``problem_type(*parts)`` and score it.
 
     The trained learner is returned only while its store holds at most ``keep_bytes`` (``None``:
-    always); a larger one comes back as a :class:`_Replay` of its budget and is retrained from its
+    always); a larger one comes back as a :class:`Replay` of its budget and is retrained from its
     triplets if it survives, so the caller never holds more than its share of states."""
     problem = problem_type(*parts)
-    est = state if state is not None and not isinstance(state, _Replay) else get_algorithm(algorithm).make(**params)
+    est = state if state is not None and not isinstance(state, Replay) else get_algorithm(algorithm).make(**params)
     if not problem.continues:
         start = 0
         est = get_algorithm(algorithm).make(**params)  # replayed from the first round (fit resets anyway)
-    elif isinstance(state, _Replay) and state.budget > 0:
+    elif isinstance(state, Replay) and state.budget > 0:
         problem.feed(est, 0, state.budget)
     t0 = time.perf_counter()
     try:
         if stop > start:
             problem.feed(est, start, stop)
     except DivergenceError as exc:  # a setting whose state overflows is a failed trial, not a failed search
-        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "diverged": str(exc),
+        return Replay(0), {"budget": int(stop), problem.metric: float("nan"), "diverged": str(exc),
                             "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
     except MemoryBudgetError as exc:  # so is one whose model outgrows a trial's share of memory
-        return _Replay(0), {"budget": int(stop), problem.metric: float("nan"), "over_budget": str(exc),
+        return Replay(0), {"budget": int(stop), problem.metric: float("nan"), "over_budget": str(exc),
                             "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
     seconds = time.perf_counter() - t0
     row = {"budget": int(stop), problem.metric: problem.measure(est)}
@@ -138,12 +162,22 @@ def _run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, 
         row["nnz"] = int(nnz())
     row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
-    if keep_bytes is not None and _nbytes(est) > keep_bytes:
-        return _Replay(int(stop)), row
+    if keep_bytes is not None and state_nbytes(est) > keep_bytes:
+        return Replay(int(stop)), row
     return est, row
 
 
-def _nbytes(est) -> int:
+def state_nbytes(est) -> int:
+    """Bytes held by a learner's store (``store_nbytes_``); 0 for a learner without one.
+
+    Parameters
+    ----------
+    est : estimator
+
+    Returns
+    -------
+    int
+    """
     try:
         return int(getattr(est, "store_nbytes_", 0) or 0)
     except Exception:  # noqa: BLE001 - a learner without a store, or not fitted yet
