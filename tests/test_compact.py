@@ -272,8 +272,14 @@ def test_exact_index_scores_are_the_models(tmp_path):
     np.testing.assert_allclose(sims[0], -np.sort(-row)[:4], rtol=1e-6, atol=1e-6)
     index.add(corpus(10, n=3), ids=["n0", "n1", "n2"])
     assert index.n_documents == 43
-    with pytest.raises(InvalidInputError, match="not saved"):
-        index.save(tmp_path / "idx")
+    index.save(tmp_path / "idx")
+    from sparsesim.indexes import open_index
+
+    loaded = open_index(tmp_path / "idx")
+    assert loaded.kind == "compact-exact" and loaded.model.checksum() == model.checksum()
+    rows2, scores2 = loaded.query_rows(X[:6], top_k=5)
+    np.testing.assert_array_equal(rows2, rows)
+    np.testing.assert_allclose(scores2, scores, rtol=0, atol=0)
 
 
 def test_ann_index_reranks_with_the_exact_score():
@@ -300,7 +306,7 @@ def test_ann_index_reranks_with_the_exact_score():
     assert np.mean(cscores >= scores[:, -1:] - 1e-9) >= 0.9  # fresh queries, recall counting ties
 
 
-def test_cli_trains_evaluates_queries_and_refuses_an_index(tmp_path, monkeypatch, capsys):
+def test_cli_trains_evaluates_queries_and_builds_an_index(tmp_path, monkeypatch, capsys):
     import json
 
     from clitools import run_cli
@@ -319,11 +325,19 @@ def test_cli_trains_evaluates_queries_and_refuses_an_index(tmp_path, monkeypatch
     assert code == 0
     scores = [r["score"] for r in json.loads(text.strip().splitlines()[0])["results"]]
     assert len(scores) == 4 and scores == sorted(scores, reverse=True)
-    for args in (["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "idx"],):
-        code, text, err = run_cli(args, monkeypatch, capsys)
-        assert code == 2 and err.startswith("error:") and "compact" in err and "Traceback" not in err
-        assert len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "idx").exists()
+    code, text, err = run_cli(["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "idx",
+                               "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(text)["index_kind"] == "compact-exact"
+    code, text, err = run_cli(["query", "--index", tmp_path / "idx", "--query-ids", "comp.graphics/37914", "--top-k",
+                               "4", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    hits = json.loads(text.strip().splitlines()[0])["results"]
+    assert len(hits) == 4 and "comp.graphics/37914" not in [h["id"] for h in hits]
+    code, text, err = run_cli(["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "sh",
+                               "--shards", "2"], monkeypatch, capsys)  # sharded indexes serve bilinear models
+    assert code == 2 and err.startswith("error:") and "compact" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "sh").exists()
 
 
 def test_tune_searches_the_default_space_on_the_training_part():
