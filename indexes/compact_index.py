@@ -42,7 +42,7 @@ class CompactRows:
     (weight 1), queries prepared as (n(q) U, n(q) (D + W))."""
 
     model_class = CompactSimilarity
-    supports_learning = False
+    supports_learning = True  # `serve --learn`: the feedback learner continues the model (ssi-dwuv's rule)
 
     @classmethod
     def _unit_test_model(cls, n_features: int, seed: int = 0):
