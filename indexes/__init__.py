@@ -61,8 +61,9 @@ def build_index(model, X, kind: str = "exact", ids=None, n_jobs: int = -1, calib
     model : BilinearSimilarity, EmbeddingSimilarity or CompactSimilarity
         The learned similarity (M = I + W), or an embedding similarity (then the index is an
         :class:`EmbeddingExactIndex` or :class:`EmbeddingAnnIndex`, see
-        :mod:`sparsesim.indexes.embedding_index`), or a compact one (an in-memory
-        :class:`CompactExactIndex` or :class:`CompactAnnIndex`, not saved).
+        :mod:`sparsesim.indexes.embedding_index`), or a compact one (a
+        :class:`CompactExactIndex` or :class:`CompactAnnIndex`, see
+        :mod:`sparsesim.indexes.compact_index`).
     X : sparse matrix, shape (n_documents, n_features)
         The corpus; its width must match the model.
     kind : {"exact", "ann"}

@@ -147,7 +147,7 @@ def check_embedding_arrays(arrays: dict, n: int, d: int, r: int, manifest: dict,
         raise InvalidInputError("missing embeddings.npy")
     check_finite_array(arrays["embeddings"], "embeddings", dtypes=(F32,), shape=(n, r))
     wanted = {"corpus": (n, d, F64, True), "postings": (d, n, F32, False)}
-    if not sparse or manifest["kind"] != "embedding-ann":
+    if not sparse or manifest["kind"] not in ("embedding-ann", "compact-ann"):
         wanted.pop("postings")
     if not sparse:
         wanted.pop("corpus")

@@ -1,8 +1,8 @@
 """Common checks every index kind passes, in process and sharded.
 
 ``tests/test_index_checks.py`` runs :func:`index_checks` over :func:`index_forms`: every kind an
-index directory may declare (:data:`~sparsesim.indexes.INDEX_KINDS` and the embedding kinds) and
-the in-memory compact kinds, and the sharded form of every kind of
+index directory may declare (:data:`~sparsesim.indexes.INDEX_KINDS`, the embedding kinds and the
+compact kinds), and the sharded form of every kind of
 :data:`~sparsesim.indexes.INDEX_KINDS` (in this process, and
 on a local Dask cluster when the ``dask`` extra is installed), so a kind added to
 ``INDEX_KINDS`` is checked the moment it is registered. A form's settings come from its class's
@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError, UnsupportedOperationError
 from sparsesim.topk import top_k_rows
 
-from . import COMPACT_INDEX_KINDS, INDEX_KINDS, STORED_KINDS, Index, open_index
+from . import INDEX_KINDS, STORED_KINDS, Index, open_index
 
 __all__ = ["IndexForm", "index_forms", "index_checks", "make_corpus"]
 
@@ -98,8 +98,7 @@ def index_forms(client=None, n_shards: int = 3) -> list[IndexForm]:
         address = client.scheduler.address
         return [IndexForm(f"dask-sharded-{kind}", cls, sharded(kind, cls), scheduler=address)
                 for kind, cls in INDEX_KINDS.items()]
-    kinds = {**STORED_KINDS, **{cls.kind: cls for cls in COMPACT_INDEX_KINDS.values()}}
-    forms = [IndexForm(kind, cls, plain(cls)) for kind, cls in kinds.items()]
+    forms = [IndexForm(kind, cls, plain(cls)) for kind, cls in STORED_KINDS.items()]
     forms += [IndexForm(f"sharded-{kind}", cls, sharded(kind, cls)) for kind, cls in INDEX_KINDS.items()]
     return forms
 

@@ -12,8 +12,14 @@ of the query embedding n(q) U over the stored n(x) V, and impact-ordered posting
 sparse corpus read with n(q) (D + W) — and re-ranks them with the same exact score; its search
 setting is calibrated for a target recall at build time.
 
-Both live in memory (:func:`sparsesim.indexes.build_index`); they are not written to disk:
-saving one raises :class:`~sparsesim.exceptions.UnsupportedOperationError` (its ``supports_save`` is False).
+Both are saved in the embedding indexes' directory format (:mod:`sparsesim.indexes.storage`,
+kinds ``compact-exact`` and ``compact-ann``): the corpus embeddings (``embeddings.npy``, float32),
+the normalised sparse corpus (``corpus.*.npy``), the ann kind's pruned posting lists and FAISS
+index, and the model as its own checked file (``model.npz``, kind ``compact-similarity``: D, W,
+U and V, no pickle), every file and 64 KiB block checksummed; :func:`~sparsesim.indexes.open_index`
+refuses a truncated, altered or inconsistent file with one
+:class:`~sparsesim.exceptions.FileFormatError`, and recomputes the stored embeddings from the
+stored corpus and model once per index content.
 """
 
 from __future__ import annotations
@@ -33,11 +39,10 @@ __all__ = ["CompactRows", "CompactExactIndex", "CompactAnnIndex"]
 
 class CompactRows:
     """What the compact indexes change in the embedding indexes: the sparse part always scored
-    (weight 1), queries prepared as (n(q) U, n(q) (D + W)), no index file."""
+    (weight 1), queries prepared as (n(q) U, n(q) (D + W))."""
 
     model_class = CompactSimilarity
-    supports_save = False  # in memory only
-    supports_learning = False
+    supports_learning = True  # `serve --learn`: the feedback learner continues the model (ssi-dwuv's rule)
 
     @classmethod
     def _unit_test_model(cls, n_features: int, seed: int = 0):
@@ -74,10 +79,6 @@ class CompactRows:
         rows = np.asarray(rows, dtype=np.int64)
         self._ensure_rows("corpus", self._X.indptr, rows)
         return self._query_form(take_rows(self._X, rows))
-
-    def save(self, directory, overwrite: bool = False):
-        raise self.unsupported("save", "an index over a compact (ssi-dwuv) model lives in memory and is not saved; "
-                               "score with the model file instead (`sparsesim query --model`, `evaluate`)")
 
 
 class CompactExactIndex(CompactRows, EmbeddingExactIndex):

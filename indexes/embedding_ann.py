@@ -199,15 +199,16 @@ class EmbeddingAnnIndex(EmbeddingIndex):
                                   "sparse_pool": sparse_pool} for p in probes])
         return families
 
-    def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10) -> dict:
+    def calibrate(self, queries=None, target_recall=None, model=None, top_k: int = 10, strata=None) -> dict:
         """Measure the search settings on held-out corpus documents (or ``queries``) and keep the
-        fastest that meets the target recall (see :func:`sparsesim.indexes.calibration.calibrate`)."""
+        fastest that meets the target recall (see :func:`sparsesim.indexes.calibration.calibrate`;
+        ``strata``: a label per corpus document to stratify the held-out samples by)."""
         if model is not None:
             raise InvalidInputError("an embedding index is calibrated for its own model; build a new index for "
                                     "another model")
         target = check_target_recall(target_recall) or self.target_recall or 0.95
         record = calibrate(self, queries, target_recall=target, top_k=top_k, n_queries=self.calibration_size,
-                           random_state=self.random_state, n_jobs=max(1, int(self.n_jobs or 1)))
+                           random_state=self.random_state, n_jobs=max(1, int(self.n_jobs or 1)), strata=strata)
         self.calibration_ = record
         return record
 

@@ -18,7 +18,8 @@ __all__ = ["INDEX_KINDS", "EMBEDDING_INDEX_KINDS", "COMPACT_INDEX_KINDS", "STORE
 INDEX_KINDS = {"exact": ExactIndex, "ann": AnnIndex}
 # the same kinds over an EmbeddingSimilarity (build_index picks them by the model's class)
 EMBEDDING_INDEX_KINDS = {"exact": EmbeddingExactIndex, "ann": EmbeddingAnnIndex}
-# over a CompactSimilarity (in memory only: not in STORED_KINDS)
+# over a CompactSimilarity (M = D + W + U V^T)
 COMPACT_INDEX_KINDS = {"exact": CompactExactIndex, "ann": CompactAnnIndex}
 # every kind an index directory may declare
-STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS.values()}}
+STORED_KINDS = {**INDEX_KINDS, **{cls.kind: cls for cls in EMBEDDING_INDEX_KINDS.values()},
+                **{cls.kind: cls for cls in COMPACT_INDEX_KINDS.values()}}

@@ -31,7 +31,7 @@ HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_DOCUMENTS = 2**40
 
 MANIFEST_SCHEMA = {
-    "kind": ("choice", ("exact", "ann", "embedding-exact", "embedding-ann")),
+    "kind": ("choice", ("exact", "ann", "embedding-exact", "embedding-ann", "compact-exact", "compact-ann")),
     "n_documents": ("int", 0, MAX_DOCUMENTS),
     "n_features": ("int", 1, MAX_FEATURES),
     "id_dtype": ("choice?", ("int", "str")),
@@ -58,6 +58,16 @@ EMBEDDING_FACTS_SCHEMA = {
     "n_components": ("int", 1, 1 << 16),
     "normalize": ("bool",),
     "identity_weight": ("float", None, None),
+}
+#: index kinds over a :class:`~sparsesim.compact.CompactSimilarity` (M = D + W + U V^T)
+COMPACT_KINDS = ("compact-exact", "compact-ann")
+COMPACT_FACTS_SCHEMA = {
+    "checksum": ("str",),
+    "model_kind": ("choice", ("compact-similarity",)),
+    "n_features": ("int", 1, MAX_FEATURES),
+    "n_components": ("int", 0, 1 << 14),
+    "normalize": ("bool",),
+    "nnz_w": ("int", 0, None),
 }
 STATE_SCHEMA = {
     "strategy_": ("choice?", ("corpus", "query")),

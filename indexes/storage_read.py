@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from sparsesim.exceptions import FileFormatError, InvalidInputError, ModelMismatchError
+from sparsesim.compact import CompactSimilarity
 from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, read_npy
@@ -18,7 +19,8 @@ from sparsesim.validation import bounded, check_csr_arrays, check_meta
 from .ann_postings import block_checks as compact_block_checks
 from .array_checks import F64, I32, I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
-from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, HEX64_RE, EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
+from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, HEX64_RE, COMPACT_FACTS_SCHEMA, COMPACT_KINDS,
+                             EMBEDDING_FACTS_SCHEMA, EMBEDDING_KINDS, FORMAT_NAME,
                              FORMAT_VERSION, MANIFEST, MANIFEST_SCHEMA, MODEL_FACTS_SCHEMA, MODEL_FILE, MODEL_W,
                              OLDEST_READ_VERSION, STATE_SCHEMA, file_identity, file_verified, manifest_checksum,
                              mark_file_verified)
@@ -58,7 +60,8 @@ def read_manifest(directory) -> dict:
     data_dir = manifest.get("data_dir")
     if not isinstance(data_dir, str) or not DATA_DIR_RE.match(data_dir):
         raise FileFormatError(f"{path}: invalid data_dir {bounded(repr(data_dir), 60)}")
-    facts_schema = EMBEDDING_FACTS_SCHEMA if manifest["kind"] in EMBEDDING_KINDS else MODEL_FACTS_SCHEMA
+    facts_schema = (EMBEDDING_FACTS_SCHEMA if manifest["kind"] in EMBEDDING_KINDS else
+                    COMPACT_FACTS_SCHEMA if manifest["kind"] in COMPACT_KINDS else MODEL_FACTS_SCHEMA)
     check_meta(manifest["model"], facts_schema, f"{path} (model)")
     check_meta(manifest["state"], STATE_SCHEMA, f"{path} (state)")
     if manifest["model"]["n_features"] != manifest["n_features"]:
@@ -237,7 +240,7 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
                                check, manifest["block_bytes"], on_complete=partial(mark_file_verified, identities.get(name)))
               for name, check in lazy.items() if not file_verified(identities.get(name))}
     stored = manifest["model"]
-    if manifest["kind"] in EMBEDDING_KINDS:
+    if manifest["kind"] in EMBEDDING_KINDS or manifest["kind"] in COMPACT_KINDS:
         return _read_embedding_index(manifest, model, arrays, extra, directory, data, guards, lazy)
     if model is None:
         if MODEL_FILE not in manifest["files"]:
@@ -271,34 +274,44 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     return StoredIndex(manifest, model, arrays, extra, directory, guards, deferred_checksum)
 
 
+#: what an index over a model stored whole in ``model.npz`` (an embedding or compact model) must
+#: match in the manifest's model facts: the model class and the facts compared, by index kind
+_WHOLE_MODEL_KINDS = {
+    **{kind: (EmbeddingSimilarity, ("n_features", "n_components", "normalize", "identity_weight", "lexical_power"))
+       for kind in EMBEDDING_KINDS},
+    **{kind: (CompactSimilarity, ("n_features", "n_components", "normalize")) for kind in COMPACT_KINDS},
+}
+
+
 def _read_embedding_index(manifest, model, arrays, extra, directory: Path, data: Path, guards,
                           lazy) -> StoredIndex:
     """The model and arrays of an index over an :class:`~sparsesim.embedding.EmbeddingSimilarity`
-    (its whole model file is hashed at load: P is dense and read whole)."""
+    or a :class:`~sparsesim.compact.CompactSimilarity` (its whole model file is hashed at load:
+    its dense factors are read whole)."""
     facts = manifest["model"]
+    model_class, keys = _WHOLE_MODEL_KINDS[manifest["kind"]]
     if model is None:
         if MODEL_FILE not in manifest["files"]:
             raise FileFormatError(f"{directory}: no stored model; pass the model")
-        model = EmbeddingSimilarity.load(data / MODEL_FILE)
+        model = model_class.load(data / MODEL_FILE)
         mismatch = FileFormatError
     else:
         mismatch = ModelMismatchError
-    if not isinstance(model, EmbeddingSimilarity):
-        raise InvalidInputError(f"this index serves an EmbeddingSimilarity; got a {type(model).__name__}")
-    for key, value in (("n_features", model.n_features), ("n_components", model.n_components),
-                       ("normalize", model.normalize), ("identity_weight", model.identity_weight),
-                       ("lexical_power", model.lexical_power)):
+    if not isinstance(model, model_class):
+        raise InvalidInputError(f"this index serves a {model_class.__name__}; got a {type(model).__name__}")
+    for key in keys:
+        value = getattr(model, key)
         if facts.get(key, 1.0 if key == "lexical_power" else None) != value:
-            raise mismatch(f"{directory}: the index was built for a model with {key}={facts[key]!r}, this model "
-                           f"has {value!r}")
+            raise mismatch(f"{directory}: the index was built for a model with {key}={facts.get(key)!r}, this "
+                           f"model has {value!r}")
     checksum = model.checksum()
     if checksum != facts["checksum"]:
         raise mismatch(f"{directory}: the index was built with model {facts['checksum'][:12]}, not with this "
                        f"model ({checksum[:12]})")
     n, d = manifest["n_documents"], manifest["n_features"]
+    sparse = model_class is CompactSimilarity or model.identity_weight != 0.0
     try:
-        check_embedding_arrays(arrays, n, d, model.n_components, manifest, lazy=set(lazy),
-                               sparse=model.identity_weight != 0.0)
+        check_embedding_arrays(arrays, n, d, model.n_components, manifest, lazy=set(lazy), sparse=sparse)
     except InvalidInputError as exc:
         raise FileFormatError(f"{directory}: {bounded(exc, 300)}") from None
     return StoredIndex(manifest, model, arrays, extra, directory, guards, False)

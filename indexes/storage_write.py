@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from sparsesim import __version__
 from sparsesim.exceptions import ConcurrentWriteError, FileFormatError, InvalidInputError, UnsafeTargetError
+from sparsesim.compact import CompactSimilarity
 from sparsesim.models import BilinearSimilarity
 from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_path, loads_strict, make_temp_dir,
                                    sweep_stale_temps, target_lock, file_mode)
@@ -25,6 +26,10 @@ from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERS
 
 
 def _model_facts(model) -> dict:
+    if isinstance(model, CompactSimilarity):
+        return {"checksum": model.checksum(), "model_kind": "compact-similarity", "n_features": model.n_features,
+                "n_components": model.n_components, "normalize": model.normalize, "nnz_w": int(model.W.nnz),
+                "algorithm": model.metadata.get("algorithm")}
     if not isinstance(model, BilinearSimilarity):  # an EmbeddingSimilarity
         return {"checksum": model.checksum(), "model_kind": "embedding-similarity", "n_features": model.n_features,
                 "n_components": model.n_components, "normalize": model.normalize,
@@ -102,7 +107,7 @@ def _write_version(index, vdir: Path) -> dict:
         W = model.W
         arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64),
                   f"{MODEL_W}.indices": np.asarray(W.indices, np.int32), f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
-    else:  # an embedding model: its own file (P is dense and read whole at load)
+    else:  # an embedding or compact model: its own file (dense factors, read whole at load)
         model.save(vdir / MODEL_FILE)
         arrays = {}
     arrays.update(index._arrays())

@@ -200,6 +200,28 @@ class CompactSimilarity(TextQueries):
         """``n(q) (D + W)``: the queries through the sparse part (``S = that . n(x) + <n(q) U, n(x) V>``)."""
         return (self._check(Q, "queries") @ self.sparse_matrix()).tocsr()
 
+    def dense_query(self, q) -> np.ndarray:
+        """``n(q) M`` of one query row as a dense vector of ``n_features``: a corpus of rows in the
+        model's form ``n(x)`` is scored by one sparse product, ``X_n @ dense_query(q)`` (what a
+        learning index does with each query; never a queries x d block).
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> m = CompactSimilarity(np.ones(2), sp.csr_matrix((2, 2)), np.array([[1.0], [0.0]]),
+        ...                       np.array([[0.0], [2.0]]), normalize=False)
+        >>> m.dense_query(sp.csr_matrix(np.array([[1.0, 0.0]]))).tolist()  # row 0 of I + U V^T
+        [1.0, 2.0]
+        """
+        q = self._check(q, "query")
+        if q.shape[0] != 1:
+            raise InvalidInputError(f"dense_query takes one query row, got {q.shape[0]}")
+        out = np.asarray((q @ self.W).toarray()).ravel()
+        out[q.indices] += self.diagonal[q.indices] * q.data
+        if self.rank:
+            out += self.V @ (q.data @ self.U[q.indices])
+        return out
+
     def score(self, x, x2) -> float:
         """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""
         return float(self.score_pairs(x, x2)[0])
@@ -254,9 +276,12 @@ class CompactSimilarity(TextQueries):
         """Hash of the model's arrays."""
         return arrays_checksum(self._arrays())
 
-    def save(self, path: str | os.PathLike) -> dict:
-        """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata."""
-        meta = dict(self.metadata)
+    def save(self, path: str | os.PathLike, metadata: dict | None = None) -> dict:
+        """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata.
+
+        ``metadata``: stored instead of the model's own (e.g. a feedback snapshot's record); the
+        structural keys (``n_features``, ``rank``, ...) are always the model's."""
+        meta = dict(self.metadata if metadata is None else metadata)
         meta.update(n_features=self.n_features, rank=self.rank, normalize=self.normalize, nnz_w=int(self.W.nnz),
                     n_entries=self.n_entries, nbytes=self.nbytes)
         arrays = self._arrays()

@@ -272,8 +272,14 @@ def test_exact_index_scores_are_the_models(tmp_path):
     np.testing.assert_allclose(sims[0], -np.sort(-row)[:4], rtol=1e-6, atol=1e-6)
     index.add(corpus(10, n=3), ids=["n0", "n1", "n2"])
     assert index.n_documents == 43
-    with pytest.raises(InvalidInputError, match="not saved"):
-        index.save(tmp_path / "idx")
+    index.save(tmp_path / "idx")
+    from sparsesim.indexes import open_index
+
+    loaded = open_index(tmp_path / "idx")
+    assert loaded.kind == "compact-exact" and loaded.model.checksum() == model.checksum()
+    rows2, scores2 = loaded.query_rows(X[:6], top_k=5)
+    np.testing.assert_array_equal(rows2, rows)
+    np.testing.assert_allclose(scores2, scores, rtol=0, atol=0)
 
 
 def test_ann_index_reranks_with_the_exact_score():
@@ -300,7 +306,7 @@ def test_ann_index_reranks_with_the_exact_score():
     assert np.mean(cscores >= scores[:, -1:] - 1e-9) >= 0.9  # fresh queries, recall counting ties
 
 
-def test_cli_trains_evaluates_queries_and_refuses_an_index(tmp_path, monkeypatch, capsys):
+def test_cli_trains_evaluates_queries_and_builds_an_index(tmp_path, monkeypatch, capsys):
     import json
 
     from clitools import run_cli
@@ -319,11 +325,19 @@ def test_cli_trains_evaluates_queries_and_refuses_an_index(tmp_path, monkeypatch
     assert code == 0
     scores = [r["score"] for r in json.loads(text.strip().splitlines()[0])["results"]]
     assert len(scores) == 4 and scores == sorted(scores, reverse=True)
-    for args in (["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "idx"],):
-        code, text, err = run_cli(args, monkeypatch, capsys)
-        assert code == 2 and err.startswith("error:") and "compact" in err and "Traceback" not in err
-        assert len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "idx").exists()
+    code, text, err = run_cli(["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "idx",
+                               "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(text)["index_kind"] == "compact-exact"
+    code, text, err = run_cli(["query", "--index", tmp_path / "idx", "--query-ids", "comp.graphics/37914", "--top-k",
+                               "4", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    hits = json.loads(text.strip().splitlines()[0])["results"]
+    assert len(hits) == 4 and "comp.graphics/37914" not in [h["id"] for h in hits]
+    code, text, err = run_cli(["index", "build", "--model", out, "--data", "news20-sample", "--out", tmp_path / "sh",
+                               "--shards", "2"], monkeypatch, capsys)  # sharded indexes serve bilinear models
+    assert code == 2 and err.startswith("error:") and "compact" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "sh").exists()
 
 
 def test_tune_searches_the_default_space_on_the_training_part():
@@ -341,15 +355,70 @@ def test_tune_searches_the_default_space_on_the_training_part():
     assert isinstance(result.estimator.model_, CompactSimilarity)
 
 
-def test_feedback_learning_refuses_a_compact_index():
-    """Feedback learning (what `serve --learn` runs) updates bilinear models: one clear error, nothing started."""
-    from sparsesim.feedback.learner import FeedbackLearner
-    from sparsesim.indexes import build_index
+def test_start_from_continues_like_the_learner_and_keeps_the_support():
+    from sparsesim.data.synthetic import rcv1_like
 
-    model, _ = model_and_dense(seed=5)
-    index = build_index(model, corpus(11, n=20), kind="exact")
-    with pytest.raises(InvalidInputError, match="does not support learning from feedback"):
-        FeedbackLearner(index)
+    data = rcv1_like(120, n_features=60, nnz_per_doc=10, n_classes=3, class_vocab=30, seed=2)
+    X, y = data.X, data.y
+    a = CompactSSI(n_triplets=400, random_state=0).fit(X, y)
+    b = CompactSSI(random_state=0).start_from(a.model_, X)
+    assert b.resolved_params_ == a.resolved_params_
+    # the support: the stored entries and the corpus co-occurrences (as fit chose it on X)
+    np.testing.assert_array_equal(b.W_.indptr, a.W_.indptr)
+    np.testing.assert_array_equal(b.W_.indices, a.W_.indices)
+    np.testing.assert_array_equal(b.W_.toarray(), a.W_.toarray())
+    more = sors_triplets(y, 200, seed=5)
+    a.partial_fit_triplets(X, more)
+    b.partial_fit_triplets(X, more)
+    for part in ("diagonal", "U", "V"):
+        np.testing.assert_allclose(getattr(b.model_, part), getattr(a.model_, part), rtol=0, atol=1e-12)
+    assert abs(b.model_.W - a.model_.W).max() < 1e-12 and a.n_updates_ > 0
+    with pytest.raises(InvalidInputError):
+        CompactSSI().start_from(CompactSimilarity(np.ones(60), sp.csr_matrix((60, 60)), np.zeros((60, 1)),
+                                                  np.zeros((60, 1)), normalize=False))
+
+
+def test_feedback_learning_on_a_saved_compact_index(tmp_path):
+    """`serve --learn` on a compact index: the feedback learner applies ssi-dwuv's rule from the
+    served model, answers exactly under the newest version, snapshots and resumes."""
+    from sparsesim.data.synthetic import rcv1_like
+    from sparsesim.feedback.learner import FeedbackLearner
+    from sparsesim.indexes import build_index, open_index
+
+    data = rcv1_like(150, n_features=60, nnz_per_doc=10, n_classes=3, class_vocab=30, seed=3)
+    X, y = data.X, data.y
+    model = CompactSSI(n_triplets=300, random_state=0).fit(X, y).model_
+    build_index(model, X, kind="exact").save(tmp_path / "idx")
+    index = open_index(tmp_path / "idx", mmap=True)
+    assert index.supports_learning
+    snap = tmp_path / "snap.npz"
+    records = [{"query": i, "preferred": int(np.flatnonzero(y == y[i])[1]), "other": int(np.flatnonzero(y != y[i])[0])}
+               for i in range(12)]
+    fl = FeedbackLearner(index, snapshot=snap, snapshot_every=5, snapshot_seconds=3600)
+    assert fl.info()["learner"] == "CompactSSI"
+    assert fl.submit(records) == 12
+    fl.flush(timeout=600)
+    # offline: the same rule from the same model over the same triplets (stored rows are n(x))
+    rows = sp.vstack([index.X_[[r["query"], r["preferred"], r["other"]]] for r in records], format="csr")
+    off = CompactSSI(**{k: v for k, v in model.metadata["params"].items()}).start_from(model, index.X_)
+    off.partial_fit_triplets(rows, np.arange(36).reshape(12, 3))
+    assert off.n_updates_ > 0
+    np.testing.assert_allclose(fl.model.U, off.model_.U, rtol=0, atol=1e-12)
+    ids, scores, version = fl.query(X[:3], 5)
+    assert version >= 1
+    want = off.model_.score_matrix(X[:3], X)
+    np.testing.assert_allclose(scores, -np.sort(-want, axis=1)[:, :5], rtol=1e-9, atol=1e-9)
+    fl.close()  # final snapshot
+    saved = CompactSimilarity.load(snap)
+    assert saved.metadata["feedback"]["n_applied"] == 12 and saved.checksum() == fl.model.checksum()
+    again = FeedbackLearner(index, snapshot=snap)
+    try:
+        assert again.info()["applied"] == 12 and again.resumed_from == str(snap)
+        np.testing.assert_allclose(again.score(X[:2], [1, 2]), fl.score(X[:2], [1, 2]), atol=1e-12)
+    finally:
+        again.close()
+    with pytest.raises(InvalidInputError):
+        FeedbackLearner(index, snapshot=snap, resume=False)  # an existing snapshot is not replaced silently
 
 
 def test_support_of_a_large_corpus_comes_from_a_seeded_sample(monkeypatch):

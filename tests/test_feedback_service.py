@@ -237,3 +237,48 @@ def test_learn_cli_matches_the_library(index_dir, tmp_path, monkeypatch, capsys)
     code, stdout, err = run_cli(["learn", "--index", index_dir, "--feedback", bad, "--out", out2], monkeypatch, capsys)
     assert code == 2 and err.startswith("error:") and "line 2" in err and "nope" in err and "Traceback" not in err
     assert not out2.exists()
+
+
+def test_serve_learn_on_a_compact_index(tmp_path):
+    """`serve --learn` over an ssi-dwuv index: POST /feedback is applied by ssi-dwuv's rule, the
+    served scores are the learned model's, and the snapshot is a compact model file."""
+    from sparsesim.compact import CompactSimilarity
+    from sparsesim.workflows import build_index_from_files, train_model
+
+    docs = tmp_path / "docs"
+    for label, texts in TOPICS.items():
+        (docs / label).mkdir(parents=True)
+        for i, text in enumerate(texts):
+            (docs / label / f"{i}.txt").write_text(text)
+    train_model("ssi-dwuv", str(docs), tmp_path / "model.npz", n_triplets=300, seed=0)
+    build_index_from_files(tmp_path / "model.npz", str(docs), kind="ann", out=tmp_path / "index")
+    ids = ids_of(load_index(tmp_path / "index"))
+    sport = [i for i in ids if "/sport/" in i]
+    food = [i for i in ids if "/food/" in i]
+    text = "the goal in the match"
+    snap = tmp_path / "snap.npz"
+    proc, client = start(tmp_path / "index", snap, "--snapshot-every", 1000)
+    try:
+        before = client.post("/query", json={"texts": [text], "top_k": len(ids)}).json()
+        assert before["version"] == 0
+        r = client.post("/feedback", json=[{"query": text, "preferred": food[0], "other": sport[0]}] * 3)
+        assert r.status_code == 202, r.text
+        fb = wait_applied(client, 3)
+        assert fb["learner"] == "CompactSSI" and fb["version"] >= 1
+        after = client.post("/query", json={"texts": [text], "top_k": len(ids)}).json()
+        assert after["version"] >= 1
+        served = {h["id"]: h["score"] for h in after["results"][0]}
+        old = {h["id"]: h["score"] for h in before["results"][0]}
+        assert served[food[0]] - served[sport[0]] > old[food[0]] - old[sport[0]]  # moved as the feedback asked
+        assert client.post("/feedback", json={"query": text, "preferred": "nope", "other": sport[0]}).status_code == 422
+        assert client.get("/health").status_code == 200  # a bad record is refused, the server keeps serving
+    finally:
+        stop(proc)
+    learned = CompactSimilarity.load(snap)  # the final snapshot, written at shutdown
+    assert learned.metadata["feedback"]["n_applied"] == 3
+    q = learned.featurizer.transform([text])
+    X = load_index(tmp_path / "index").X_
+    want = learned.score_matrix(q, X)[0]
+    row = {v: r for r, v in enumerate(ids)}
+    for doc, score in served.items():
+        assert abs(score - want[row[doc]]) <= 1e-9 * max(1.0, abs(score))

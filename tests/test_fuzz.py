@@ -37,6 +37,7 @@ from sparsesim.validation import check_csr  # noqa: E402
 from clitools import run_cli  # noqa: E402
 
 from sparsesim.indexes import build_index, load_index  # noqa: E402
+from sparsesim.indexes.compact_index import CompactRows  # noqa: E402
 from fuzztools import COMMANDS, FLAGS, LONG, SCALE, hypothesis_settings  # noqa: E402
 from indextools import rehash_index  # noqa: E402
 from sparsesim.indexes.storage import manifest_checksum  # noqa: E402
@@ -324,6 +325,9 @@ def index_dirs(tmp_path_factory):
     ids = [f"d{i}" for i in range(80)]
     build_index(model, X, kind="exact", strategy="corpus").save(root / "exact")
     build_index(model, X, kind="ann", dim=6, n_postings=30, heavy_min_nnz=1, ids=ids).save(root / "ann")
+    compact = CompactRows._unit_test_model(24, seed=6)  # M = D + W + U V^T: the compact kinds
+    build_index(compact, X, kind="exact").save(root / "compact-exact")
+    build_index(compact, X, kind="ann", ids=ids, calibration_size=20).save(root / "compact-ann")
     return root, X, rng
 
 
@@ -332,7 +336,7 @@ def _rehash(directory: Path):
 
 
 @settings(max_examples=50 * SCALE, **FUZZ)
-@given(kind=st.sampled_from(["exact", "ann"]), data=st.data())
+@given(kind=st.sampled_from(["exact", "ann", "compact-exact", "compact-ann"]), data=st.data())
 def test_fuzz_hostile_index_files(index_dirs, tmp_path_factory, kind, data):
     import shutil
 

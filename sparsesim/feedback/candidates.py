@@ -87,7 +87,8 @@ class CandidateStage:
         with self._lock:
             self.candidate_info["refreshing"] = True
         try:
-            fresh = build_index(current.model(), self.X, kind=self.index.kind, **self.index.params())
+            fresh = build_index(current.model(), self.X, kind="exact" if self.index.exact else "ann",
+                                **self.index.params())
             after = self._candidate_recall(current, fresh)
             with self._lock:
                 self._candidates = fresh

@@ -39,11 +39,12 @@ from ..csr_rows import take_rows
 from ..engine.bilinear import OASIS as OASIS_MODE
 from ..exceptions import FileFormatError, InvalidInputError, ResourceLimitError, SparsesimError
 from ..indexes import Index, open_index, plain_value
+from ..compact import CompactSimilarity
 from ..models import BilinearSimilarity
 from ..persistence import file_state, replacing_unchanged
 from ..registry import make_estimator
 from ..topk import top_k_rows
-from ..validation import check_csr, check_float, check_int
+from ..validation import check_csr, check_float, check_int, check_params
 from .candidates import CandidateStage
 from .questions import ActiveQuestions
 from .records import FeedbackRecords
@@ -149,9 +150,9 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         # the snapshot file as found: a snapshot write refuses if another writer replaced it since
         self._snap_state = None if self.snapshot_path is None else file_state(self.snapshot_path)
         base = self.index.model
-        if not isinstance(base, BilinearSimilarity):
-            raise InvalidInputError(f"feedback learning updates a bilinear model, not the {type(base).__name__} "
-                                    f"this index serves (serve it without --learn)")
+        if not isinstance(base, (BilinearSimilarity, CompactSimilarity)):
+            raise InvalidInputError(f"feedback learning updates a bilinear or compact model, not the "
+                                    f"{type(base).__name__} this index serves (serve it without --learn)")
         self.featurizer = base.featurizer
         self.identity = snapshot_identity(base)
         self.X = sp.csr_matrix(self.index.X_)
@@ -161,7 +162,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         start, counters = base, {"n_applied": 0, "n_received": 0}
         self.resumed_from = None
         if resume and self.snapshot_path is not None and self.snapshot_path.exists():
-            start = BilinearSimilarity.load(self.snapshot_path)
+            start = type(base).load(self.snapshot_path)
             if start.n_features != base.n_features:
                 raise FileFormatError(f"{self.snapshot_path}: the snapshot has {start.n_features} features, "
                                       f"the index {base.n_features}")
@@ -170,7 +171,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
             if isinstance(fb, dict) and isinstance(fb.get("n_applied"), int) and fb["n_applied"] >= 0:
                 counters["n_applied"] = counters["n_received"] = fb["n_applied"]
             self.resumed_from = str(self.snapshot_path)
-        if base.normalize:
+        if base.normalize and isinstance(base, BilinearSimilarity):
             raise InvalidInputError("the index's model normalises documents; feedback learning needs a "
                                     "non-normalising model")
         self.learner = learner if learner is not None else self._default_learner(base)
@@ -224,6 +225,13 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         params = dict(meta.get("params") or {}) if isinstance(meta.get("params"), dict) else {}
         resolved = meta.get("resolved_params") if isinstance(meta.get("resolved_params"), dict) else {}
         params.update(resolved)
+        if isinstance(model, CompactSimilarity):  # ssi-dwuv with its recorded settings, else its defaults
+            try:
+                learner = make_estimator("ssi-dwuv", **params)
+                check_params(learner)
+                return learner
+            except (ValueError, TypeError, KeyError):
+                return make_estimator("ssi-dwuv")
         if algorithm in ("oasis", "sors-l1", "sors-offdiag", "adasors-l1", "adasors-offdiag"):
             try:
                 learner = make_estimator(algorithm, **params)

@@ -26,7 +26,8 @@ __all__ = ["ModelVersion"]
 
 
 class ModelVersion:
-    """One published model version: ``base`` (a :class:`BilinearSimilarity`) plus a low-rank change.
+    """One published model version: ``base`` (a :class:`BilinearSimilarity`) plus a low-rank change
+    (or a :class:`~sparsesim.compact.CompactSimilarity`, always published whole).
 
     Parameters
     ----------
@@ -71,6 +72,8 @@ class ModelVersion:
         if q.shape[0] != 1:  # one row: the dense result is n_features values, never queries x d
             raise InvalidInputError(f"dense_query takes one query row, got {q.shape[0]}")
         base = self.base
+        if not isinstance(base, BilinearSimilarity):  # a compact model (published whole, no factors)
+            return base.dense_query(q)
         out = (q @ base.W).toarray().ravel()
         if base.identity:
             np.add.at(out, q.indices, q.data)

@@ -27,7 +27,8 @@ from ..csr_rows import unit_row_data
 from ..defaults import AUTO, data_statistics, resolve_bilinear
 from ..engine.compact_rules import run_triplets
 from ..triplets import iter_sors_triplets
-from ..validation import check_fit_matrix, check_params
+from ..exceptions import InvalidInputError
+from ..validation import check_csr, check_fit_matrix, check_params
 from .base import TripletLearner
 
 __all__ = ["CompactSSI", "cooccurrence_support", "compact_sizes"]
@@ -191,10 +192,7 @@ class CompactSSI(TripletLearner):
         d = X.shape[1]
         rank, support = compact_sizes(d, X.nnz, self.max_size_ratio, self.rank, self.support)
         rank, support = min(rank, 1 << 14), min(support, max(d - 1, 0))
-        C = self.C
-        if isinstance(C, str):
-            C = resolve_bilinear("oasis", {"C": AUTO}, data_statistics(Xn), int(self.n_triplets))["C"] \
-                if X.shape[0] >= 2 else 1.0
+        C = self._resolved_C(Xn)
         rng = np.random.default_rng(self.random_state)
         U0 = rng.standard_normal((d, rank)) * (float(self.init_scale) / math.sqrt(max(rank, 1)))
         if Xn.shape[0] > SUPPORT_DOCUMENTS:  # drawn after U0: smaller corpora get the same U0 and support
@@ -205,6 +203,87 @@ class CompactSSI(TripletLearner):
         self.V_ = U0.copy()
         self.rank_, self.support_ = int(rank), int(support)
         self.resolved_params_ = {"C": float(C), "rank": int(rank), "support": int(support)}
+
+    def _resolved_C(self, Xn) -> float:
+        """``C``, with ``"auto"`` resolved by OASIS's rule on the normalised rows ``Xn`` (1.0 on
+        fewer than two rows)."""
+        if not isinstance(self.C, str):
+            return float(self.C)
+        if Xn is None or Xn.shape[0] < 2:
+            return 1.0
+        return float(resolve_bilinear("oasis", {"C": AUTO}, data_statistics(Xn), int(self.n_triplets))["C"])
+
+    def start_from(self, model: CompactSimilarity, X=None):
+        """Reset and continue from ``model``: later :meth:`partial_fit_triplets` calls update its
+        D, W, U and V with this learner's rule (how a served compact model keeps learning).
+
+        W's support is the model's stored entries, joined (when ``X`` is given) by the
+        co-occurrence support of ``X`` at the model's recorded support per feature (its
+        ``resolved_params``, else this learner's ``support`` resolved on ``X``), as :meth:`fit`
+        chooses it; ``"auto"`` C is resolved on ``X``.
+
+        Parameters
+        ----------
+        model : CompactSimilarity
+            A normalising model (the rule sees unit rows).
+        X : sparse matrix, optional
+            The corpus the model serves.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from sparsesim.data import load_dataset
+        >>> data = load_dataset("news20-sample")
+        >>> model = CompactSSI(n_triplets=300, random_state=0).fit(data.X, data.y).model_
+        >>> more = CompactSSI(random_state=0).start_from(model, data.X)
+        >>> bool(np.array_equal(more.model_.U, model.U))
+        True
+        >>> more.partial_fit_triplets(data.X, np.array([[0, 1, 250]])).n_triplets_seen_
+        1
+        """
+        if not isinstance(model, CompactSimilarity):
+            raise InvalidInputError(f"model must be a CompactSimilarity, got {type(model).__name__}")
+        if not model.normalize:
+            raise InvalidInputError("the compact learner's rule sees unit rows: it continues normalising models only")
+        self._reset()
+        d = model.n_features
+        self._init_state(d)
+        Xn = None
+        if X is not None:
+            Xn = _unit_rows(check_csr(X, n_features=d, name="X"))
+            if Xn.shape[0] > SUPPORT_DOCUMENTS:
+                rng = np.random.default_rng(self.random_state)
+                Xn = Xn[np.sort(rng.choice(Xn.shape[0], SUPPORT_DOCUMENTS, replace=False))]
+        resolved = model.metadata.get("resolved_params")
+        support = resolved.get("support") if isinstance(resolved, dict) else None
+        if not isinstance(support, int) or isinstance(support, bool) or support < 0:
+            support = compact_sizes(d, 0 if Xn is None else Xn.nnz, self.max_size_ratio, model.rank,
+                                    self.support)[1]
+        support = min(int(support), max(d - 1, 0))
+        W = model.W.tocsr()
+        if Xn is not None and support:
+            pattern = cooccurrence_support(Xn, support)
+
+            def entries(M):
+                return np.repeat(np.arange(d, dtype=np.int64), np.diff(M.indptr)), M.indices.astype(np.int64)
+
+            (pr, pc), (sr, sc) = entries(pattern), entries(W)
+            W = sp.csr_matrix((np.concatenate([np.zeros(pc.size), W.data]),
+                               (np.concatenate([pr, sr]), np.concatenate([pc, sc]))), shape=(d, d))
+            W.sum_duplicates()  # explicit zeros are kept: they are the support
+        W = sp.csr_matrix((np.array(W.data, np.float64), np.array(W.indices, np.int32),
+                           np.array(W.indptr, np.int64)), shape=(d, d))
+        W.indptr, W.indices = W.indptr.astype(np.int64), W.indices.astype(np.int32)
+        self.diagonal_ = np.array(model.diagonal, np.float64)
+        self.W_ = W
+        self.U_ = np.array(model.U, np.float64, order="C")
+        self.V_ = np.array(model.V, np.float64, order="C")
+        self.rank_, self.support_ = int(model.rank), int(support)
+        self.resolved_params_ = {"C": self._resolved_C(Xn), "rank": int(model.rank), "support": int(support)}
+        return self
 
     def _update(self, X, triplets, signs):
         if "diagonal_" not in self.__dict__:

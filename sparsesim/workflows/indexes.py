@@ -119,20 +119,12 @@ def build_index_from_files(model_path, corpus, kind: str = "exact", out=None, pa
     return _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options, overwrite)
 
 
-def _refuse_compact(model, model_path) -> None:
-    """Index files hold bilinear and embedding models; a compact model is scored from its file."""
-    if isinstance(model, CompactSimilarity):
-        raise InvalidInputError(f"{model_path} is a compact (ssi-dwuv) model: index files do not hold one (and "
-                                f"`serve`, `serve --learn` need an index); score it with `sparsesim query --model` "
-                                f"or `sparsesim evaluate`")
-
-
 def _build_sharded_index(model_path, parts, kind, out, params, n_shards, scheduler, data_options,
                          overwrite: bool = False) -> dict:
     model = load_similarity_model(model_path)
-    _refuse_compact(model, model_path)
     if not isinstance(model, BilinearSimilarity):
-        raise InvalidInputError(f"{model_path} is an embedding model; sharded indexes serve bilinear models (build "
+        what = "a compact (ssi-dwuv)" if isinstance(model, CompactSimilarity) else "an embedding"
+        raise InvalidInputError(f"{model_path} is {what} model; sharded indexes serve bilinear models (build "
                                 f"a single index: drop --shards and --scheduler)")
     with (connect(scheduler) if scheduler else nullcontext()) as client:
         start = time.perf_counter()
@@ -159,7 +151,6 @@ def _build_sharded_index(model_path, parts, kind, out, params, n_shards, schedul
 def _build_plain_index(model_path, corpus, kind, out, params, data_options, target_recall,
                        calibration_queries, n_jobs: int = -1, overwrite: bool = False) -> dict:
     model = load_similarity_model(model_path)
-    _refuse_compact(model, model_path)
     data = load_corpus(corpus, model=model, options=data_options)
     ids = None if data.ids is None else data.ids
     params = dict(params or {})
