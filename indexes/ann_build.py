@@ -110,8 +110,9 @@ def set_heavy_rows(index, Xp, n_jobs):
     index.Z_ = heavy_values(index, Xp, n_jobs)
 
 
-def choose_heavy_rows(index, Xp) -> np.ndarray:
-    """Rows i of M whose scatter would dominate q M: the most expensive by nnz(M_i) x df_i.
+def choose_heavy_rows(index, Xp, df=None) -> np.ndarray:
+    """Rows i of M whose scatter would dominate q M: the most expensive by nnz(M_i) x df_i
+    (``df``: the corpus's document frequencies, counted from ``Xp`` when not given).
 
     For these rows the values (M x)_i of every document are precomputed (Z, n x h float64,
     at most ``rerank_memory`` bytes), so re-ranking reads one number per heavy query feature
@@ -122,7 +123,8 @@ def choose_heavy_rows(index, Xp) -> np.ndarray:
     row_nnz = np.diff(W.indptr)  # nnz of the rows of M = I + W: plus a missing diagonal entry
     if index.model.identity:
         row_nnz = row_nnz + (W.diagonal() == 0)
-    df = np.bincount(Xp.indices, minlength=index.n_features)
+    if df is None:
+        df = np.bincount(Xp.indices, minlength=index.n_features)
     h_max = int(index.rerank_memory_ // (8 * max(n, 1)))
     eligible = np.flatnonzero((row_nnz >= index.heavy_min_nnz) & (df > 0))
     if h_max <= 0 or eligible.size == 0:

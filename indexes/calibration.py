@@ -273,8 +273,9 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
                 raise InvalidInputError(f"strata must give one label per corpus document ({n}), got shape "
                                         f"{strata.shape}")
             by = "label"
-        elif index.X_ is not None:
-            strata = corpus_strata(index.X_, seed=sample_seed)
+        elif index.X_ is not None:  # an index may read its corpus block by block (corpus_source)
+            source = index.corpus_source() if hasattr(index, "corpus_source") else index.X_
+            strata = corpus_strata(source, seed=sample_seed)
             by = "cluster"
             names = "cluster {}".format
         else:  # an embedding index without a sparse corpus: one stratum (uniform samples)

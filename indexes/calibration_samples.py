@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from sparsesim.csr_rows import take_rows
+from sparsesim.csr_rows import row_range, take_rows
 
 __all__ = ["corpus_strata", "stratified_split", "recall_by_stratum"]
 
@@ -17,7 +17,8 @@ _BLOCK = 100_000  # rows projected and assigned at once
 
 
 def corpus_strata(X, n_strata: int = _N_STRATA, seed: int = 0) -> np.ndarray:
-    """A cluster number (0 .. ``n_strata`` - 1) for every row of the sparse corpus ``X``.
+    """A cluster number (0 .. ``n_strata`` - 1) for every row of the sparse corpus ``X`` (a CSR
+    matrix, or an object with ``shape``, ``take(rows)`` and ``rows(lo, hi)`` returning CSR rows).
 
     A seeded k-means (scikit-learn ``MiniBatchKMeans``) on the L2-normalised rows of a
     32-dimensional truncated SVD of the corpus (latent semantic analysis), both fitted on at most
@@ -37,12 +38,16 @@ def corpus_strata(X, n_strata: int = _N_STRATA, seed: int = 0) -> np.ndarray:
     from sklearn.preprocessing import normalize
 
     n = X.shape[0]
+    if sp.issparse(X):
+        take, block = (lambda rows: take_rows(X, rows)), (lambda lo, hi: row_range(X, lo, hi))
+    else:  # rows read from disk (e.g. :class:`~sparsesim.data.corpus_files.CorpusFiles`)
+        take, block = X.take, X.rows
     k = int(max(1, min(n_strata, n // 10)))
     if k == 1:
         return np.zeros(n, dtype=np.int64)
     rng = np.random.default_rng(seed)
     fit_rows = np.sort(rng.choice(n, size=min(n, _KMEANS_SAMPLE), replace=False))
-    sample = take_rows(X, fit_rows)
+    sample = take(fit_rows)
     sample = sp.csr_matrix((sample.data, sample.indices.astype(np.int32), sample.indptr.astype(np.int64)),
                            shape=sample.shape)  # scikit-learn's sparse statistics take 32-bit indices
     if sample.nnz < 2**31 - 1:
@@ -59,7 +64,7 @@ def corpus_strata(X, n_strata: int = _N_STRATA, seed: int = 0) -> np.ndarray:
     kmeans.fit(project(sample))
     out = np.empty(n, dtype=np.int64)
     for lo in range(0, n, _BLOCK):
-        out[lo:lo + _BLOCK] = kmeans.predict(project(X[lo:lo + _BLOCK]))
+        out[lo:lo + _BLOCK] = kmeans.predict(project(block(lo, lo + _BLOCK)))
     return out
 
 

@@ -94,6 +94,15 @@ def _save_npy(path: Path, arr: np.ndarray):
         os.fsync(handle.fileno())
 
 
+class StagedArray:
+    """An array an index passes to the writer as a ``.npy`` file it already wrote (same file
+    system as the target): the writer moves the file into the new version instead of writing
+    the array again (an index built block by block never holds its largest arrays)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+
 def _write_version(index, vdir: Path) -> dict:
     """Write the index's files into ``vdir``; returns {file name: {bytes, sha256}}.
 
@@ -112,7 +121,10 @@ def _write_version(index, vdir: Path) -> dict:
         arrays = {}
     arrays.update(index._arrays())
     for name, arr in arrays.items():
-        _save_npy(vdir / f"{name}.npy", arr)
+        if isinstance(arr, StagedArray):
+            os.replace(arr.path, vdir / f"{name}.npy")
+        else:
+            _save_npy(vdir / f"{name}.npy", arr)
         names.append(f"{name}.npy")
     for fname, writer in index._extra_files().items():
         writer(vdir / fname)

@@ -51,9 +51,11 @@ FAMILIES = {
     "distributed": (
         "Dask shards",
         "A sharded exact index on two Dask workers against one process: build time, queries per "
-        "second, peak memory per worker, equality of the answers (`benchmarks/bench_distributed.py`). "
+        "second, peak memory per worker, equality of the answers (`benchmarks/bench_distributed.py`); "
+        "the block-wise ann build of a corpus on disk within a memory budget, its recall, queries per "
+        "second and size on disk (`benchmarks/bench_tenmillion.py`). "
         "How to read them: [Scaling out on a Dask cluster](../guide/dask.md).",
-        ("bench_distributed",),
+        ("bench_distributed", "bench_tenmillion"),
         "python benchmarks/bench_distributed.py --help",
     ),
     "feedback": (

@@ -1,0 +1,309 @@
+"""Building an ann index block by block from a corpus on disk, within a memory budget.
+
+:func:`build_ann_blockwise` writes the same index directory as ``AnnIndex(model, **params).fit(X)``
+followed by ``save`` (same arrays, byte for byte, for the same parameters and search setting),
+but never holds the corpus or the re-ranking table Z: it reads the corpus a block of documents
+at a time from a :class:`~sparsesim.data.corpus_files.CorpusFiles` directory (``pread``, so the
+pages read do not stay in the process's memory) and appends the prepared corpus and Z to their
+files as it goes. What it holds whole is bounded before it starts:
+
+* the model's W and its light rows transposed (12 bytes per entry each);
+* the per-feature heaps of the expanded postings, ``8 x n_features x L`` bytes (``L`` is capped
+  by ``postings_memory``), and the finished compact postings (at most 6 bytes per entry);
+* per-document arrays of 8-16 bytes (row pointers, ids);
+* one block of documents (its rows, prepared rows, Z rows, and the fixed 256-row scratch of
+  the expansion), sized from what the budget leaves.
+
+If those fixed parts do not fit ``memory``, the build stops before reading the corpus with
+:class:`~sparsesim.exceptions.MemoryBudgetError`. Calibration runs on the finished arrays: its
+exact top-k and its corpus strata are computed a block at a time as well, and its approximate
+queries read the rows of their candidates from the written files (memory-mapped).
+
+Only the sparse candidate stage is built this way (``dim=0``, the default).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparsesim.data.corpus_files import CorpusFiles
+from sparsesim.exceptions import InvalidInputError, MemoryBudgetError
+from sparsesim.memory import format_bytes, parse_memory
+from sparsesim.persistence import make_temp_dir, read_npy
+from sparsesim.persistence.npy_stream import NpyAppender
+
+from . import ann_build
+from .ann import AnnIndex
+from .ann_postings import CompactPostings
+from .base import merge_top_k, normalize_ids, prepare_rows
+from .calibration import exact_top_k
+from .expansion import expanded_postings, light_transpose, postings_from_heaps
+from .storage_write import StagedArray, check_index_target
+
+__all__ = ["build_ann_blockwise", "BlockwiseAnnIndex", "memory_plan"]
+
+_ALIGN = 256  # blocks are multiples of the expansion's 256-row blocks: the heaps see the same updates
+_ROW_OVERHEAD = 64  # bytes per document of a block beyond its entries and Z row (pointers, scratch)
+_ENTRY_BYTES = 48  # bytes per stored entry of a block in flight: read, prepared (and normalised) copies
+_EXPANSION_SCRATCH = 2  # dense 256 x d blocks: the expansion's Y block and one block of heavy rows of M
+
+
+class _Facts:
+    """Shape and stored entries of a corpus (what the re-ranking budget is computed from)."""
+
+    def __init__(self, n: int, d: int, nnz: int):
+        self.shape, self.nnz = (int(n), int(d)), int(nnz)
+
+
+def memory_plan(model, n_documents: int, nnz: int, budget: int, n_heavy: int, postings_length: int,
+                postings_on: bool = True) -> dict:
+    """The bytes the block-wise build holds whole, and the rows per block the rest of ``budget`` allows.
+
+    Returns ``{"fixed": bytes, "per_row": bytes, "block_rows": rows}``; raises
+    :class:`MemoryBudgetError` when the fixed parts and one 256-row block do not fit.
+    """
+    d = model.n_features
+    w = 12 * model.W.nnz + 8 * (d + 1)
+    entries = d * postings_length if postings_on else 0
+    fixed = {"the model's W": w, "W's light rows transposed": w, "posting heaps": 8 * entries,
+             "compact postings": 6 * entries, "row pointers and ids": 24 * (n_documents + 1),
+             "expansion scratch": _EXPANSION_SCRATCH * _ALIGN * d * 8}
+    total = sum(fixed.values())
+    avg = nnz / max(n_documents, 1)
+    per_row = int(_ENTRY_BYTES * avg + 16 * n_heavy + _ROW_OVERHEAD)
+    rows = (budget - total) // max(per_row, 1) // _ALIGN * _ALIGN
+    if rows < _ALIGN:
+        parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in fixed.items())
+        raise MemoryBudgetError(
+            f"the block-wise ann build needs {format_bytes(total + _ALIGN * per_row)} at least ({parts}, one "
+            f"block of {_ALIGN} documents {format_bytes(_ALIGN * per_row)}) but its memory budget is "
+            f"{format_bytes(budget)}; give a larger memory budget, or a smaller postings_memory / rerank_memory")
+    return {"fixed": int(total), "per_row": per_row, "block_rows": int(min(rows, 1 << 20))}
+
+
+class BlockwiseAnnIndex(AnnIndex):
+    """An :class:`AnnIndex` whose corpus and re-ranking table are files written by
+    :func:`build_ann_blockwise`: exact answers (calibration's truth) and corpus strata are
+    computed a block of documents at a time, and saving moves those files into the index
+    directory instead of writing them again. Load the saved directory with
+    :func:`~sparsesim.indexes.load_index` (it is an ordinary ann index)."""
+
+    _source = None
+    _block_rows = 1 << 16
+    _staged = None
+
+    def corpus_source(self) -> CorpusFiles:
+        """The stored corpus, read a block at a time (:func:`~sparsesim.indexes.calibration_samples.corpus_strata`)."""
+        return self._source
+
+    def exact_rows(self, Qp, k: int, n_jobs: int = 1):
+        """Exact top-``k`` (rows, scores) of prepared queries over the stored corpus, a block at a time
+        (ties broken by the lower row, as one exact index over the whole corpus breaks them)."""
+        rows, scores = [], []
+        for lo, Xb in self._source.blocks(self._block_rows):
+            part = _Block(self.model, Xb)
+            r, s = exact_top_k(part, Qp, min(k, Xb.shape[0]), n_jobs)
+            rows.append(r + lo)
+            scores.append(s)
+        return merge_top_k(np.hstack(rows), np.hstack(scores), k)
+
+    def _arrays(self) -> dict:
+        arrays = super()._arrays()
+        if self._staged:
+            arrays.update({name: StagedArray(path) for name, path in self._staged.items()})
+        return arrays
+
+
+class _Block:
+    """One block of the corpus as :func:`~sparsesim.indexes.calibration.exact_top_k` reads an index."""
+
+    def __init__(self, model, X):
+        self.model, self.X_, self.ids_ = model, X, None
+
+
+def _mapped_csr(paths: dict, n: int, d: int) -> sp.csr_matrix:
+    out = sp.csr_matrix((n, d))
+    out.indptr = read_npy(paths["corpus.indptr"], mmap=True)
+    out.indices = read_npy(paths["corpus.indices"], mmap=True)
+    out.data = read_npy(paths["corpus.data"], mmap=True)
+    return out
+
+
+def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_documents: int | None = None,
+                        overwrite: bool = False, calibration_queries=None, strata=None, n_jobs: int = 1,
+                        **params) -> BlockwiseAnnIndex:
+    """Build an ann index over a corpus on disk a block of documents at a time and save it to ``directory``.
+
+    Parameters
+    ----------
+    model : BilinearSimilarity
+    corpus : CorpusFiles or path-like
+        A corpus directory (:mod:`sparsesim.data.corpus_files`).
+    directory : path-like
+        The index directory to write (as :meth:`AnnIndex.save` writes it).
+    memory : int or str, default "4GiB"
+        The memory budget of the build (bytes, ``"6GiB"``, ``"50%"`` of the available memory);
+        the block size follows from it (see the module docstring).
+    ids : sequence, optional
+        One id per document (default: row numbers).
+    n_documents : int, optional
+        Index only the first ``n_documents`` rows of the corpus.
+    overwrite : bool, default False
+    calibration_queries, strata :
+        As in :meth:`AnnIndex.fit` / :meth:`AnnIndex.calibrate`.
+    n_jobs : int, default 1
+        Threads of the build.
+    **params
+        :class:`AnnIndex` parameters (``dim`` must stay 0).
+
+    Returns
+    -------
+    BlockwiseAnnIndex
+        The built index (its corpus and Z memory-mapped from the saved files); ``plan_`` holds
+        the memory plan, ``build_phases_`` the seconds of each phase.
+
+    Raises
+    ------
+    MemoryBudgetError
+        The fixed parts of the build do not fit ``memory`` (nothing is read or written).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.data.corpus_files import write_corpus
+    >>> from sparsesim.learners.bilinear import OASIS
+    >>> data = load_dataset("news20-sample")
+    >>> model = OASIS(n_triplets=300, random_state=0).fit(data.X[:300], data.y[:300]).model_
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> corpus = write_corpus(tmp / "corpus", data.X[:600], block=250)
+    >>> index = build_ann_blockwise(model, corpus, tmp / "index", memory="1GiB", target_recall=None)
+    >>> fresh = AnnIndex(model, target_recall=None).fit(data.X[:600])
+    >>> bool(np.array_equal(index.query_rows(data.X[:5], 10)[0], fresh.query_rows(data.X[:5], 10)[0]))
+    True
+    """
+    start = time.perf_counter()
+    corpus = corpus if isinstance(corpus, CorpusFiles) else CorpusFiles(corpus)
+    if corpus.n_features != model.n_features:
+        raise InvalidInputError(f"the corpus has {corpus.n_features} features, the model {model.n_features}")
+    index = BlockwiseAnnIndex(model, n_jobs=n_jobs, **params)
+    if index.dim:
+        raise InvalidInputError("the block-wise build makes the sparse candidate stage only; leave dim=0")
+    limit = parse_memory(memory, "memory")
+    n = corpus.n_documents if n_documents is None else int(min(max(int(n_documents), 0), corpus.n_documents))
+    if n == 0:
+        raise InvalidInputError("cannot build an index over an empty corpus")
+    directory = check_index_target(directory, overwrite)
+    d = model.n_features
+    jobs = max(1, int(n_jobs or 1))
+    postings_on = not (index.n_postings == 0 or index.sparse_pool == 0)
+    L = ann_build.postings_length(index, n) if postings_on else 1
+    # the plan before reading anything: Z's row width is bounded by the re-ranking budget
+    h_bound = int(min(d, ann_build.rerank_budget(_shell(index, L), _Facts(n, d, corpus.indptr[n])) // (8 * n)))
+    plan = memory_plan(model, n, int(corpus.indptr[n]), limit, h_bound, L, postings_on)
+    B = plan["block_rows"]
+    parent = directory.parent if str(directory.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    stage = make_temp_dir(parent, directory.name + ".blocks")
+    paths = {name: stage / f"{name}.npy" for name in ("corpus.indptr", "corpus.indices", "corpus.data", "heavy.Z")}
+    try:
+        # pass 1: check and prepare every block once, write the stored corpus, count document frequencies
+        indices_out = NpyAppender(paths["corpus.indices"], np.int32)
+        data_out = NpyAppender(paths["corpus.data"], np.float64)
+        indptr = [np.zeros(1, dtype=np.int64)]
+        df = np.zeros(d, dtype=np.int64)
+        nnz = 0
+        for lo in range(0, n, B):
+            Xb = prepare_rows(model, corpus.rows(lo, min(lo + B, n)), "corpus", score_limit=index.score_limit)
+            indices_out.append(Xb.indices)
+            data_out.append(Xb.data)
+            indptr.append(Xb.indptr[1:] + nnz)
+            nnz += int(Xb.indptr[-1])
+            df += np.bincount(Xb.indices, minlength=d)
+            del Xb
+        indices_out.close()
+        data_out.close()
+        ptr = NpyAppender(paths["corpus.indptr"], np.int64)
+        ptr.append(np.concatenate(indptr))
+        ptr.close()
+        del indptr
+        stored = CorpusFiles.from_files(d, paths["corpus.indptr"], paths["corpus.indices"], paths["corpus.data"])
+        phases = {"prepare_corpus": time.perf_counter() - start}
+
+        # the same choices fit() makes, from the counts
+        index.X_ = _mapped_csr(paths, n, d)
+        index.ids_ = normalize_ids(ids, n)
+        index.postings_length_ = L
+        facts = _Facts(n, d, nnz)
+        index.rerank_memory_ = ann_build.rerank_budget(index, facts)
+        index.heavy_rows_ = ann_build.choose_heavy_rows(index, facts, df=df)
+        index._heavy_pos = ann_build.heavy_positions(index, index.heavy_rows_)
+        H = index.heavy_rows_
+
+        # pass 2: Z and the expanded postings, a block at a time
+        z_out = NpyAppender(paths["heavy.Z"], np.float64, (H.size,))
+        if postings_on:
+            MT_light = light_transpose(model.W, H)
+            vals = np.zeros((d, L), dtype=np.float32)
+            docs = np.full((d, L), -1, dtype=np.int32)
+        for lo, Xb in stored.blocks(B):
+            Zb = ann_build.heavy_values(index, Xb, jobs)
+            z_out.append(Zb)
+            if postings_on:
+                expanded_postings(Xb, MT_light, H, Zb, L, jobs, heaps=(vals, docs), doc0=lo,
+                                  identity=model.identity)
+            del Xb, Zb
+        z_out.close()
+        phases["heavy_values_and_postings"] = time.perf_counter() - start - sum(phases.values())
+        if postings_on:
+            del MT_light
+            index.postings_ = _encode(vals, docs, n, limit - plan["fixed"])
+            del vals, docs
+        else:
+            index.postings_length_ = 1
+            index.postings_ = CompactPostings.empty(d, n)
+        index.postings_model_ = index.model_checksum()
+        index.Z_ = read_npy(paths["heavy.Z"], mmap=True)
+        index.n_fit_documents_ = n
+        index.calibration_ = None
+        index._source, index._block_rows, index._staged = stored, B, dict(paths)
+        phases["encode_postings"] = time.perf_counter() - start - sum(phases.values())
+        if index.target_recall is not None and n > 11:
+            index.calibrate(calibration_queries, strata=strata)
+        index.build_seconds_ = time.perf_counter() - start
+        phases["calibration"] = index.build_seconds_ - sum(phases.values())
+        index.build_phases_ = phases
+        index.plan_ = dict(plan, memory=limit)
+        index.save(directory, overwrite=overwrite)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    index._staged = None
+    # the arrays now live in the index directory (the same inodes, moved): keep reading them there
+    return index
+
+
+def _shell(index, L):
+    index.postings_length_ = L
+    return index
+
+
+def _encode(vals: np.ndarray, docs: np.ndarray, n: int, budget: int) -> CompactPostings:
+    """Compact postings from the heaps, a chunk of features at a time (each list is encoded on its
+    own, so the result is the one of encoding all lists at once)."""
+    d, L = vals.shape
+    chunk = int(max(1, min(d, max(budget, 1) // max(1, 48 * L))))
+    parts = []
+    for f0 in range(0, d, chunk):
+        f1 = min(d, f0 + chunk)
+        parts.append(CompactPostings.from_csr(postings_from_heaps(vals[f0:f1], docs[f0:f1], n), n))
+    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts])
+    indptr = np.concatenate([np.zeros(1, np.int64)] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
+    cat = {name: np.concatenate([getattr(p, name) for p in parts])
+           for name in ("ids", "ids_hi", "ids32", "codes", "floor_", "step_", "error_")}
+    return CompactPostings(indptr, cat["ids"], cat["ids_hi"], cat["ids32"], cat["codes"], cat["floor_"],
+                           cat["step_"], cat["error_"], (d, n))
