@@ -21,9 +21,10 @@ the build (VmHWM, reset before each phase), size on disk, queries/s on 1 and 2 t
 Then the stage breakdown on the self-queries ("which stage finds which neighbours"): the share of
 the exact top-10 that each candidate stage alone brings into a pool of the calibrated size:
 expanded-document postings (the default stage), posting lists of the raw corpus X (the identity
-part of M only), and a FAISS IVF stage over a rank-128 SVD of Y = X M^T. Optionally a
-``pyseismic-lsr`` row (``--seismic``; needs ``pip install pyseismic-lsr``) over the same expanded
-queries M^T q cut to their heaviest components, re-ranked exactly.
+part of M only), and a FAISS IVF stage over a rank-128 SVD of Y = X M^T. Optionally the
+``pyseismic-lsr`` peer (``--seismic``; needs ``pip install pyseismic-lsr``): its compressed index
+over its best published configuration family, compared with the ann index at recall 0.95 and 0.99
+(``benchmarks/bench_seismic_peer.py``).
 
 Each case runs in its own subprocess (memory does not carry over); trained models are cached in
 ``--model-cache``. Results: ``benchmarks/out/bench_indexes.json`` and a Markdown table on stdout.
@@ -119,6 +120,15 @@ def timed(fn):
     return out, best
 
 
+def ann_options(pairs) -> dict:
+    """``["rerank_memory=560000000", ...]`` as keyword arguments of the ann build."""
+    out = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        out[name.strip()] = int(float(value))
+    return out
+
+
 def drop_self(rows, scores, exclude, k):
     out = np.empty((rows.shape[0], k))
     for r in range(rows.shape[0]):
@@ -156,7 +166,8 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
             reset_peak_resident()
             before = resident_bytes() / 2**30  # the interpreter, libraries, corpus and model
             start = time.perf_counter()
-            index = build_index(model, X, kind=kind, n_jobs=args.build_jobs)
+            extra = ann_options(args.ann_option) if kind == "ann" else {}
+            index = build_index(model, X, kind=kind, n_jobs=args.build_jobs, **extra)
             build_seconds = time.perf_counter() - start
             build_peak = peak_gib()
             index.save(tmp / kind)
@@ -174,6 +185,9 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
                 row["setting"] = index.search_setting()
                 row["calibration"] = index.calibration_
                 row["build_jobs"] = args.build_jobs
+                row["options"] = extra
+                row["rerank_memory"] = int(index.rerank_memory_ or 0)
+                row["n_heavy_rows"] = int(index.heavy_rows_.size)
                 row["build_phases_seconds"] = {k: round(v, 1) for k, v in index.build_phases_.items()}
                 ann = index
             else:
@@ -239,113 +253,16 @@ def run_case(corpus: str, algorithm: str, args) -> dict:
         out["stages"] = stages
         print(f"[{corpus}:{algorithm}] stages (pool {pool}): {stages}", flush=True)
         if args.seismic:
-            out["seismic"] = seismic_row(model, X, Q, truth)
-            out["ann_at_seismic_recall"] = at_seismic_recall(ann, out["seismic"], Q, truth, k)
-            out["seismic_comparison"] = seismic_comparison(out)
+            from bench_seismic_peer import comparison, seismic_peer
+
+            out["seismic_best"] = seismic_peer(model, X, Q, truth, REPEATS, k, args.build_jobs,
+                                               log=lambda m: print(m, flush=True))
+            out["seismic_at_targets"] = comparison(ann, out["seismic_best"], Q, truth, REPEATS, k,
+                                                   log=lambda m: print(m, flush=True))
         del ann
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["loadavg_end"] = os.getloadavg()
-    return out
-
-
-def at_seismic_recall(ann, seismic: dict, Q, truth_scores, k: int) -> dict | None:
-    """The ann index's fastest search setting whose recall reaches that of Seismic's fastest
-    setting with recall >= 0.95, both chosen on the same queries (Seismic's settings are picked
-    on these queries, so the index's are too): every setting of its calibration grid is run on
-    the benchmark's self-queries and timed like Seismic (best of REPEATS after a warm-up)."""
-    from sparsesim.indexes.calibration import recall_counting_ties
-
-    ok = [s for s in seismic.get("settings", []) if s["recall_self"] >= 0.95]
-    if not ok:
-        return None
-    peer = max(ok, key=lambda s: s["qps_search_only"])
-    best = None
-    for family in ann.calibration_grid(k):
-        for setting in family:
-            (_, scores), sec = timed(lambda: ann.query_rows(Q, k, n_jobs=1, **setting))
-            recall = float(recall_counting_ties(scores, truth_scores).mean())
-            if recall >= peer["recall_self"]:
-                if best is None or Q.shape[0] / sec > best["qps_1"]:
-                    best = {"setting": dict(setting), "recall_self": recall, "qps_1": Q.shape[0] / sec}
-                break  # the rest of the family only costs more
-    out = {"seismic_setting": peer, "target_recall": peer["recall_self"], "selection": "fastest on these queries",
-           **(best or {"setting": None, "recall_self": None, "qps_1": None})}
-    if best:
-        print(f"    ann at Seismic's recall {peer['recall_self']:.3f}: {best['setting']}, recall {best['recall_self']:.3f}, "
-              f"{best['qps_1']:.0f} q/s (Seismic {peer['qps_search_only']:.0f} search only)", flush=True)
-    return out
-
-
-def seismic_comparison(case: dict) -> dict | None:
-    """Seismic's fastest setting with recall >= 0.95 against the index's fastest setting reaching
-    the same recall on the same queries (:func:`at_seismic_recall`)."""
-    again = case.get("ann_at_seismic_recall")
-    if not again or not again.get("qps_1"):
-        return None
-    peer = again["seismic_setting"]
-    return {"seismic": peer, "ann": {"setting": again["setting"], "qps_1": again["qps_1"],
-                                     "recall_self": again["recall_self"]},
-            "ratio_search_only": again["qps_1"] / peer["qps_search_only"],
-            "ratio_end_to_end": again["qps_1"] / peer["qps_end_to_end"]}
-
-
-def seismic_row(model, X, Q, truth_scores, k: int = 10) -> dict:
-    """pyseismic-lsr (an optional peer, ``pip install pyseismic-lsr``) over the raw corpus X, queried
-    with the expanded queries M^T q cut to their 300 heaviest positive components; its candidates
-    are re-ranked with the exact score q'.x. Times: search only (best of REPEATS after a warm-up),
-    and end to end (expansion + search + re-ranking), one thread."""
-    try:
-        import seismic
-    except ImportError:
-        return {"skipped": "pyseismic-lsr is not installed (pip install pyseismic-lsr)"}
-    from sparsesim.indexes.calibration import recall_counting_ties
-
-    n, d = X.shape
-    reset_peak_resident()
-    start = time.perf_counter()
-    ds = seismic.SeismicDataset(dim=d)
-    ds.add_documents_by_id([str(i) for i in range(n)], X.indices.astype(np.int64), X.data.astype(np.float32),
-                           X.indptr.astype(np.int64))
-    index = seismic.SeismicIndex.build_from_dataset(ds, num_threads=1)
-    build_seconds = time.perf_counter() - start
-    out = {"build_seconds": build_seconds, "build_peak_gib": peak_gib(), "settings": []}
-    del ds
-    M = model.M.tocsr()
-    start = time.perf_counter()
-    QM = (Q @ M).tocsr()  # rows are (M^T q)^T
-    comps, vals = [], []
-    for r in range(QM.shape[0]):
-        lo, hi = QM.indptr[r], QM.indptr[r + 1]
-        v, c = QM.data[lo:hi], QM.indices[lo:hi]
-        top = np.argsort(-v)[:300]
-        top = top[v[top] > 0]
-        comps.append(np.array([str(i) for i in c[top]]).astype(seismic.get_seismic_string()))
-        vals.append(v[top].astype(np.float32))
-    expand_seconds = time.perf_counter() - start
-    qids = np.array([str(r) for r in range(Q.shape[0])]).astype(seismic.get_seismic_string())
-    for query_cut, pool, heap in ((10, 50, 0.9), (20, 50, 0.9), (50, 50, 0.9), (100, 100, 0.8), (300, 100, 0.7)):
-        # best of REPEATS after a warm-up, as for the project's indexes
-        res, search_seconds = timed(lambda: index.batch_search(qids, comps, vals, pool, query_cut, heap,
-                                                               num_threads=1))
-        start = time.perf_counter()
-        found = np.full((Q.shape[0], k), -np.inf)
-        for hits in res:
-            if not hits:
-                continue
-            r = int(hits[0][0])  # results carry their query id
-            cands = np.array([int(h[2]) for h in hits], dtype=np.int64)
-            scores = X[cands] @ QM[r].toarray().ravel()
-            best = np.sort(scores)[::-1][:k]
-            found[r, :best.size] = best
-        rerank_seconds = time.perf_counter() - start
-        recall = float(recall_counting_ties(found, truth_scores).mean())
-        out["settings"].append({"query_cut": query_cut, "pool": pool, "heap_factor": heap, "recall_self": recall,
-                                "qps_search_only": Q.shape[0] / search_seconds,
-                                "qps_end_to_end": Q.shape[0] / (expand_seconds + search_seconds + rerank_seconds)})
-        print(f"    seismic query_cut={query_cut} pool={pool}: recall {recall:.3f}, "
-              f"{Q.shape[0] / search_seconds:.0f} q/s search only, "
-              f"{Q.shape[0] / (expand_seconds + search_seconds + rerank_seconds):.0f} end to end", flush=True)
     return out
 
 
@@ -377,6 +294,10 @@ def main(argv=None):
     parser.add_argument("--build-jobs", type=int, default=1, help="threads for building the indexes")
     parser.add_argument("--no-dense", action="store_true", help="skip the FAISS stage-breakdown build")
     parser.add_argument("--seismic", action="store_true", help="add the pyseismic-lsr row when installed")
+    parser.add_argument("--ann-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an AnnIndex parameter for the ann build (integer value), e.g. rerank_memory=560000000")
+    parser.add_argument("--name", default="bench_indexes",
+                        help="file name prefix of the JSON results in --out (default bench_indexes)")
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -399,18 +320,19 @@ def main(argv=None):
     results = []
     for case in args.cases.split(","):
         case = case.strip()
-        path = out_dir / f"bench_indexes_{case.replace(':', '_')}.json"
+        path = out_dir / f"{args.name}_{case.replace(':', '_')}.json"
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--one", case, "--json", str(path),
                "--queries", str(args.queries), "--triplets", str(args.triplets), "--seed", str(args.seed),
                "--repeats", str(args.repeats), "--model-cache", args.model_cache, "--build-jobs", str(args.build_jobs)]
         cmd += ["--no-dense"] if args.no_dense else []
         cmd += ["--seismic"] if args.seismic else []
+        cmd += [f"--ann-option={o}" for o in args.ann_option]
         done = subprocess.run(cmd, env=dict(os.environ))
         if done.returncode != 0:
             print(f"case {case} failed (exit {done.returncode}); continuing", flush=True)
             continue
         results.append(json.loads(path.read_text()))
-    (out_dir / "bench_indexes.json").write_text(json.dumps(results, indent=2))
+    (out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=2))
     print(fmt_table(results))
     for res in results:
         print(f"- {res['corpus']}:{res['model']['algorithm']}: stages (pool {res['stages_pool']}): {res['stages']}")

@@ -1,0 +1,109 @@
+"""Profile: where the ann index's exact re-ranking spends its time at each on-disk size.
+
+For one corpus and model (the cases and model cache of ``benchmarks/bench_indexes.py``) and each
+``--ratios`` value R, the re-ranking table Z gets the budget the default rule gives for an index
+within R x (corpus + model) (``ann_build.rerank_budget``); reported per R: the budget, the number
+h of heavy rows of M precomputed in Z, and per query (``--queries`` corpus documents) the number
+of its terms whose row of W is scattered instead (light terms) and the entries of W scattered,
+and the re-ranking kernel's time on a pool of ``--pool`` candidates per query (the candidates are
+random documents: the kernel's cost depends on the pool's size, not on which documents it holds;
+best of ``--repeats`` after a warm-up, one thread, wall and process CPU time). The candidate stage
+is not run. Results: ``benchmarks/out/bench_indexes_rerank_profile_<corpus>.json``.
+
+Usage::
+
+    SPARSESIM_DATA=/path/to/data python benchmarks/profile_ann_rerank.py --case news20:oasis:20000 --ratios 1.5,2,3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="news20:oasis:20000", help="CORPUS:MODEL:TRIPLETS")
+    parser.add_argument("--ratios", default="1.5,2,3")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--pool", type=int, default=70)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_indexes as B
+    from sparsesim.indexes import ann_build
+    from sparsesim.indexes.ann import AnnIndex
+    from sparsesim.indexes.base import kernels, prepare_rows, query_scratch
+
+    corpus, algorithm, triplets = args.case.split(":")
+    X, y, qrows, _, _ = B.load_corpus(corpus, args.queries, args.seed)
+    model, _ = B.get_model(corpus, algorithm, X, y, int(triplets), args.seed, pathlib.Path(args.model_cache))
+    X = prepare_rows(model, X, "corpus")
+    Q = X[qrows]
+    n, d = X.shape
+    W = model.W
+    row_nnz = np.diff(W.indptr)
+    cands = np.random.default_rng(args.seed).integers(0, n, size=(Q.shape[0], args.pool)).astype(np.int64)
+    k = 10
+    out = {"case": args.case, "n_documents": n, "n_features": d, "nnz_W": int(W.nnz),
+           "query_terms": Q.nnz / Q.shape[0], "pool": args.pool, "loadavg_start": os.getloadavg(), "rows": [],
+           "command": "python benchmarks/profile_ann_rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    for ratio in (float(r) for r in args.ratios.split(",")):
+        index = AnnIndex(model)
+        index.postings_length_ = index._postings_length(n)
+        saved, ann_build.DISK_RATIO = ann_build.DISK_RATIO, ratio
+        try:
+            index.rerank_memory_ = ann_build.rerank_budget(index, X)
+        finally:
+            ann_build.DISK_RATIO = saved
+        heavy = ann_build.choose_heavy_rows(index, X)
+        index.heavy_rows_ = heavy
+        pos = ann_build.heavy_positions(index, heavy)
+        light = pos[Q.indices] < 0
+        light_terms = np.add.reduceat(light.astype(np.int64), Q.indptr[:-1])
+        scatter = np.add.reduceat(np.where(light, row_nnz[Q.indices], 0), Q.indptr[:-1])
+        Z = ann_build.heavy_values(index, X, 1)
+
+        def run():
+            docs = np.full((Q.shape[0], k), -1, dtype=np.int64)
+            scores = np.full((Q.shape[0], k), -np.inf)
+            qm, stamp = query_scratch.rerank(n, d)
+            kernels().rerank(Q.indptr, Q.indices, Q.data, W.indptr, W.indices, W.data, bool(model.identity), pos, Z,
+                             X.indptr, X.indices, X.data, cands, k, docs, scores, qm, stamp,
+                             query_scratch.generations(Q.shape[0]))
+
+        run()
+        wall = cpu = np.inf
+        for _ in range(args.repeats):
+            t, c = time.perf_counter(), time.process_time()
+            run()
+            wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
+        row = {"ratio": ratio, "rerank_memory": int(index.rerank_memory_), "n_heavy_rows": int(heavy.size),
+               "postings_length": int(index.postings_length_), "light_terms_mean": float(light_terms.mean()),
+               "scatter_entries_mean": float(scatter.mean()), "scatter_entries_median": float(np.median(scatter)),
+               "us_per_query_wall": wall / Q.shape[0] * 1e6, "us_per_query_cpu": cpu / Q.shape[0] * 1e6}
+        out["rows"].append(row)
+        print(f"[{args.case}] {ratio}x: Z {row['rerank_memory'] / 2**20:.0f} MiB, h = {heavy.size:,}; per query "
+              f"{row['light_terms_mean']:.1f} of {out['query_terms']:.1f} terms light, "
+              f"{row['scatter_entries_mean']:,.0f} entries of W scattered; re-rank {row['us_per_query_cpu']:.0f} us CPU / query", flush=True)
+        del Z
+    out["loadavg_end"] = os.getloadavg()
+    path = pathlib.Path(args.out) / f"bench_indexes_rerank_profile_{corpus}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
