@@ -36,7 +36,7 @@ FAMILIES = {
         "BM25, LSA, classifier embeddings), closed set and open set (classes unseen in training), with fit "
         "time, peak memory and model bytes (`benchmarks/bench_quality.py`, `sparsesim experiment`). "
         "How to read them: [Learned similarity and baselines](../quality.md).",
-        ("bench_quality", "bench_baseline", "baselines_", "compact_", "bench_model_size"),
+        ("bench_quality", "bench_baseline", "baselines_", "compact_", "bench_model_size", "bench_manyclass"),
         "SPARSESIM_DATA=../shared/data python benchmarks/bench_quality.py --help",
     ),
     "indexes": (
