@@ -217,3 +217,15 @@ def test_tune_fits_each_candidate_and_keeps_the_best(sample):
     assert result.best_params == result.trials[int(np.argmax(scores))]["params"]
     assert result.estimator.scale_ == result.best_params["scale"]
     assert result.estimator.n_features_in_ == Xtr.shape[1]
+
+
+def test_resolved_params_record_the_choice(sample, tmp_path):
+    """The values fit used (width, temperature, alpha, gamma, passes) are in resolved_params_ and
+    in the saved model's metadata."""
+    Xtr, ytr, _, _ = sample
+    est = ProxySSI(n_epochs=2, random_state=0, validation="classes").fit(Xtr, ytr)
+    r = est.resolved_params_
+    assert r == {"n_components": est.P_.shape[1], "scale": est.scale_, "identity_weight": est.identity_weight_,
+                 "lexical_power": est.lexical_power_, "n_epochs": est.n_epochs_}
+    est.model_.save(tmp_path / "m.npz")
+    assert EmbeddingSimilarity.load(tmp_path / "m.npz").metadata["resolved_params"] == r

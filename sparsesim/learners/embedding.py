@@ -124,6 +124,9 @@ class ProxySSI(TripletLearner):
     n_epochs_ : int
         Passes of the returned model.
     lexical_power_ : float
+    resolved_params_ : dict
+        The values used: ``n_components``, ``scale`` and, after ``fit``, ``identity_weight``,
+        ``lexical_power`` and ``n_epochs`` (also in the model file's metadata and ``--json`` rows).
     validation_ : list of dict
         Per pass: its number, the held-out MAP at every alpha of :data:`ALPHA_GRID` (best gamma),
         and ``"scores"``: MAP and AP@10 at every (alpha, gamma).
@@ -143,7 +146,8 @@ class ProxySSI(TripletLearner):
     #: ``sparsesim tune`` fits each candidate on labels (a grid search), not from a triplet stream
     tune_by_fit = True
     _state_attrs = TripletLearner._state_attrs + ("P_", "proxies_", "GP_", "GC_", "identity_weight_", "n_epochs_",
-                                                  "validation_", "classes_", "scale_", "lexical_power_")
+                                                  "validation_", "classes_", "scale_", "lexical_power_",
+                                                  "resolved_params_")
     _fit_chunk = 1024
 
     @classmethod
@@ -207,6 +211,7 @@ class ProxySSI(TripletLearner):
         self.lexical_power_ = 1.0 if isinstance(self.lexical_power, str) else float(self.lexical_power)
         self.n_epochs_ = 0
         self.validation_ = []
+        self.resolved_params_ = {"n_components": int(r), "scale": float(self.scale_)}
 
     def _update(self, X, triplets, signs, classes=None, normalized=False):
         Xn = X if normalized else _row_normalised(X)
@@ -389,6 +394,9 @@ class ProxySSI(TripletLearner):
         self.lexical_power_ = float(gamma)
         self.validation_ = history
         self.classes_ = classes
+        self.resolved_params_ = {"n_components": int(width), "scale": float(self.scale_),
+                                 "identity_weight": float(alpha), "lexical_power": float(gamma),
+                                 "n_epochs": int(self.n_epochs_)}
         self._model_cache = None
         if progress is not None:
             progress(self.n_triplets_seen_)
@@ -422,7 +430,8 @@ class ProxySSI(TripletLearner):
             meta = {"algorithm": self._algorithm,
                     "params": {k: v for k, v in self.get_params().items()},
                     "n_triplets_seen": int(self.n_triplets_seen_), "n_epochs": int(self.n_epochs_),
-                    "scale": float(self.scale_), "train_seconds": float(self.train_seconds_)}
+                    "scale": float(self.scale_), "train_seconds": float(self.train_seconds_),
+                    "resolved_params": dict(getattr(self, "resolved_params_", {}))}
             self._model_cache = EmbeddingSimilarity(self.P_, activation="linear", normalize=True,
                                                     normalize_embedding=True, identity_weight=self.identity_weight_,
                                                     lexical_power=self.lexical_power_, metadata=meta)
