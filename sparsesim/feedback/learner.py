@@ -379,8 +379,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         before = self.learner.n_updates_
         self.learner.partial_fit_triplets(Xs, triplets)
         if self._lowrank:
-            self._factors.append(oasis_factors(Q, (P - N).tocsr(), self.learner.last_losses_,
-                                               self.learner.engine_.C))
+            self._factors.append(oasis_factors(Q, (P - N).tocsr(), self.learner.last_steps_))
         with self._lock:
             self._learned += m
             self.n_losses += self.learner.n_updates_ - before
