@@ -60,7 +60,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
-    data, representation = _load_for(est, dataset, data_options if own_file else {})
+    data, representation = _load_for(est, dataset, data_options if own_file else {}, own_file)
     # built once, before anything else (a model file must hold the data's facts: refused here)
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -101,11 +101,13 @@ def _split_facts(dataset, seed, train_fraction, representation) -> dict:
     return facts
 
 
-def _load_for(est, dataset, data_options):
+def _load_for(est, dataset, data_options, own: bool | None = None):
     """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
-    counts for BM25); returns the data and the representation."""
+    counts for BM25); returns the data and the representation. ``own``: the caller's
+    :func:`~sparsesim.data.is_data_path` answer (None: decided here)."""
     representation = getattr(est, "input_representation", "default")
-    return load_labelled(dataset, **representation_options(dataset, representation, data_options)), representation
+    options = representation_options(dataset, representation, data_options, own=own)
+    return load_labelled(dataset, own=own, **options), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
@@ -173,7 +175,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
             model.save(out)
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {})
+    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {}, own_file)
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
     meta["n_train"] = int(train.size)
