@@ -131,3 +131,13 @@ def test_train_decides_path_or_name_once(own, tmp_path, monkeypatch):
     summary = train_model("oasis", dataset, tmp_path / "m.npz", n_triplets=200, seed=0)
     assert summary["n_train"] > 0 and (tmp_path / "m.npz").is_file()
     assert calls == [dataset]
+
+
+def test_feedback_refuses_a_learner_that_cannot_continue(corpus):
+    """Only the bilinear learners continue from a saved model (declared by their class, not probed)."""
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.registry import make_estimator
+
+    X, _, model = corpus
+    with pytest.raises(InvalidInputError, match=r"cannot continue from a saved model \(no start_from\); use oasis"):
+        FeedbackLearner(build_index(model, X, kind="exact"), learner=make_estimator("dot"))
