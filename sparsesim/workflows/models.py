@@ -9,9 +9,12 @@ import numpy as np
 from ..data import load_dataset
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
+from ..compact import CompactSimilarity
+from ..embedding import EmbeddingSimilarity
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..memory import large_output_warning
+from ..models import BilinearSimilarity
 from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
@@ -125,10 +128,10 @@ def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
 def model_size(model) -> dict:
     """What a summary reports of a model's size: bytes of its arrays, and nnz(M) and sparsity for a
     bilinear model, the width of an embedding model."""
-    if hasattr(model, "nnz"):
+    if isinstance(model, BilinearSimilarity):
         return {"nnz": model.nnz(), "sparsity": model.sparsity(), "model_bytes": model_nbytes(model)}
     out = {"model_bytes": model_nbytes(model)}
-    if hasattr(model, "n_components"):
+    if isinstance(model, (EmbeddingSimilarity, CompactSimilarity)):
         out["n_components"] = model.n_components
     return out
 
