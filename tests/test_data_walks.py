@@ -141,3 +141,24 @@ def test_feedback_refuses_a_learner_that_cannot_continue(corpus):
     X, _, model = corpus
     with pytest.raises(InvalidInputError, match=r"cannot continue from a saved model \(no start_from\); use oasis"):
         FeedbackLearner(build_index(model, X, kind="exact"), learner=make_estimator("dot"))
+
+
+def test_ann_search_options_are_resolved_by_one_rule(corpus):
+    """An ann index's search options are checked and converted by one function
+    (``ann_query.resolved_setting``): ``search_metadata`` reports the setting the query uses, and
+    a value that is not a number is the project's error in both (it was a bare ValueError)."""
+    from sparsesim.exceptions import InvalidInputError
+
+    X, _, model = corpus
+    index = build_index(model, X, kind="ann", dim=4)
+    meta = index.search_metadata(nprobe=2, n_postings=3)
+    assert meta["setting"]["nprobe"] == 2 and meta["setting"]["n_postings"] == 3
+    assert meta["overridden"] == ["n_postings", "nprobe"]
+    for call in (lambda: index.search_metadata(nprobe="abc"), lambda: index.query(X[:2], 3, nprobe="abc")):
+        with pytest.raises(InvalidInputError, match="nprobe must be an integer, got 'abc'"):
+            call()
+    for call in (lambda: index.search_metadata(sparse_pool=-1), lambda: index.query(X[:2], 3, sparse_pool=-1)):
+        with pytest.raises(InvalidInputError, match="pool sizes and n_postings must be >= 0"):
+            call()
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        index.search_metadata(k=3)
