@@ -63,10 +63,10 @@ def fast_param_values(params: dict) -> None:
 
 def algorithm_params(algorithm: str, params: dict) -> dict:
     """``params`` checked against the algorithm's constructor: names in its spelling (an unknown
-    name lists the valid ones, with "did you mean"), shared values range-checked."""
+    name lists the valid ones, with "did you mean"). The shared values are range-checked once,
+    by :func:`fast_param_values`, which the commands call first (before any other import)."""
     from sparsesim.registry import get_algorithm
 
-    fast_param_values(params)
     return get_algorithm(algorithm).resolve_params(params)
 
 

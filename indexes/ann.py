@@ -336,8 +336,7 @@ class AnnIndex(CorpusIndex):
         :meth:`query` override it) and the calibration behind it (JSON-ready; the CLI's
         ``query --json`` prints it)."""
         cal = self.calibration_ or {}
-        setting = self.search_setting()
-        setting.update({k: int(v) for k, v in options.items() if v is not None})
+        setting = ann_query.resolved_setting(self, options)  # the query's own setting, checked as it checks it
         return {"kind": self.kind, "setting": setting, "read_allocation": self.read_allocation, "overridden": sorted(k for k, v in options.items() if v is not None),
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),

@@ -9,6 +9,7 @@ import numpy as np
 
 from sparsesim.csr_rows import row_arrays, row_range
 from sparsesim.exceptions import FileFormatError, InvalidInputError
+from sparsesim.validation import bounded
 
 from . import small_batch
 from .ann_build import faiss_module
@@ -18,22 +19,43 @@ from .expansion import embed
 QUERY_OPTIONS = ("n_postings", "sparse_pool", "dense_pool", "nprobe", "ef_search")
 
 
-def query_rows(index, Qp, k, n_jobs, options):
-    """Row numbers and exact scores of the approximate top ``k`` of the prepared queries ``Qp``
-    (``options``: search-time overrides, see ``QUERY_OPTIONS``)."""
+def resolved_setting(index, options) -> dict:
+    """The search setting of one call: the index's :meth:`~sparsesim.indexes.ann.AnnIndex.search_setting`
+    with the given ``options`` (``QUERY_OPTIONS``; ``None`` values ignored) over it, checked once.
+
+    Used by the query and by :meth:`~sparsesim.indexes.ann.AnnIndex.search_metadata`, so the two
+    report and use the same numbers.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown option name, a value that is not a number, a pool size or ``n_postings`` below
+        0, an ``nprobe`` or ``ef_search`` below 1.
+    """
     unknown = set(options) - set(QUERY_OPTIONS)
     if unknown:
         raise InvalidInputError(f"unknown option(s) for an ANN index: {', '.join(sorted(unknown))}; "
                                 f"known: {', '.join(QUERY_OPTIONS)}")
     setting = index.search_setting()
-    for name in ("n_postings", "sparse_pool", "dense_pool", "nprobe"):
+    for name in QUERY_OPTIONS:
         if options.get(name) is not None:
-            setting[name] = int(options[name])
+            try:
+                setting[name] = int(options[name])
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidInputError(f"{name} must be an integer, got {bounded(repr(options[name]), 40)}") from None
+    if min(setting["n_postings"], setting["sparse_pool"], setting.get("dense_pool", 0)) < 0 \
+            or min(setting.get("nprobe", 1), setting.get("ef_search", index.ef_search)) < 1:
+        raise InvalidInputError("pool sizes and n_postings must be >= 0, nprobe and ef_search >= 1")
+    return setting
+
+
+def query_rows(index, Qp, k, n_jobs, options):
+    """Row numbers and exact scores of the approximate top ``k`` of the prepared queries ``Qp``
+    (``options``: search-time overrides, see ``QUERY_OPTIONS``)."""
+    setting = resolved_setting(index, options)
     n_postings, sparse_pool = setting["n_postings"], setting["sparse_pool"]
     dense_pool, nprobe = setting.get("dense_pool", 0), setting.get("nprobe", 1)
-    ef_search = int(options.get("ef_search", index.ef_search))
-    if min(n_postings, sparse_pool, dense_pool) < 0 or min(nprobe, ef_search) < 1:
-        raise InvalidInputError("pool sizes and n_postings must be >= 0, nprobe and ef_search >= 1")
+    ef_search = setting.get("ef_search", index.ef_search)
     n = index.n_documents
     sparse_pool = min(sparse_pool, n) if n_postings > 0 else 0
     dense_pool = min(dense_pool, n) if index._dense_on else 0

@@ -36,6 +36,7 @@ __all__ = [
     "data_home",
     "locate",
     "load_dataset",
+    "load_own_data",
     "is_data_path",
     "looks_like_path",
     "list_datasets",
@@ -118,15 +119,38 @@ def load_dataset(name_or_path, **options) -> LabelledData:
     if isinstance(name_or_path, os.PathLike):
         name_or_path = os.fspath(name_or_path)
     name = str(name_or_path)
-    specs = all_datasets()
     if is_data_path(name):
-        path = Path(name).expanduser()
-        if not path.exists():
-            raise DataNotFoundError(
-                f"{name}: no such file (and not a registered data set; known: {', '.join(specs)})"
-            )
-        return _load_path(path, options)
+        return load_own_data(name, **options)
     return load_registered(name, **options)  # raises UnknownNameError listing the known names
+
+
+def load_own_data(path, **options) -> LabelledData:
+    """Your own data from ``path``, a file or folder (formats and ``options``: :func:`load_dataset`).
+
+    For a caller that has already decided, with :func:`is_data_path`, that ``path`` is not a
+    registered name: :func:`load_dataset` is this function after that decision.
+
+    Raises
+    ------
+    DataNotFoundError
+        No such file or folder.
+    FileFormatError, InvalidInputError
+        Unreadable or invalid files, unknown options.
+
+    Examples
+    --------
+    >>> load_own_data("no/such/corpus.svm")
+    Traceback (most recent call last):
+    ...
+    sparsesim.exceptions.DataNotFoundError: no/such/corpus.svm: no such file (and not a registered data set; ...)
+    """
+    name = str(os.fspath(path)) if isinstance(path, os.PathLike) else str(path)
+    found = Path(name).expanduser()
+    if not found.exists():
+        raise DataNotFoundError(
+            f"{name}: no such file (and not a registered data set; known: {', '.join(all_datasets())})"
+        )
+    return _load_path(found, options)
 
 
 def _load_path(path: Path, options: dict) -> LabelledData:

@@ -125,19 +125,26 @@ class BilinearEngine(WritableOnUnpickle):
         self.n_seen = 0
         self.n_updates = 0
 
-    def partial_fit(self, X, triplets, signs=None, losses_out=None):
-        """Update M with ``triplets`` (rows of CSR ``X``) in order; returns the hinge losses."""
+    def partial_fit(self, X, triplets, signs=None, losses_out=None, steps_out=None):
+        """Update M with ``triplets`` (rows of CSR ``X``) in order; returns the hinge losses.
+
+        ``losses_out`` and ``steps_out`` (float64 arrays of ``len(triplets)``, optional) receive
+        each triplet's hinge loss and the scale of its update ``M += step * x z^T`` (OASIS:
+        ``tau * y``, the step the update took; 0 without an update), so a caller that needs the
+        update as factors (:mod:`sparsesim.feedback.versions`) does not recompute it.
+        """
         n = triplets.shape[0]
         triplets = np.ascontiguousarray(triplets, dtype=np.int64)
         signs = np.ones(n) if signs is None else np.ascontiguousarray(signs, dtype=np.float64)
         losses = np.zeros(n) if losses_out is None else losses_out
+        steps = np.zeros(n) if steps_out is None else steps_out
         if n == 0:
             return losses
         if self.n_seen == 0:
             self._order_features(X)
             self._reserve(X)
         self.schedule.ensure(self.store.step + n)
-        run_growing(self.kernel(X, triplets, signs, losses), 0, n, self._compact)
+        run_growing(self.kernel(X, triplets, signs, losses, steps=steps), 0, n, self._compact)
         self.n_seen += n
         self.n_updates += int(np.count_nonzero(losses))
         return losses
@@ -161,12 +168,13 @@ class BilinearEngine(WritableOnUnpickle):
                           self.prox_diag and self.mode != OASIS, scratch, out)
         return out
 
-    def kernel(self, X, triplets, signs, losses, train=train_triplets, extra=()):
+    def kernel(self, X, triplets, signs, losses, train=train_triplets, extra=(), steps=None):
         """``kernel(pos) -> (next, need)`` for :func:`~sparsesim.engine.driver.run_growing`: runs
         ``train`` (the update loop, or an instrumented copy taking ``extra`` last) from triplet
         ``pos`` with ``n_threads`` threads, each with its own work arrays."""
         st = self.store
         n = triplets.shape[0]
+        steps = np.zeros(n) if steps is None else steps
         has_last, has_aux = "last" in st.dtype.names, "aux" in st.dtype.names
         n_threads = getattr(self, "n_threads", 1)  # (an engine pickled before threads existed)
         # per thread: z, its column hashes, the rows of x the thread took, the store's numbers of
@@ -191,7 +199,7 @@ class BilinearEngine(WritableOnUnpickle):
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, st.relabel, triplets, signs, pos, n, st.step,
                 self.schedule.etas, self.schedule.cum, self.C, self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, rebase_at, *scratch[tid], *entries, losses,
-                tid, n_threads, sync, *extra,
+                steps, tid, n_threads, sync, *extra,
             )
 
         def kernel(pos):

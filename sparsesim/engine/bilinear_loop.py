@@ -203,7 +203,7 @@ def train_triplets(
     indptr, indices, data, relabel,
     triplets, signs, start, stop, step,
     etas, cum_eta, C, lam, delta, prox_diag, has_last, has_aux, drop_zeros, rebase_at,
-    zi, zv, zh, own, homes, xr, slots, prev, accs, plan, order, losses,
+    zi, zv, zh, own, homes, xr, slots, prev, accs, plan, order, losses, steps,
     tid, n_threads, sync,
 ):
     """Process triplets[start:stop]; returns (next_triplet, step, slots_needed).
@@ -215,7 +215,9 @@ def train_triplets(
     ``drop_zeros``: its pending shrinkage applied, zero entries out) and, if still short of
     room, moves to a larger segment; when the pool lacks the room, it stops (returning the triplet it could not start
     and the slots it needs) so the caller can compact or grow the pool and call again.
-    ``losses[t]`` receives the hinge loss before the update of triplet t. The home slot of
+    ``losses[t]`` receives the hinge loss before the update of triplet t and ``steps[t]`` the
+    scale of its update ``M += steps[t] * x z^T`` (OASIS: ``tau_t * y_t``; SORS / AdaSORS:
+    ``y_t``, their step size is the schedule's; 0 without an update). The home slot of
     every entry (i, j) of the outer product is computed once into ``homes`` (-1: the diagonal,
     kept dense beside the pool) so that both passes can prefetch a few entries ahead (both ends
     of a record: one of 12 or 20 bytes can straddle two cache lines; ``homes`` holds those of the
@@ -361,6 +363,7 @@ def train_triplets(
         if loss <= 0.0:
             if tid == 0:
                 losses[t] = 0.0
+                steps[t] = 0.0
             # no update: the inserted slots go back to what they held (all of them, so no probe
             # path that passed one of them breaks); under SORS entries that shrank to zero while
             # catching up leave the table
@@ -390,6 +393,8 @@ def train_triplets(
             scale = oasis_tau(loss, sq_x, sq_z, C) * y
         else:
             scale = y
+        if tid == 0:
+            steps[t] = scale
         # pass 2: write the update through the slots pass 1 found or filled (they stay valid:
         # inserts and tombstones never move other entries), on the rows this thread took
         n_entries = n_rows * nz

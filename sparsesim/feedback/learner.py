@@ -68,8 +68,9 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
     ----------
     index : Index or path-like
         A loaded index or an index directory (loaded memory-mapped).
-    learner : TripletLearner, optional
-        The learner whose triplet update is applied (it must offer ``start_from``). Default: the
+    learner : OASIS, SORS or AdaSORS, optional
+        The learner whose triplet update is applied (one that continues from a saved model with
+        ``start_from``: the bilinear learners of :mod:`sparsesim.learners.bilinear`). Default: the
         registered algorithm named in the model's metadata with its resolved parameters, else
         OASIS with ``C="auto"`` resolved on the corpus.
     snapshot : path-like, optional
@@ -175,12 +176,13 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
             raise InvalidInputError("the index's model normalises documents; feedback learning needs a "
                                     "non-normalising model")
         self.learner = learner if learner is not None else self._default_learner(base)
-        if not hasattr(self.learner, "start_from"):
+        from ..learners.bilinear import BaseBilinear  # (imported here: the service imports this module at start)
+
+        if not isinstance(self.learner, BaseBilinear):
             raise InvalidInputError(f"{type(self.learner).__name__} cannot continue from a saved model "
                                     "(no start_from); use oasis, sors-* or adasors-*")
         self.learner.start_from(start, self.X)
-        engine = getattr(self.learner, "engine_", None)
-        self._lowrank = getattr(engine, "mode", None) == OASIS_MODE and getattr(engine, "C", None) is not None
+        self._lowrank = self.learner.engine_.mode == OASIS_MODE  # OASIS versions: base + the steps as factors
         self._factors: list[tuple] = []  # OASIS: (A, B) of batches applied but not yet published
         self._lock = threading.Lock()  # counters and snapshot facts
         self.n_received = counters["n_received"]
@@ -235,7 +237,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         if algorithm in ("oasis", "sors-l1", "sors-offdiag", "adasors-l1", "adasors-offdiag"):
             try:
                 learner = make_estimator(algorithm, **params)
-                if bool(getattr(learner, "identity", True)) == model.identity:
+                if bool(learner.get_params().get("identity", True)) == model.identity:
                     return learner
             except (ValueError, TypeError, KeyError):
                 pass
@@ -387,8 +389,7 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         before = self.learner.n_updates_
         self.learner.partial_fit_triplets(Xs, triplets)
         if self._lowrank:
-            self._factors.append(oasis_factors(Q, (P - N).tocsr(), self.learner.last_losses_,
-                                               self.learner.engine_.C))
+            self._factors.append(oasis_factors(Q, (P - N).tocsr(), self.learner.last_steps_))
         with self._lock:
             self._learned += m
             self.n_losses += self.learner.n_updates_ - before

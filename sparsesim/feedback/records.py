@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ..csr_rows import take_rows
 from ..exceptions import InvalidInputError
-from ..validation import bounded, check_csr, is_finite_number
+from ..validation import bounded, is_finite_number
 
 __all__ = ["click_triplets", "FeedbackRecords"]
 
@@ -102,9 +102,11 @@ class FeedbackRecords:
                 squared = np.square(np.asarray(val, np.float64)).sum()
             if not np.isfinite(squared):  # the learner's update divides by ||q||^2
                 raise InvalidInputError(f"{name}: values too large (their squared norm overflows float64)")
+            # checked above, entry by entry: built in canonical form (duplicates summed, sorted), not checked again
             row = sp.csr_matrix((np.asarray(val, np.float64), (np.zeros(len(idx), np.int64),
                                                                np.asarray(idx, np.int64))), shape=(1, d))
-            return check_csr(row, name=name, n_features=d)
+            row.sum_duplicates()
+            return row
         raise InvalidInputError(f"{name} must be a text, a vector or a corpus id, got {type(q).__name__}")
 
     def _is_corpus_id(self, q) -> bool:

@@ -106,14 +106,12 @@ class ModelVersion:
         return ModelVersion(self.number, self.model())
 
 
-def oasis_factors(Q: sp.csr_matrix, Z: sp.csr_matrix, losses, C: float) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def oasis_factors(Q: sp.csr_matrix, Z: sp.csr_matrix, steps) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Factors ``A`` (rows ``tau_t x_t``) and ``B`` (rows ``z_t = x+_t - x-_t``) of a batch of OASIS
-    updates, from the query rows ``Q``, the differences ``Z`` and the hinge loss of each update
-    (``tau_t = min(C, l_t / (||x_t||^2 ||z_t||^2))``, the OASIS step); updates without loss are
-    left out."""
-    losses = np.asarray(losses, np.float64)
-    denom = np.asarray(Q.multiply(Q).sum(axis=1)).ravel() * np.asarray(Z.multiply(Z).sum(axis=1)).ravel()
-    keep = np.flatnonzero((losses > 0) & (denom > 0))
-    taus = np.minimum(C, losses[keep] / denom[keep])
-    A = (sp.diags(taus) @ Q[keep]).tocsr()
+    updates, from the query rows ``Q``, the differences ``Z`` and the step ``tau_t`` each update
+    took (the learner's ``last_steps_``, computed by the engine: 0 for a triplet without loss);
+    updates without a step are left out."""
+    steps = np.asarray(steps, np.float64)
+    keep = np.flatnonzero(steps != 0)
+    A = (sp.diags(steps[keep]) @ Q[keep]).tocsr()
     return A, Z[keep]

@@ -152,6 +152,7 @@ class BaseBilinear(TripletLearner):
     def _update(self, X, triplets, signs):
         if "engine_" not in self.__dict__:
             if triplets.shape[0] == 0:
+                self.last_steps_ = np.zeros(0)
                 return np.zeros(0), None
             self._resolve_auto(X, triplets)
         if not self.__dict__.get("_budget_resolved"):
@@ -159,17 +160,20 @@ class BaseBilinear(TripletLearner):
         # read at every call, not stored in the engine's state: the model does not depend on it
         self.engine_.n_threads = check_n_jobs(self.n_threads, "n_threads")
         limit = self.model_entries_
+        n = triplets.shape[0]
+        # the scale of each update (OASIS: its step tau), for callers that keep updates as factors
+        self.last_steps_ = steps = np.zeros(n)
         if limit is None:
-            return self.engine_.partial_fit(X, triplets, signs), None
+            return self.engine_.partial_fit(X, triplets, signs, steps_out=steps), None
         # truncate to the budget after every TRUNCATE_EVERY triplets of the whole run, so the model
         # does not depend on how the triplets were cut into calls
-        n = triplets.shape[0]
         losses = np.zeros(n)
         signs = np.ones(n) if signs is None else np.asarray(signs, dtype=np.float64)
         pos = 0
         while pos < n:
             stop = min(n, pos + TRUNCATE_EVERY - self.engine_.n_seen % TRUNCATE_EVERY)
-            self.engine_.partial_fit(X, triplets[pos:stop], signs[pos:stop], losses_out=losses[pos:stop])
+            self.engine_.partial_fit(X, triplets[pos:stop], signs[pos:stop], losses_out=losses[pos:stop],
+                                     steps_out=steps[pos:stop])
             pos = stop
             if self.engine_.n_seen % TRUNCATE_EVERY == 0:
                 self.engine_.truncate(limit)
@@ -328,6 +332,11 @@ class OASIS(SampledFit, BaseBilinear):
     n_triplets_seen_ : int
     n_updates_ : int
         Triplets whose hinge loss was positive (that changed the model).
+    last_losses_ : ndarray
+        Hinge loss of each triplet of the last call, before its update (0: no update).
+    last_steps_ : ndarray
+        Step ``tau_t * y_t`` of each update of the last call (``M += tau_t y_t x_t z_t^T``; 0: no
+        update), as the engine took it.
     train_seconds_ : float
     model_ : BilinearSimilarity
 

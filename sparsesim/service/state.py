@@ -22,6 +22,7 @@ from ..exceptions import ClusterError
 from ..feedback import FeedbackLearner
 from ..feedback.snapshots import check_snapshot_target
 from ..indexes import plain_value
+from ..models import BilinearSimilarity
 from ..topk import top_k_rows
 from .parsing import QueryParsing, RequestError, ServiceLimits
 
@@ -125,7 +126,7 @@ class QueryService(QueryParsing):
             "n_features": int(self.index.n_features), "accepts_text": self.accepts_text,
             "snippets": self.snippets is not None or self.labels is not None, "compare": self._cosine_T is not None,
             "sharded": placement,
-            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if hasattr(self.model, "nnz") else None,
+            "model": {"algorithm": meta.get("algorithm"), "params": meta.get("params"), "nnz": self.model.nnz() if isinstance(self.model, BilinearSimilarity) else None,
                       "dataset": meta.get("dataset"), "checksum": self.index.model_checksum()},
             "index_params": manifest.get("params"), "index_state": manifest.get("state"),
             "limits": asdict(self.limits),

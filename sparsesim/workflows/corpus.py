@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import LabelledData, is_data_path, load_dataset
+from ..data import LabelledData, is_data_path, load_dataset, load_own_data
+from ..data.catalog import load_registered
 from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
 from ..models import BilinearSimilarity
@@ -40,17 +41,19 @@ def model_data_options(model: BilinearSimilarity | None, options: dict | None = 
 COUNT_SETTINGS = {"use_idf": False, "norm": None}
 
 
-def representation_options(name_or_path, representation: str = "default", options: dict | None = None) -> dict:
+def representation_options(name_or_path, representation: str = "default", options: dict | None = None,
+                           own: bool | None = None) -> dict:
     """``load_dataset`` options that read ``name_or_path`` in ``representation``.
 
     ``"raw"`` means term counts where the data has them: a registered corpus's stored values
     (``representation="raw"``), a text file or folder counted by a featuriser without idf and
-    normalisation; a vector file is read as stored. ``"default"`` changes nothing.
+    normalisation; a vector file is read as stored. ``"default"`` changes nothing. ``own``: the
+    caller's :func:`~sparsesim.data.is_data_path` answer (asked here when None).
     """
     out = dict(options or {})
     if representation != "raw":
         return out
-    if not is_data_path(name_or_path):
+    if not (is_data_path(name_or_path) if own is None else own):
         out["representation"] = "raw"
     elif Path(str(name_or_path)).exists() and (out.get("format") or detect_format(str(name_or_path))) in (
             "folder", "csv", "tsv", "jsonl"):
@@ -58,10 +61,17 @@ def representation_options(name_or_path, representation: str = "default", option
     return out
 
 
-def load_labelled(name_or_path, **options) -> LabelledData:
+def load_labelled(name_or_path, own: bool | None = None, **options) -> LabelledData:
     """:func:`~sparsesim.data.load_dataset`, refusing data sets that are not one labelled matrix
-    (multi-view and multi-task sets are for ``sparsesim experiment``)."""
-    data = load_dataset(name_or_path, **options)
+    (multi-view and multi-task sets are for ``sparsesim experiment``). ``own``: the caller's
+    :func:`~sparsesim.data.is_data_path` answer (your own file or folder: read by
+    :func:`~sparsesim.data.load_own_data` without deciding again; None: decided here)."""
+    if own is None:
+        data = load_dataset(name_or_path, **options)
+    elif own:
+        data = load_own_data(name_or_path, **options)
+    else:
+        data = load_registered(str(name_or_path), **options)
     if not isinstance(data, LabelledData):
         raise InvalidInputError(f"data set {bounded(repr(str(name_or_path)), 80)} is a {type(data).__name__} "
                                 "(several views or tasks), not one labelled matrix; train, evaluate, query and "
@@ -75,11 +85,12 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     opts = model_data_options(model, options)
     if n_features is not None:
         opts.setdefault("n_features", n_features)
-    if not is_data_path(name_or_path):
+    own = is_data_path(name_or_path)  # decided once for this corpus
+    if not own:
         opts = {}
     if model is not None and model.metadata.get("input_representation") == "raw":
-        opts = representation_options(name_or_path, "raw", opts)
-    return load_labelled(name_or_path, **opts)
+        opts = representation_options(name_or_path, "raw", opts, own=own)
+    return load_labelled(name_or_path, own=own, **opts)
 
 
 def training_metadata(data: LabelledData, options: dict | None = None, **facts) -> dict:

@@ -9,9 +9,12 @@ import numpy as np
 from ..data import load_dataset
 from ..data.catalog import load_registered
 from ..data.mtl_classification import MultiTaskStreams
+from ..compact import CompactSimilarity
+from ..embedding import EmbeddingSimilarity
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError
 from ..memory import large_output_warning
+from ..models import BilinearSimilarity
 from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
@@ -60,7 +63,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
-    data, representation = _load_for(est, dataset, data_options if own_file else {})
+    data, representation = _load_for(est, dataset, data_options if own_file else {}, own_file)
     # built once, before anything else (a model file must hold the data's facts: refused here)
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, test = stratified_split(data.y, train_fraction, seed=seed)
@@ -101,11 +104,13 @@ def _split_facts(dataset, seed, train_fraction, representation) -> dict:
     return facts
 
 
-def _load_for(est, dataset, data_options):
+def _load_for(est, dataset, data_options, own: bool | None = None):
     """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
-    counts for BM25); returns the data and the representation."""
+    counts for BM25); returns the data and the representation. ``own``: the caller's
+    :func:`~sparsesim.data.is_data_path` answer (None: decided here)."""
     representation = getattr(est, "input_representation", "default")
-    return load_labelled(dataset, **representation_options(dataset, representation, data_options)), representation
+    options = representation_options(dataset, representation, data_options, own=own)
+    return load_labelled(dataset, own=own, **options), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
@@ -123,10 +128,10 @@ def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
 def model_size(model) -> dict:
     """What a summary reports of a model's size: bytes of its arrays, and nnz(M) and sparsity for a
     bilinear model, the width of an embedding model."""
-    if hasattr(model, "nnz"):
+    if isinstance(model, BilinearSimilarity):
         return {"nnz": model.nnz(), "sparsity": model.sparsity(), "model_bytes": model_nbytes(model)}
     out = {"model_bytes": model_nbytes(model)}
-    if hasattr(model, "n_components"):
+    if isinstance(model, (EmbeddingSimilarity, CompactSimilarity)):
         out["n_components"] = model.n_components
     return out
 
@@ -173,7 +178,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
             model.save(out)
         return dict(summary, model=str(out))
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {})
+    data, representation = _load_for(spec.make(**(params or {})), dataset, data_options if own_file else {}, own_file)
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
     train, _ = stratified_split(data.y, train_fraction, seed=seed)
     meta["n_train"] = int(train.size)

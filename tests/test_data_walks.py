@@ -1,0 +1,164 @@
+"""The data walks decide, convert and check each value once (docs/architecture.md, "Data walks").
+
+Each test counts the calls of a check on one walk with a counting wrapper, so a second check of
+the same value added later fails here; and the OASIS step the feedback versions use is the one
+the engine took (not recomputed beside it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsesim.feedback import FeedbackLearner
+from sparsesim.indexes import build_index
+from sparsesim.learners.bilinear import OASIS, SORS
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    X = sp.random(40, 20, density=0.25, random_state=3, format="csr")
+    y = np.arange(40) % 2
+    model = OASIS(C=0.5, n_triplets=100, random_state=0).fit(X, y).model_
+    return X, y, model
+
+
+def counting(monkeypatch, module, name):
+    """Replace ``module.name`` by a wrapper that counts its calls; returns the list of call args."""
+    real = getattr(module, name)
+    calls = []
+
+    def wrapper(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def test_the_engine_returns_each_oasis_step(corpus):
+    """``last_steps_`` holds tau = min(C, loss / (||x||^2 ||x+ - x-||^2)) of every triplet with a
+    loss and 0 for the others: what the feedback versions' factors need, taken from the update."""
+    X, y, _ = corpus
+    est = OASIS(C=0.05, n_triplets=50, random_state=1, compact=False).fit(X, y)
+    rng = np.random.default_rng(0)
+    triplets = np.array([[a, int(rng.choice(np.flatnonzero(y == y[a]))), int(rng.choice(np.flatnonzero(y != y[a])))]
+                         for a in rng.choice(40, 30)])
+    est.partial_fit_triplets(X, triplets)
+    losses, steps = est.last_losses_, est.last_steps_
+    assert steps.shape == (30,) and (losses > 0).any()
+    z = X[triplets[:, 1]] - X[triplets[:, 2]]
+    denom = np.asarray(X[triplets[:, 0]].multiply(X[triplets[:, 0]]).sum(1)).ravel() * \
+        np.asarray(z.multiply(z).sum(1)).ravel()
+    expect = np.where(losses > 0, np.minimum(0.05, losses / np.where(denom > 0, denom, 1.0)), 0.0)
+    np.testing.assert_allclose(steps, expect, rtol=1e-12, atol=0)
+    assert (steps[losses > 0] > 0).all() and (steps[losses == 0] == 0).all()
+
+
+def test_sors_steps_are_the_signs_of_its_updates(corpus):
+    """SORS and AdaSORS scale every update by its sign (their step size is the schedule's)."""
+    X, y, _ = corpus
+    est = SORS(lam=1e-4, eta=0.1, n_triplets=50, random_state=1).fit(X, y)
+    est.partial_fit_triplets(X, np.array([[0, 2, 1], [1, 3, 0], [4, 6, 5]]), signs=np.array([1.0, -1.0, 1.0]))
+    updated = est.last_losses_ > 0
+    np.testing.assert_array_equal(est.last_steps_[updated], np.array([1.0, -1.0, 1.0])[updated])
+    assert (est.last_steps_[~updated] == 0).all()
+
+
+def test_the_feedback_walk_checks_a_vector_query_once(corpus, monkeypatch):
+    """POST /feedback -> snapshot: a vector query is checked entry by entry when the record is read
+    (records.py builds it in canonical form without a second check) and the stacked batch once,
+    by the learner's ``partial_fit_triplets``; the versions take the engine's steps."""
+    import sparsesim.feedback.learner as feedback_learner
+    import sparsesim.feedback.records as records
+    import sparsesim.learners.base as learner_base
+
+    X, _, model = corpus
+    index = build_index(model, X, kind="exact")
+    assert not hasattr(records, "check_csr")  # the record reader does not import the CSR check at all
+    batch_checks = counting(monkeypatch, learner_base, "check_csr")
+    norm_checks = counting(monkeypatch, records, "is_finite_number")
+    factors = counting(monkeypatch, feedback_learner, "oasis_factors")
+    with FeedbackLearner(index, learner=OASIS(C=0.5, compact=False), max_batch=64) as fl:
+        before_start = len(batch_checks)
+        fl.submit([{"query": {"indices": [1, 7, 7], "values": [1.0, 2.0, 0.5]}, "preferred": 11, "other": 12},
+                   {"query": 0, "preferred": 3, "other": 4}])
+        fl.flush(timeout=120)
+        assert len(batch_checks) - before_start == 1  # one batch: one check of its stacked rows
+        assert len(norm_checks) == 3  # each value of the vector once
+        assert len(factors) == 1
+        Q, Z, steps = factors[0][0]
+        np.testing.assert_array_equal(steps, fl.learner.last_steps_)  # the engine's steps, as taken
+        assert Q[0, 7] == 2.5 and Q[0].nnz == 2  # duplicates summed in the one conversion
+        assert abs(fl.model.W - fl.learner.model_.W).max() < 1e-12
+
+
+def test_cli_param_values_are_range_checked_once(monkeypatch):
+    """`train` / `tune`: ``--param`` values are range-checked by ``fast_param_values`` (before any
+    import of the library); ``algorithm_params`` then only resolves the names."""
+    from sparsesim.cli import checks
+
+    calls = counting(monkeypatch, checks, "check_params")
+    params = {"C": 0.5, "n_triplets": 100}
+    checks.fast_param_values(params)
+    assert len(calls) == 2
+    assert checks.algorithm_params("oasis", params) == {"C": 0.5, "n_triplets": 100}
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_train_decides_path_or_name_once(own, tmp_path, monkeypatch):
+    """`train_model` asks ``is_data_path`` once and hands the answer to the output-path check, the
+    reading options and the reader (registered name and own file alike)."""
+    import sparsesim.data as data_pkg
+    import sparsesim.workflows.corpus as corpus_mod
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.data import load_dataset
+    from sparsesim.workflows import train_model
+
+    dataset = "news20-sample"
+    if own:
+        from sklearn.datasets import dump_svmlight_file
+
+        sample = load_dataset("news20-sample")
+        dataset = str(tmp_path / "sample.svm")
+        dump_svmlight_file(sample.X, sample.y, dataset, zero_based=True)
+    calls = []
+    for module in (data_pkg, corpus_mod, models_mod):
+        real = module.is_data_path
+        monkeypatch.setattr(module, "is_data_path", lambda name, _real=real: calls.append(name) or _real(name))
+    summary = train_model("oasis", dataset, tmp_path / "m.npz", n_triplets=200, seed=0)
+    assert summary["n_train"] > 0 and (tmp_path / "m.npz").is_file()
+    assert calls == [dataset]
+
+
+def test_feedback_refuses_a_learner_that_cannot_continue(corpus):
+    """Only the bilinear learners continue from a saved model (declared by their class, not probed)."""
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.registry import make_estimator
+
+    X, _, model = corpus
+    with pytest.raises(InvalidInputError, match=r"cannot continue from a saved model \(no start_from\); use oasis"):
+        FeedbackLearner(build_index(model, X, kind="exact"), learner=make_estimator("dot"))
+
+
+def test_ann_search_options_are_resolved_by_one_rule(corpus):
+    """An ann index's search options are checked and converted by one function
+    (``ann_query.resolved_setting``): ``search_metadata`` reports the setting the query uses, and
+    a value that is not a number is the project's error in both (it was a bare ValueError)."""
+    from sparsesim.exceptions import InvalidInputError
+
+    X, _, model = corpus
+    index = build_index(model, X, kind="ann", dim=4)
+    meta = index.search_metadata(nprobe=2, n_postings=3)
+    assert meta["setting"]["nprobe"] == 2 and meta["setting"]["n_postings"] == 3
+    assert meta["overridden"] == ["n_postings", "nprobe"]
+    for call in (lambda: index.search_metadata(nprobe="abc"), lambda: index.query(X[:2], 3, nprobe="abc")):
+        with pytest.raises(InvalidInputError, match="nprobe must be an integer, got 'abc'"):
+            call()
+    for call in (lambda: index.search_metadata(sparse_pool=-1), lambda: index.query(X[:2], 3, sparse_pool=-1)):
+        with pytest.raises(InvalidInputError, match="pool sizes and n_postings must be >= 0"):
+            call()
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        index.search_metadata(k=3)
