@@ -71,7 +71,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
     learner : TripletLearner, optional
         The learner whose triplet update is applied (it must offer ``start_from``). Default: the
         registered algorithm named in the model's metadata with its resolved parameters, else
-        OASIS with ``C="auto"`` resolved on the corpus.
+        OASIS with ``C="auto"`` resolved on the corpus (a compact model: ``ssi-dwuv``, its
+        recorded parameters or else its defaults).
     snapshot : path-like, optional
         Model file the learned model is saved to (and resumed from when ``resume``). Checked
         at start (:mod:`sparsesim.feedback.snapshots`): never inside the index directory, its
