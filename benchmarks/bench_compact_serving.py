@@ -41,7 +41,7 @@ from sparsesim.triplets import stratified_split
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run(dataset: str, model_path, n_queries: int, workdir: pathlib.Path) -> dict:
+def run(dataset: str, model_path, n_queries: int, workdir: pathlib.Path, nprobes=()) -> dict:
     data = load_dataset(dataset)
     X, y = data.X, data.y
     train, test = stratified_split(y, 0.7, seed=0)
@@ -78,6 +78,15 @@ def run(dataset: str, model_path, n_queries: int, workdir: pathlib.Path) -> dict
         out[f"{kind}_query_cpu_seconds"] = seconds
         out[f"{kind}_queries_per_cpu_second"] = rows.size / seconds
         answers[kind] = scores
+        if kind == "ann":  # other IVF lists visited (the calibrated pools kept): recall and speed
+            for nprobe in nprobes:
+                setting = {**loaded.search_setting(), "nprobe": int(nprobe)}
+                start = time.process_time()
+                _, other = loaded.query_similar_rows(rows, top_k=10, n_jobs=1, **setting)
+                seconds = time.process_time() - start
+                out.setdefault("ann_other_nprobe", {})[str(nprobe)] = {
+                    "queries_per_cpu_second": rows.size / seconds,
+                    "recall_at_10_vs_exact": float(np.mean(recall_counting_ties(other, answers["exact"])))}
         loaded.release()
     out["ann_recall_at_10_vs_exact"] = float(np.mean(recall_counting_ties(answers["ann"], answers["exact"])))
     out["n_queries"] = int(rows.size)
@@ -91,10 +100,13 @@ def main():
     parser.add_argument("--model", default=None, help="an ssi-dwuv model file (default: train one here)")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--nprobe", default="", help="comma-separated IVF lists to visit besides the calibrated "
+                                                       "setting (recall and queries/s of each)")
     args = parser.parse_args()
     out = pathlib.Path(args.out or ROOT / "benchmarks" / "out" / f"bench_indexes_compact_serving_{args.dataset}.json")
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.dataset, args.model, args.queries, pathlib.Path(tmp))
+        result = run(args.dataset, args.model, args.queries, pathlib.Path(tmp),
+                     [int(v) for v in args.nprobe.split(",") if v.strip()])
     print(json.dumps(result), flush=True)
     out.write_text(json.dumps({"command": "python benchmarks/bench_compact_serving.py " + " ".join(sys.argv[1:]),
                                "results": [result]}, indent=2))

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from sparsesim.compact import CompactSimilarity
 from sparsesim.csr_rows import take_rows
+from sparsesim.exceptions import FileFormatError, InvalidInputError
 
 from .embedding_ann import EmbeddingAnnIndex
 from .embedding_index import EmbeddedRows, EmbeddingExactIndex
@@ -107,3 +108,19 @@ class CompactAnnIndex(CompactRows, EmbeddingAnnIndex):
     (see the module docstring; parameters as :class:`~sparsesim.indexes.EmbeddingAnnIndex`)."""
 
     kind = "compact-ann"
+
+    def _check_rank(self):
+        if self._model.rank == 0:  # FAISS cannot hold 0-wide vectors
+            raise InvalidInputError("an ann index searches the model's low-rank embeddings, and this compact model "
+                                    "has rank 0; build an exact index (kind='exact')")
+
+    def _fit_more(self, Xp, calibration_queries=None):
+        self._check_rank()
+        super()._fit_more(Xp, calibration_queries)
+
+    def _restore(self, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
+        try:
+            self._check_rank()
+        except InvalidInputError as exc:
+            raise FileFormatError(f"a compact-ann index over a rank-0 model ({exc})") from None
+        super()._restore(arrays, extra_files, meta, mmap)

@@ -435,3 +435,25 @@ def test_support_of_a_large_corpus_comes_from_a_seeded_sample(monkeypatch):
     want = cooccurrence_support(X[rows], 4)
     assert np.array_equal(est.W_.indptr, want.indptr) and np.array_equal(est.W_.indices, want.indices)
     assert not np.array_equal(want.indices, cooccurrence_support(X, 4).indices)  # the sample mattered
+
+
+def test_feedback_candidate_stage_rebuilds_a_compact_ann_index():
+    """Corpora above exact_limit: candidates from the compact ann index, re-ranked exactly under the
+    newest version; a refresh rebuilds that index with the newest model (same kind and settings)."""
+    from sparsesim.data.synthetic import rcv1_like
+    from sparsesim.feedback.learner import FeedbackLearner
+    from sparsesim.indexes import CompactAnnIndex, build_index
+
+    data = rcv1_like(300, n_features=80, nnz_per_doc=10, n_classes=3, class_vocab=30, seed=3)
+    model = CompactSSI(n_triplets=300, random_state=0).fit(data.X, data.y).model_
+    index = build_index(model, data.X, kind="ann", calibration_size=30)
+    with FeedbackLearner(index, exact_limit=0, drift_sample=20) as fl:
+        fl.submit([{"query": i, "preferred": (i + 3) % 300, "other": (i + 1) % 300} for i in range(30)])
+        fl.flush(timeout=600)
+        info = fl.refresh_candidates()
+        assert info["refreshes"] == 1 and info["built_from_version"] == fl.version >= 1
+        assert isinstance(fl._candidates, CompactAnnIndex) and fl._candidates.params() == index.params()
+        _, scores, _ = fl.query(data.X[:2], 5)
+        want = -np.sort(-fl.model.score_matrix(data.X[:2], data.X), axis=1)[:, :5]
+        assert np.mean(np.isclose(scores, want, rtol=1e-9, atol=1e-12)) >= 0.9  # candidates re-ranked exactly
+        np.testing.assert_allclose(scores[:, 0], want[:, 0], rtol=1e-9)

@@ -185,3 +185,17 @@ def test_ann_calibration_stratified_by_labels(corpus):
     assert record["target_recall"] == 0.9 and index.calibration_ is record
     with pytest.raises(Exception, match="strata"):
         index.calibrate(strata=labels[:-1])  # one label per corpus document
+
+
+def test_a_rank_0_model_gets_an_exact_index_and_a_clear_ann_refusal(corpus, tmp_path):
+    X, Q = corpus
+    W = _model().W
+    flat = CompactSimilarity(np.ones(D), W, np.zeros((D, 0)), np.zeros((D, 0)))  # D + W only
+    exact = build_index(flat, X, kind="exact")
+    exact.save(tmp_path / "idx")
+    rows, scores = open_index(tmp_path / "idx").query_rows(Q, top_k=5)
+    np.testing.assert_allclose(scores, -np.sort(-flat.score_matrix(Q, X), axis=1)[:, :5], rtol=1e-9, atol=1e-12)
+    from sparsesim.exceptions import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="rank 0"):
+        build_index(flat, X, kind="ann")  # (FAISS on 0-wide vectors stopped the process with SIGFPE)

@@ -72,7 +72,8 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         The learner whose triplet update is applied (one that continues from a saved model with
         ``start_from``: the bilinear learners of :mod:`sparsesim.learners.bilinear`). Default: the
         registered algorithm named in the model's metadata with its resolved parameters, else
-        OASIS with ``C="auto"`` resolved on the corpus.
+        OASIS with ``C="auto"`` resolved on the corpus (a compact model: ``ssi-dwuv``, its
+        recorded parameters or else its defaults).
     snapshot : path-like, optional
         Model file the learned model is saved to (and resumed from when ``resume``). Checked
         at start (:mod:`sparsesim.feedback.snapshots`): never inside the index directory, its
