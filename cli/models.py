@@ -46,9 +46,7 @@ def train(
         raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
     algorithm = checks.algorithm_name(algorithm)
     checks.fast_param_values(params.get("*", {}))
-    checks.triplet_count(triplets)
-    checks.seed(seed)
-    checks.fraction(train_fraction, "--train-fraction")
+    settings = checks.train_settings(triplets, seed, train_fraction)
     dataset = checks.dataset_name(dataset)
     if max_model_bytes is not None:
         params.setdefault("*", {})["max_model_bytes"] = checks.model_bytes(algorithm, max_model_bytes, params.get("*", {}))
@@ -58,8 +56,7 @@ def train(
     bar, advance = progress_bar(triplets, f"training {algorithm}", show_progress(json_out),
                              loading=f"loading {dataset}")
     with bar:
-        summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
-                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
+        summary = train_model(algorithm, dataset, out, settings=settings, params=params.get("*", {}), progress=advance,
                               data_options=data_file_options(zero_based, text_column, label_column, id_column),
                               overwrite=overwrite)
     if json_out:

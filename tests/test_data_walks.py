@@ -162,3 +162,35 @@ def test_ann_search_options_are_resolved_by_one_rule(corpus):
             call()
     with pytest.raises(InvalidInputError, match="unknown option"):
         index.search_metadata(k=3)
+
+
+def test_train_settings_are_checked_once_on_each_walk(tmp_path, monkeypatch, capsys):
+    """`sparsesim train`: ``--triplets``/``--seed``/``--train-fraction`` are checked once, by the
+    CLI before the library is imported, into the ``TrainSettings`` that ``train_model`` takes as it
+    is; a library caller's raw values are checked once, by ``train_model``."""
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.cli import checks
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.validation import check_train_settings
+    from clitools import run_cli
+
+    cli_calls = counting(monkeypatch, checks, "check_train_settings")
+    lib_calls = counting(monkeypatch, models_mod, "check_train_settings")
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "a.npz",
+                            "-n", "150", "--seed", "3", "--train-fraction", "0.6", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert (len(cli_calls), len(lib_calls)) == (1, 0)
+    summary = models_mod.train_model("oasis", "news20-sample", tmp_path / "b.npz", n_triplets=150, seed=3,
+                                     train_fraction=0.6)
+    assert (len(cli_calls), len(lib_calls)) == (1, 1)
+    assert summary["n_triplets"] == 150
+    a, b = np.load(tmp_path / "a.npz", allow_pickle=False), np.load(tmp_path / "b.npz", allow_pickle=False)
+    for key in a.files:  # the same run by either walk (same seed, same model)
+        if a[key].dtype.kind in "fi":  # the arrays (the JSON metadata holds the path and the time)
+            np.testing.assert_array_equal(a[key], b[key])
+    with pytest.raises(InvalidInputError, match="either as values or in settings, not both"):
+        models_mod.train_model("oasis", "news20-sample", tmp_path / "c.npz", n_triplets=10,
+                               settings=check_train_settings(150))
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "d.npz",
+                            "--train-fraction", "1"], monkeypatch, capsys)
+    assert code == 2 and err == "error: --train-fraction must be a number in (0, 1), got 1.0\n"

@@ -19,7 +19,7 @@ from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
-from ..validation import check_float, check_int, check_n_triplets
+from ..validation import TrainSettings, check_int, check_n_triplets, check_train_settings
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
 from ..data import is_data_path
@@ -29,7 +29,8 @@ from .corpus import (load_labelled, load_corpus, record_training, training_metad
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
                 seed: int = 0, params: dict | None = None, train_fraction: float = 0.7,
-                progress=None, data_options: dict | None = None, overwrite: bool = False) -> dict:
+                progress=None, data_options: dict | None = None, overwrite: bool = False,
+                settings: TrainSettings | None = None) -> dict:
     """Train ``algorithm`` on the per-class ``train_fraction`` split of ``dataset``; save to ``out``.
 
     ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`),
@@ -39,6 +40,10 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     ``data_options`` go to :func:`~sparsesim.data.load_dataset` (e.g. ``zero_based``,
     ``text_column``). The model records the feature-index base of an svmlight file, the text
     featuriser of a text corpus and the table columns, so later commands read data the same way.
+
+    ``n_triplets``, ``seed`` and ``train_fraction`` are checked here; a caller that checked them
+    already passes ``settings`` (:func:`~sparsesim.validation.check_train_settings`) instead,
+    which is used as it is.
 
     Returns
     -------
@@ -50,9 +55,11 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
                                 "algorithm (use `sparsesim experiment`)")
-    n_triplets = check_n_triplets(n_triplets, "--triplets")
-    seed = check_int(seed, "--seed", 0, 2**32 - 1)
-    train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
+    if settings is None:
+        settings = check_train_settings(n_triplets, seed, train_fraction)
+    elif (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
+        raise InvalidInputError("give n_triplets, seed and train_fraction either as values or in settings, not both")
+    n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
     own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
