@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import scipy.sparse as sp
+
+from .arrays import check_csr
 from .budgets import check_n_triplets
 from .params import check_float, check_int
 
-__all__ = ["TrainSettings", "check_train_settings"]
+__all__ = ["CheckedQueries", "TrainSettings", "check_queries", "check_train_settings"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,39 @@ def check_train_settings(n_triplets=100_000, seed=0, train_fraction=0.7) -> Trai
                          seed=check_int(seed, "--seed", 0, 2**32 - 1),
                          train_fraction=check_float(train_fraction, "--train-fraction", 0, 1,
                                                     low_open=True, high_open=True))
+
+
+@dataclass(frozen=True)
+class CheckedQueries:
+    """Query rows and a result count checked against one corpus (build it with
+    :func:`check_queries`, or a request parser that checks the same things).
+
+    Attributes
+    ----------
+    rows : scipy.sparse.csr_matrix
+        Canonical float64 CSR (sorted indices, no duplicates, finite values) of the corpus's width.
+    top_k : int
+        Results per query, in [1, number of documents].
+    """
+
+    rows: sp.csr_matrix
+    top_k: int
+
+
+def check_queries(Q, top_k, n_features: int, n_documents: int) -> CheckedQueries:
+    """Check query rows (``check_csr``, width ``n_features``) and ``top_k`` (1 to ``n_documents``) once.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from sparsesim.validation import check_queries
+    >>> checked = check_queries(sp.csr_matrix([[0.0, 2.0, 1.0]]), 2, n_features=3, n_documents=5)
+    >>> checked.top_k, checked.rows.nnz
+    (2, 2)
+    >>> check_queries(sp.csr_matrix([[0.0, 2.0, 1.0]]), 6, n_features=3, n_documents=5)
+    Traceback (most recent call last):
+    ...
+    sparsesim.exceptions.InvalidParameterError: top_k must be ...
+    """
+    rows = check_csr(Q, name="queries", n_features=n_features)
+    return CheckedQueries(rows=rows, top_k=check_int(top_k, "top_k", 1, n_documents))
