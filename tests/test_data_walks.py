@@ -232,3 +232,24 @@ def test_learning_query_checks_vectors_and_top_k_once(corpus, tmp_path, monkeypa
                 service.feedback.query(check_queries(q, 4, X.shape[1], 40), 4)
     finally:
         service.close()
+
+
+def test_tune_takes_the_same_checked_settings(tmp_path, monkeypatch, capsys):
+    """`sparsesim tune` builds the same ``TrainSettings`` before the library is imported and
+    ``tune_model`` takes it as it is; a library caller's values are checked by ``tune_model``,
+    before any data is read."""
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.cli import checks
+    from sparsesim.exceptions import InvalidParameterError
+    from clitools import run_cli
+
+    cli_calls = counting(monkeypatch, checks, "check_train_settings")
+    lib_calls = counting(monkeypatch, models_mod, "check_train_settings")
+    reads = counting(monkeypatch, models_mod, "load_labelled")
+    code, _, err = run_cli(["tune", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "t.npz", "-n", "400",
+                            "--grid", "C=0.1,1", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert (len(cli_calls), len(lib_calls), len(reads)) == (1, 0, 1)
+    with pytest.raises(InvalidParameterError, match=r"--train-fraction must be a number in \(0, 1\), got 1.5"):
+        models_mod.tune_model("oasis", "news20-sample", tmp_path / "u.npz", n_triplets=400, train_fraction=1.5)
+    assert (len(lib_calls), len(reads)) == (1, 1)

@@ -55,11 +55,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
                                 "algorithm (use `sparsesim experiment`)")
-    if settings is None:
-        settings = check_train_settings(n_triplets, seed, train_fraction)
-    elif (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
-        raise InvalidInputError("give n_triplets, seed and train_fraction either as values or in settings, not both")
-    n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
+    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
     own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
@@ -85,6 +81,16 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if notes:
         summary["warnings"] = notes
     return summary
+
+
+def _checked_settings(settings, n_triplets, seed, train_fraction) -> tuple[int, int, float]:
+    """The run's triplets, seed and training share: ``settings`` as they are (checked by the
+    caller), else the raw values checked once here."""
+    if settings is None:
+        settings = check_train_settings(n_triplets, seed, train_fraction)
+    elif (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
+        raise InvalidInputError("give n_triplets, seed and train_fraction either as values or in settings, not both")
+    return settings.n_triplets, settings.seed, settings.train_fraction
 
 
 def _model_size_warning(est, X) -> str | None:
@@ -146,7 +152,8 @@ def model_size(model) -> dict:
 def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
                grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
                validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
-               data_options: dict | None = None, validation: str = "documents", overwrite: bool = False) -> dict:
+               data_options: dict | None = None, validation: str = "documents", overwrite: bool = False,
+               settings: TrainSettings | None = None) -> dict:
     """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
 
     ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`;
@@ -159,6 +166,9 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     ``validation="classes"`` scores trials on classes held out whole from the search's training
     part (for models meant for classes unseen in training; similarity learners only).
 
+    ``n_triplets``, ``seed`` and ``train_fraction`` are checked here, or given checked as
+    ``settings`` (:func:`~sparsesim.validation.check_train_settings`), used as they are.
+
     Returns
     -------
     dict
@@ -169,8 +179,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     if spec.kind not in ("similarity", "baseline", "multitask-similarity", "multitask-classifier"):
         raise InvalidInputError(f"tune_model has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
                                 "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
-    if n_triplets <= 0:
-        raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
+    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
     own_file = is_data_path(dataset)  # decided once
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
