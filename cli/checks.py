@@ -9,11 +9,11 @@ library are the registered spellings.
 
 from __future__ import annotations
 
-from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs, check_n_triplets,
-                                  check_params, resolve_name)
+from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs,
+                                  check_params, check_train_settings, resolve_name)
 
 __all__ = ["algorithm_name", "dataset_name", "index_kind", "fast_param_values", "algorithm_params",
-           "positive", "seed", "fraction", "triplet_count", "jobs", "check_port_free"]
+           "positive", "fraction", "train_settings", "jobs", "check_port_free"]
 
 
 def algorithm_name(name: str) -> str:
@@ -89,17 +89,15 @@ def positive(value: int, option: str) -> int:
     return check_int(value, option, 1)
 
 
-def seed(value: int, option: str = "--seed") -> int:
-    return check_int(value, option, 0, 2**32 - 1)
-
-
 def fraction(value: float, option: str) -> float:
     """A share strictly between 0 and 1."""
     return check_float(value, option, 0, 1, low_open=True, high_open=True)
 
 
-def triplet_count(value: int, option: str = "--triplets") -> int:
-    return check_n_triplets(value, option)
+def train_settings(triplets: int, seed: int, train_fraction: float):
+    """``--triplets``, ``--seed`` and ``--train-fraction`` of ``train``, checked once into the
+    :class:`~sparsesim.validation.TrainSettings` that ``train_model`` takes as it is."""
+    return check_train_settings(triplets, seed, train_fraction)
 
 
 def jobs(value: int, option: str = "--n-jobs") -> int:

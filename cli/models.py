@@ -46,9 +46,7 @@ def train(
         raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
     algorithm = checks.algorithm_name(algorithm)
     checks.fast_param_values(params.get("*", {}))
-    checks.triplet_count(triplets)
-    checks.seed(seed)
-    checks.fraction(train_fraction, "--train-fraction")
+    settings = checks.train_settings(triplets, seed, train_fraction)
     dataset = checks.dataset_name(dataset)
     if max_model_bytes is not None:
         params.setdefault("*", {})["max_model_bytes"] = checks.model_bytes(algorithm, max_model_bytes, params.get("*", {}))
@@ -58,8 +56,7 @@ def train(
     bar, advance = progress_bar(triplets, f"training {algorithm}", show_progress(json_out),
                              loading=f"loading {dataset}")
     with bar:
-        summary = train_model(algorithm, dataset, out, n_triplets=triplets, seed=seed,
-                              params=params.get("*", {}), train_fraction=train_fraction, progress=advance,
+        summary = train_model(algorithm, dataset, out, settings=settings, params=params.get("*", {}), progress=advance,
                               data_options=data_file_options(zero_based, text_column, label_column, id_column),
                               overwrite=overwrite)
     if json_out:
@@ -119,10 +116,8 @@ def tune(
         raise InvalidInputError("tune takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
     algorithm = checks.algorithm_name(algorithm)
     checks.fast_param_values(params.get("*", {}))
-    checks.triplet_count(triplets)
-    checks.seed(seed)
+    settings = checks.train_settings(triplets, seed, train_fraction)
     checks.jobs(n_jobs)
-    checks.fraction(train_fraction, "--train-fraction")
     checks.fraction(validation_fraction, "--validation-fraction")
     dataset = checks.dataset_name(dataset)
     from sparsesim.registry import get_algorithm
@@ -143,9 +138,8 @@ def tune(
     if advance is not None:
         advance = total_progress(bar, advance)
     with bar:
-        summary = tune_model(algorithm, dataset, out, n_triplets=triplets, seed=seed, grid=parsed_grid,
-                             params=params.get("*", {}), n_jobs=n_jobs, train_fraction=train_fraction,
-                             validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
+        summary = tune_model(algorithm, dataset, out, settings=settings, grid=parsed_grid,
+                             params=params.get("*", {}), n_jobs=n_jobs, validation_fraction=validation_fraction, scheduler=scheduler, progress=advance,
                              validation=validation, overwrite=overwrite)
     if json_out:
         emit(summary)

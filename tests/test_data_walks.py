@@ -162,3 +162,94 @@ def test_ann_search_options_are_resolved_by_one_rule(corpus):
             call()
     with pytest.raises(InvalidInputError, match="unknown option"):
         index.search_metadata(k=3)
+
+
+def test_train_settings_are_checked_once_on_each_walk(tmp_path, monkeypatch, capsys):
+    """`sparsesim train`: ``--triplets``/``--seed``/``--train-fraction`` are checked once, by the
+    CLI before the library is imported, into the ``TrainSettings`` that ``train_model`` takes as it
+    is; a library caller's raw values are checked once, by ``train_model``."""
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.cli import checks
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.validation import check_train_settings
+    from clitools import run_cli
+
+    cli_calls = counting(monkeypatch, checks, "check_train_settings")
+    lib_calls = counting(monkeypatch, models_mod, "check_train_settings")
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "a.npz",
+                            "-n", "150", "--seed", "3", "--train-fraction", "0.6", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert (len(cli_calls), len(lib_calls)) == (1, 0)
+    summary = models_mod.train_model("oasis", "news20-sample", tmp_path / "b.npz", n_triplets=150, seed=3,
+                                     train_fraction=0.6)
+    assert (len(cli_calls), len(lib_calls)) == (1, 1)
+    assert summary["n_triplets"] == 150
+    a, b = np.load(tmp_path / "a.npz", allow_pickle=False), np.load(tmp_path / "b.npz", allow_pickle=False)
+    for key in a.files:  # the same run by either walk (same seed, same model)
+        if a[key].dtype.kind in "fi":  # the arrays (the JSON metadata holds the path and the time)
+            np.testing.assert_array_equal(a[key], b[key])
+    with pytest.raises(InvalidInputError, match="either as values or in settings, not both"):
+        models_mod.train_model("oasis", "news20-sample", tmp_path / "c.npz", n_triplets=10,
+                               settings=check_train_settings(150))
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "d.npz",
+                            "--train-fraction", "1"], monkeypatch, capsys)
+    assert code == 2 and err == "error: --train-fraction must be a number in (0, 1), got 1.0\n"
+
+
+def test_learning_query_checks_vectors_and_top_k_once(corpus, tmp_path, monkeypatch):
+    """`POST /query` on a `serve --learn` server: the request parser checks the vectors and
+    ``top_k`` once into ``CheckedQueries``, which the feedback learner uses as it is; a library
+    caller's raw rows and ``top_k`` are checked once, by the learner."""
+    pytest.importorskip("starlette", reason="the service needs the [serve] extra")
+    pytest.importorskip("httpx", reason="the test client needs httpx")
+    from starlette.testclient import TestClient
+
+    import sparsesim.feedback.learner as feedback_learner
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.service import QueryService, create_app
+    from sparsesim.validation import check_queries
+
+    X, _, model = corpus
+    build_index(model, X, kind="exact").save(tmp_path / "idx")
+    checks = counting(monkeypatch, feedback_learner, "check_queries")
+    service = QueryService(tmp_path / "idx", learn={"snapshot": tmp_path / "snap.npz"})
+    try:
+        with TestClient(create_app(service)) as client:
+            r = client.post("/query", json={"vectors": [{"indices": [3, 1, 3], "values": [1.0, 2.0, 0.5]}], "top_k": 4})
+            assert r.status_code == 200, r.text
+            assert len(checks) == 0  # the parser's check only
+            hits = r.json()["results"][0]
+            q = sp.csr_matrix((np.array([2.0, 1.5]), np.array([1, 3]), np.array([0, 2])), shape=(1, X.shape[1]))
+            ids, scores, _ = service.feedback.query(q, 4)  # a library caller: checked once, here
+            assert len(checks) == 1
+            assert [h["id"] for h in hits] == [int(i) for i in ids[0]]
+            np.testing.assert_allclose([h["score"] for h in hits], scores[0], rtol=1e-12)
+            r = client.post("/query", json={"vectors": [{"indices": [1], "values": [1.0]}], "top_k": 41})
+            assert r.status_code == 422 and "top_k must be between 1 and 40" in r.json()["error"]
+            with pytest.raises(InvalidInputError, match="top_k"):
+                service.feedback.query(q, 41)
+            with pytest.raises(InvalidInputError, match="not both"):
+                service.feedback.query(check_queries(q, 4, X.shape[1], 40), 4)
+    finally:
+        service.close()
+
+
+def test_tune_takes_the_same_checked_settings(tmp_path, monkeypatch, capsys):
+    """`sparsesim tune` builds the same ``TrainSettings`` before the library is imported and
+    ``tune_model`` takes it as it is; a library caller's values are checked by ``tune_model``,
+    before any data is read."""
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.cli import checks
+    from sparsesim.exceptions import InvalidParameterError
+    from clitools import run_cli
+
+    cli_calls = counting(monkeypatch, checks, "check_train_settings")
+    lib_calls = counting(monkeypatch, models_mod, "check_train_settings")
+    reads = counting(monkeypatch, models_mod, "load_labelled")
+    code, _, err = run_cli(["tune", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "t.npz", "-n", "400",
+                            "--grid", "C=0.1,1", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert (len(cli_calls), len(lib_calls), len(reads)) == (1, 0, 1)
+    with pytest.raises(InvalidParameterError, match=r"--train-fraction must be a number in \(0, 1\), got 1.5"):
+        models_mod.tune_model("oasis", "news20-sample", tmp_path / "u.npz", n_triplets=400, train_fraction=1.5)
+    assert (len(lib_calls), len(reads)) == (1, 1)

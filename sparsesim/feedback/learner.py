@@ -44,7 +44,7 @@ from ..models import BilinearSimilarity
 from ..persistence import file_state, replacing_unchanged
 from ..registry import make_estimator
 from ..topk import top_k_rows
-from ..validation import check_csr, check_float, check_int, check_params
+from ..validation import CheckedQueries, check_csr, check_float, check_int, check_params, check_queries
 from .candidates import CandidateStage
 from .questions import ActiveQuestions
 from .records import FeedbackRecords
@@ -177,13 +177,16 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
             raise InvalidInputError("the index's model normalises documents; feedback learning needs a "
                                     "non-normalising model")
         self.learner = learner if learner is not None else self._default_learner(base)
-        from ..learners.bilinear import BaseBilinear  # (imported here: the service imports this module at start)
+        # (imported here: the service imports this module at start)
+        from ..learners.bilinear import BaseBilinear
+        from ..learners.compact import CompactSSI
 
-        if not isinstance(self.learner, BaseBilinear):
+        if not isinstance(self.learner, (BaseBilinear, CompactSSI)):
             raise InvalidInputError(f"{type(self.learner).__name__} cannot continue from a saved model "
-                                    "(no start_from); use oasis, sors-* or adasors-*")
+                                    "(no start_from); use oasis, sors-*, adasors-* or ssi-dwuv")
         self.learner.start_from(start, self.X)
-        self._lowrank = self.learner.engine_.mode == OASIS_MODE  # OASIS versions: base + the steps as factors
+        # OASIS versions: base + the steps as factors; a compact model is published whole
+        self._lowrank = isinstance(self.learner, BaseBilinear) and self.learner.engine_.mode == OASIS_MODE
         self._factors: list[tuple] = []  # OASIS: (A, B) of batches applied but not yet published
         self._lock = threading.Lock()  # counters and snapshot facts
         self.n_received = counters["n_received"]
@@ -259,13 +262,17 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
         """Number of model versions published since start (0: the starting model)."""
         return self._published.number
 
-    def query(self, Q, top_k: int = 10, remember=None):
+    def query(self, Q, top_k: int | None = None, remember=None):
         """Top-k documents of each query row under the newest model version.
 
         Parameters
         ----------
-        Q : sparse matrix, shape (n_queries, n_features)
-        top_k : int, default 10
+        Q : sparse matrix, shape (n_queries, n_features), or CheckedQueries
+            Query rows, checked here; or rows and ``top_k`` checked already
+            (:func:`~sparsesim.validation.check_queries`, the service's request parser),
+            used as they are.
+        top_k : int, optional
+            Results per query (10 when not given); not given with a ``CheckedQueries``.
         remember : list, optional
             The queries as sent (one per row): kept with their results for :meth:`ask`.
 
@@ -277,9 +284,13 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
             The model version that answered.
         """
         current = self._published
-        Q = check_csr(Q, name="queries", n_features=self.index.n_features)
         n = self.X.shape[0]
-        k = check_int(top_k, "top_k", 1, n)
+        if isinstance(Q, CheckedQueries):
+            if top_k is not None:
+                raise InvalidInputError("give top_k in the CheckedQueries or as a value, not both")
+        else:
+            Q = check_queries(Q, 10 if top_k is None else top_k, self.index.n_features, n)
+        Q, k = Q.rows, Q.top_k
         with np.errstate(over="ignore", invalid="ignore"):  # overflowing scores are refused just below
             rows, vals = self._top_rows(current, Q, k, exact=n <= self.exact_limit)
         if not np.isfinite(vals).all():  # refused before it is remembered for ask()

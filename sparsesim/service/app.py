@@ -75,9 +75,9 @@ def create_app(service: QueryService):
     async def query(request):
         body = await read_body(request, limit)
         payload = parse_json(body)
-        Q, top_k, compare, snippets = service.parse(payload)
+        queries, compare, snippets = service.parse(payload)
         remember = payload.get("texts", payload.get("vectors"))
-        result = await anyio.to_thread.run_sync(service.search, Q, top_k, compare, snippets, remember,
+        result = await anyio.to_thread.run_sync(service.search, queries, None, compare, snippets, remember,
                                                 limiter=limiter)
         return answer(result)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..validation import is_finite_number
+from ..validation import CheckedQueries, is_finite_number
 
 __all__ = ["ServiceLimits", "RequestError", "QueryParsing", "read_body", "parse_json", "json_bytes", "top_k_of",
            "unknown_fields_message", "QUERY_FIELDS", "TOP_K_ALIASES"]
@@ -103,8 +103,11 @@ class QueryParsing:
     ``accepts_text`` and ``_cosine_T`` (``None`` when plain cosine is not available).
     """
 
-    def parse(self, payload) -> tuple[sp.csr_matrix, int, bool, bool]:
-        """Validate a /query payload; return (queries, top_k, compare, snippets) or raise RequestError."""
+    def parse(self, payload) -> tuple[CheckedQueries, bool, bool]:
+        """Validate a /query payload once; return (queries, compare, snippets) or raise RequestError.
+
+        ``queries`` holds the canonical query rows and ``top_k``, checked here: the search and the
+        feedback learner use them as they are."""
         lim = self.limits
         if not isinstance(payload, dict):
             raise RequestError(422, "the body must be a JSON object")
@@ -136,7 +139,7 @@ class QueryParsing:
         if len(items) > lim.max_queries:
             raise RequestError(422, f"at most {lim.max_queries} {name} per request, got {len(items)}")
         Q = self._texts(items) if has_texts else self._vectors(items)
-        return Q, int(top_k), flags[0], flags[1]
+        return CheckedQueries(rows=Q, top_k=int(top_k)), flags[0], flags[1]
 
     def _texts(self, texts) -> sp.csr_matrix:
         if not self.accepts_text:
@@ -148,7 +151,9 @@ class QueryParsing:
                 raise RequestError(422, f"texts[{i}] is empty")
             if len(text) > self.limits.max_text_chars:
                 raise RequestError(422, f"texts[{i}] is longer than {self.limits.max_text_chars} characters")
-        return self.model.transform(texts)
+        Q = sp.csr_matrix(self.model.transform(texts), dtype=np.float64)
+        Q.sum_duplicates()  # canonical form (sorted indices), as the vectors below
+        return Q
 
     def _vectors(self, vectors) -> sp.csr_matrix:
         d = self.index.n_features

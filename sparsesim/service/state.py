@@ -24,6 +24,7 @@ from ..feedback.snapshots import check_snapshot_target
 from ..indexes import plain_value
 from ..models import BilinearSimilarity
 from ..topk import top_k_rows
+from ..validation import CheckedQueries
 from .parsing import QueryParsing, RequestError, ServiceLimits
 
 #: seconds between two attempts to load a lost sharded index again from ``/health``
@@ -173,15 +174,20 @@ class QueryService(QueryParsing):
         self._last_internal = (time.monotonic(), cause[:200])
 
     # -- requests ---------------------------------------------------------------------------
-    def search(self, Q, top_k: int, compare: bool = False, snippets: bool = False, remember=None) -> dict:
+    def search(self, Q, top_k: int | None = None, compare: bool = False, snippets: bool = False,
+               remember=None) -> dict:
         """Top-k (learned similarity) per query row, plus plain cosine top-k when ``compare``.
 
-        When learning from feedback, the newest model version answers (``"version"``) and the
-        queries as sent (``remember``) are kept for ``/ask``.
+        ``Q`` is query rows with ``top_k``, or the :class:`~sparsesim.validation.CheckedQueries`
+        of :meth:`parse` (holding both, used as they are). When learning from feedback, the newest
+        model version answers (``"version"``) and the queries as sent (``remember``) are kept for
+        ``/ask``.
         """
         if self.feedback is not None:
             ids, scores, version = self.feedback.query(Q, top_k, remember=remember)
-        else:
+        if isinstance(Q, CheckedQueries):
+            Q, top_k = Q.rows, Q.top_k
+        if self.feedback is None:
             ids, scores = self._query(Q, top_k)
         if not np.isfinite(np.asarray(scores, dtype=np.float64)).all():
             raise RequestError(422, "the query's scores overflow float64 (values too large for this model); "

@@ -19,7 +19,7 @@ from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
-from ..validation import check_float, check_int, check_n_triplets
+from ..validation import TrainSettings, check_int, check_n_triplets, check_train_settings
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
 from ..data import is_data_path
@@ -29,7 +29,8 @@ from .corpus import (load_labelled, load_corpus, record_training, training_metad
 
 def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000,
                 seed: int = 0, params: dict | None = None, train_fraction: float = 0.7,
-                progress=None, data_options: dict | None = None, overwrite: bool = False) -> dict:
+                progress=None, data_options: dict | None = None, overwrite: bool = False,
+                settings: TrainSettings | None = None) -> dict:
     """Train ``algorithm`` on the per-class ``train_fraction`` split of ``dataset``; save to ``out``.
 
     ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`),
@@ -39,6 +40,10 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     ``data_options`` go to :func:`~sparsesim.data.load_dataset` (e.g. ``zero_based``,
     ``text_column``). The model records the feature-index base of an svmlight file, the text
     featuriser of a text corpus and the table columns, so later commands read data the same way.
+
+    ``n_triplets``, ``seed`` and ``train_fraction`` are checked here; a caller that checked them
+    already passes ``settings`` (:func:`~sparsesim.validation.check_train_settings`) instead,
+    which is used as it is.
 
     Returns
     -------
@@ -50,9 +55,7 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
                                 "algorithm (use `sparsesim experiment`)")
-    n_triplets = check_n_triplets(n_triplets, "--triplets")
-    seed = check_int(seed, "--seed", 0, 2**32 - 1)
-    train_fraction = check_float(train_fraction, "--train-fraction", 0, 1, low_open=True, high_open=True)
+    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
     own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
@@ -78,6 +81,16 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if notes:
         summary["warnings"] = notes
     return summary
+
+
+def _checked_settings(settings, n_triplets, seed, train_fraction) -> tuple[int, int, float]:
+    """The run's triplets, seed and training share: ``settings`` as they are (checked by the
+    caller), else the raw values checked once here."""
+    if settings is None:
+        settings = check_train_settings(n_triplets, seed, train_fraction)
+    elif (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
+        raise InvalidInputError("give n_triplets, seed and train_fraction either as values or in settings, not both")
+    return settings.n_triplets, settings.seed, settings.train_fraction
 
 
 def _model_size_warning(est, X) -> str | None:
@@ -139,7 +152,8 @@ def model_size(model) -> dict:
 def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets: int = 100_000, seed: int = 0,
                grid: dict | None = None, params: dict | None = None, n_jobs: int = 1, train_fraction: float = 0.7,
                validation_fraction: float = 0.2, scheduler: str | None = None, progress=None,
-               data_options: dict | None = None, validation: str = "documents", overwrite: bool = False) -> dict:
+               data_options: dict | None = None, validation: str = "documents", overwrite: bool = False,
+               settings: TrainSettings | None = None) -> dict:
     """Choose ``algorithm``'s parameters on the training split of ``dataset`` and save the final model.
 
     ``out`` follows the output-path policy (:func:`~sparsesim.persistence.check_output_path`;
@@ -152,6 +166,9 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     ``validation="classes"`` scores trials on classes held out whole from the search's training
     part (for models meant for classes unseen in training; similarity learners only).
 
+    ``n_triplets``, ``seed`` and ``train_fraction`` are checked here, or given checked as
+    ``settings`` (:func:`~sparsesim.validation.check_train_settings`), used as they are.
+
     Returns
     -------
     dict
@@ -162,8 +179,7 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     if spec.kind not in ("similarity", "baseline", "multitask-similarity", "multitask-classifier"):
         raise InvalidInputError(f"tune_model has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
                                 "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
-    if n_triplets <= 0:
-        raise InvalidInputError(f"--triplets must be positive, got {n_triplets}")
+    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
     own_file = is_data_path(dataset)  # decided once
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
