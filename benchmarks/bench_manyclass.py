@@ -162,7 +162,9 @@ def main(argv=None) -> int:
     rows = []
     for config in args.config:
         name, algorithm, params, scale = parse_config(config)
-        kwargs = dict(params, n_triplets=args.triplets, random_state=args.seed)
+        accepted = make_estimator(algorithm).get_params()
+        kwargs = dict(params, **{k: v for k, v in (("n_triplets", args.triplets), ("random_state", args.seed))
+                                 if k in accepted})
         if scale:
             resolved = make_estimator(algorithm, **kwargs).resolve_params(Xf)
             kwargs.update({key: resolved[key] * mult for key, mult in scale.items()})

@@ -56,7 +56,10 @@ but never less than ``MODEL_SIZE_FLOOR_BYTES`` (128 MiB, so small corpora are no
 the measurement in docs/quality.md, "Model size").
 
 The bilinear factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
-(README, "Choosing parameters"). Explicit parameters always win; the values used are kept in
+(README, "Choosing parameters"). On corpora of many classes with few documents each the SORS
+rule stays below OASIS's, and no multiplier of ``eta`` or ``lam`` nor the ``1/sqrt(t)`` schedule
+measured on three such test beds closes the gap (docs/quality.md, "Many classes";
+``benchmarks/bench_manyclass.py``). Explicit parameters always win; the values used are kept in
 the estimator's ``resolved_params_``, the model file's metadata and ``--json`` output.
 """
 
