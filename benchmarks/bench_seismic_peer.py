@@ -6,9 +6,9 @@ search parameters its grid search found best (``experiments/best_configs/`` of i
 MS MARCO with SPLADE-family encoders): ``n_postings`` 2000–3000, ``centroid_fraction`` 0.1–0.2,
 ``summary_energy`` 0.4–0.5, ``max_fraction`` 4.0, ``min_cluster_size`` 2 or 10, ``doc_cut`` 15,
 half-precision values; searched with ``query_cut`` 10 and ``heap_factor`` 0.7–0.9. This module
-builds the compressed form of that index (``SeismicIndexDotVByte``: delta/variable-byte document
-ids) for both published build settings of :data:`BUILD_GRID` and searches each with every
-setting of :data:`SEARCH_GRID` (the published query settings and their neighbours). For each
+builds the compressed form of that index (``SeismicIndexDotVByte``: the documents' sparse
+vectors in its DotVByte encoding) for both published build settings of :data:`BUILD_GRID` and
+searches each with every setting of :data:`SEARCH_GRID` (the published query settings and their neighbours). For each
 target recall (0.95, 0.99) the peer's fastest setting meeting it is compared with the ann
 index's fastest setting of its calibration grid meeting it, both chosen on the same queries and
 timed the same way (best of ``repeats`` after a warm-up, one thread). The peer searches the raw corpus with the expanded query Mᵀq cut to its heaviest
