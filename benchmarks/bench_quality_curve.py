@@ -117,12 +117,13 @@ def _plot(args, rows):
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     lines = sorted({(r["method"], r["sampler"]) for r in rows})
+    colours = {m: f"C{i}" for i, m in enumerate(sorted({m for m, _ in lines}))}
     for ax, key, label in zip(axes, ("map", "ap@10"), ("test MAP (%)", "test AP@10 (%)")):
         for method, sampler in lines:
             pts = sorted((r["n_triplets"], r[key]) for r in rows if (r["method"], r["sampler"]) == (method, sampler))
             name = method if sampler == "-" else f"{method}, {sampler}"
             style = "--" if sampler == "uniform" else "-"
-            ax.plot(*zip(*pts), style, marker="o" if method == "proxy-ssi" else "s", label=name)
+            ax.plot(*zip(*pts), style, color=colours[method], marker="o" if sampler == "uniform" else "s", label=name)
         ax.set_xscale("log")
         ax.set_xlabel("triplets")
         ax.set_ylabel(label)
