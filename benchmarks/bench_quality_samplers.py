@@ -21,6 +21,7 @@ import numpy as np
 
 from sparsesim.data import load_dataset
 from sparsesim.evaluation import evaluate_retrieval
+from sparsesim.model_files import model_nbytes
 from sparsesim.registry import make_estimator
 from sparsesim.triplets import stratified_split, usable_rows
 
@@ -54,7 +55,8 @@ def main(argv=None):
     fit_idx, val_idx = (usable[part] for part in stratified_split(ytr[usable], 0.7, args.seed))
     out = ROOT / "benchmarks" / "out" / f"bench_quality_samplers_{args.dataset}.json"
     rows = json.loads(out.read_text())["rows"] if out.exists() else []
-    done = {(r["learner"], r["config"], r["n_triplets"]) for r in rows}
+    # rows measured before the model-size bound existed say max_model_bytes: null (no bound)
+    done = {(r["learner"], r["config"], r["n_triplets"]) for r in rows if r.get("max_model_bytes")}
     for learner in args.learners:
         for name in args.configs:
             if (learner, name, args.n_triplets) in done:
@@ -72,7 +74,9 @@ def main(argv=None):
             rows.append({"learner": learner, "config": name, "params": CONFIGS[name], "n_triplets": args.n_triplets,
                          "validation_map": 100 * r["map"], "validation_ap@10": 100 * r["ap@10"],
                          "n_updates": int(est.n_updates_), "n_triplets_seen": int(est.n_triplets_seen_),
-                         "fit_seconds": seconds, "traced_peak_bytes": int(peak), "model_entries": int(model.W.nnz)})
+                         "fit_seconds": seconds, "traced_peak_bytes": int(peak), "model_entries": int(model.W.nnz),
+                         "model_bytes": int(model_nbytes(model)),
+                         "max_model_bytes": est.resolved_params_["max_model_bytes"]})
             print(rows[-1], flush=True)
             del est, model
             out.parent.mkdir(exist_ok=True)

@@ -153,7 +153,7 @@ class BilinearEngine(WritableOnUnpickle):
         """Scores ``X[a] M X[b]^T`` of the rows ``pairs[t] = (a, b)`` of CSR ``X`` under the current M.
 
         Reads the store in place (:func:`~sparsesim.engine.bilinear_score.score_pairs_store`: no copy
-        of M, d floats of scratch); the model is unchanged. Pairs sharing an anchor should be
+        of M, d integers of scratch); the model is unchanged. Pairs sharing an anchor should be
         consecutive.
         """
         pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
@@ -162,7 +162,7 @@ class BilinearEngine(WritableOnUnpickle):
             return out
         st = self.store
         self.schedule.ensure(st.step)
-        scratch = np.zeros(self.d)
+        scratch = np.full(self.d, -1, np.int64)
         score_pairs_store(st.table, st.rows, st.diag, st.diag_last, st.diag_aux, X.indptr, X.indices, X.data,
                           st.relabel, pairs, st.step, self.schedule.cum, self.lam, self.delta,
                           self.prox_diag and self.mode != OASIS, scratch, out)

@@ -316,6 +316,11 @@ class OASIS(SampledFit, BaseBilinear):
         How :meth:`fit` chooses each triplet's negative: the SORS protocol's uniform one, or one
         mined from a pool of ``pool_size`` other-class documents ranked by the model being trained
         (:mod:`sparsesim.sampling`; docs/quality.md, "Triplet samplers"). The update rule is the same.
+        Measured on a validation split of the training data (SORS-I), ``"semihard"`` gained 4.5 and
+        5.6 MAP on news20 and 1.8 and 2.5 on Reuters-21578 at 10^4 and 3*10^4 triplets, for 2-5x
+        the fit time; uniform given that time in more triplets came within 0.8 MAP of it or
+        beat it, so the default stays uniform. Mine when the number of triplets, not the fit
+        time, is the limit.
     pool_size : int, default 16
         Candidate negatives ranked per anchor by a mining ``sampler``.
     n_passes : int, default 1
