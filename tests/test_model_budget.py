@@ -72,6 +72,46 @@ def test_store_truncation_matches_the_csr_rule(layout):
     assert truncate_store(store, k) == 0  # within the budget: nothing to do
 
 
+def reference_cut(store, k):
+    """The rule written plainly: the k largest nonzero magnitudes of the pool stay, entries equal
+    to the k-th largest kept in row (slot) order; returns the slots that stay."""
+    cols, vals, _, _ = store.views()
+    live = [(i, s) for i in range(store.d) for s in range(store.rows[i, 0], store.rows[i, 0] + store.rows[i, 1])
+            if cols[s] >= 0 and vals[s] != 0.0]
+    mags = np.array([abs(float(vals[s])) for _, s in live])
+    threshold = np.sort(mags)[::-1][k - 1]
+    ties = k - int(np.count_nonzero(mags > threshold))
+    kept = []
+    for (i, s), a in zip(live, mags):
+        if a > threshold or (a == threshold and ties > 0):
+            ties -= a == threshold
+            kept.append(s)
+    return kept
+
+
+@pytest.mark.parametrize("layout", ["plain", "row_lazy", "lazy_aux"])
+@pytest.mark.parametrize("k_share", [0.05, 0.5, 0.93])
+def test_store_truncation_with_ties_matches_the_plain_rule(layout, k_share):
+    # many equal magnitudes (values from a few levels, both signs), several levels inside one
+    # float32 bin: the bin-wise cut must keep exactly what the plain rule keeps
+    d = 50
+    W = random_square(d, 0.4, seed=11)
+    rng = np.random.default_rng(5)
+    levels = np.array([1e-9, 0.25, 0.5, 0.5 + 1e-12, 0.5 + 2e-12, 1.0, 3.0])
+    W.data = levels[rng.integers(0, levels.size, W.data.size)] * rng.choice([-1.0, 1.0], W.data.size)
+    store = RowStore(d, layout, 1.0, 16, compact=False)
+    store.load_csr(W, 1.0)
+    n = offdiag_nnz(W)
+    k = max(1, int(n * k_share))
+    want = sorted(reference_cut(store, k))
+    removed = truncate_store(store, k)
+    cols, vals, _, _ = store.views()
+    got = sorted(s for i in range(d) for s in range(store.rows[i, 0], store.rows[i, 0] + store.rows[i, 1])
+                 if cols[s] >= 0 and vals[s] != 0.0)
+    assert removed == n - k
+    assert got == want
+
+
 @pytest.mark.parametrize("cls", [OASIS, SORS, AdaSORS])
 def test_an_explicit_budget_holds_and_is_recorded(cls, sample, tmp_path):
     limit = 600_000
