@@ -75,9 +75,12 @@ def run(out: Path, datasets, algorithms, seeds: str, params: list[str], tag: str
 
 
 def load(out: Path, dataset: str, name: str) -> list[dict] | None:
-    """The result rows of ``name`` (an algorithm, optionally followed by its tag)."""
-    path = out / f"bench_quality_open_{dataset}_{name}.json"
-    return json.loads(path.read_text())["results"] if path.exists() else None
+    """The result rows of ``name`` (an algorithm, optionally followed by its tag); without a run of
+    this script, those of ``bench_baselines.py``'s open-set run of the same command, if any."""
+    for path in (out / f"bench_quality_open_{dataset}_{name}.json", out / f"baselines_{dataset}_open_{name}.json"):
+        if path.exists():
+            return json.loads(path.read_text())["results"]
+    return None
 
 
 def _entries(row) -> str:
