@@ -79,11 +79,14 @@ def load(out: Path, dataset: str, name: str) -> list[dict] | None:
     this script, those of ``bench_baselines.py``'s open-set run of the same command, if any."""
     for path in (out / f"bench_quality_open_{dataset}_{name}.json", out / f"baselines_{dataset}_open_{name}.json"):
         if path.exists():
-            return json.loads(path.read_text())["results"]
+            rows = json.loads(path.read_text())["results"]
+            return [dict(r, source=path.name) for r in rows]
     return None
 
 
 def _entries(row) -> str:
+    if row["algorithm"] in ("bm25", "cosine"):
+        return "—"
     nnz = row.get("nnz")
     if nnz is None:
         nnz = row.get("model_bytes", 0) // 8 if row["algorithm"] not in ("bm25", "cosine") else 0
@@ -112,7 +115,9 @@ def table(out: Path, datasets, names) -> str:
         entries = " / ".join(_entries(found[d][n][0]) if found[d][n] else "—" for d in datasets)
         fits = " / ".join(f"{np.mean([r['train_seconds'] for r in found[d][n]]):.0f}" if found[d][n] else "—"
                           for d in datasets)
-        lines.append(f"| {n} | " + " | ".join(cell(d, n) for d in datasets) + f" | {entries} | {fits} |")
+        older = [d for d in datasets if found[d][n] and found[d][n][0]["source"].startswith("baselines_")]
+        mark = f" ({', '.join(older)}: bench_baselines.py run)" if older else ""
+        lines.append(f"| {n}{mark} | " + " | ".join(cell(d, n) for d in datasets) + f" | {entries} | {fits} |")
     lines.append("")
     for d in datasets:
         seeds = sorted({r["seed"] for rs in found[d].values() if rs for r in rs})
