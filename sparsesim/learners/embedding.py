@@ -111,12 +111,11 @@ class ProxySSI(TripletLearner):
         classes (at least two; the model will serve unseen classes), or nothing (``n_epochs``
         passes, alpha = 1 when ``"auto"``).
     validation_fraction : float, default 0.15
-    validation_folds : int, default 3
+    validation_folds : int, default 1
         With ``validation="classes"``: that many disjoint sets of held-out classes (fewer when the
-        classes run out), one model trained per set (each costs one more fit); the pass, alpha,
-        gamma and beta kept are those of the best criterion summed over the sets (three sets hold
-        out about half of the classes in turn instead of 15%, a steadier choice). Ignored with
-        ``validation="documents"``.
+        classes run out), one model trained per set (each costs one more fit and its held-out
+        scoring); the pass, alpha, gamma and beta kept are those of the best criterion summed over
+        the sets. Ignored with ``validation="documents"``.
     refit : bool, default True
         After the choice, train again on all documents for the chosen number of passes.
     n_triplets : int, optional
@@ -170,7 +169,7 @@ class ProxySSI(TripletLearner):
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
                  validation_fraction=0.15, refit=True, n_triplets=None, random_state=None, lexical_power="auto",
-                 criterion="map+ap@10", validation_folds=3, lexical_idf="auto"):
+                 criterion="map+ap@10", validation_folds=1, lexical_idf="auto"):
         self.n_components = n_components
         self.scale = scale
         self.learning_rate = learning_rate
