@@ -2,8 +2,10 @@
 
 Closed set: ``stratified_split(y, 0.7, seed)``; every method learns from the training documents;
 test documents query test documents (``evaluate_retrieval``, same-label relevance).
-Open set: the classes are split in half with ``seed`` (seen / unseen); methods learn from the
-training documents of the seen classes; test documents of the unseen classes query each other.
+Open set: the classes are split in half with ``seed`` (``class_split(y, 0.5, seed)``, the split of
+``sparsesim experiment --option unseen_classes=0.5``); methods learn from the training documents of
+the seen classes; test documents of the unseen classes query each other. The open-set table of
+docs/quality.md comes from ``benchmarks/bench_quality_open.py`` (every row one ``experiment`` run).
 
 Baselines are the registered ones, computed in the same run with their defaults: cosine (tf-idf),
 BM25 (bm25s, on raw term counts), LSA (TruncatedSVD), linear-SVM decision scores, logistic-regression
@@ -35,7 +37,7 @@ from sparsesim.data import load_dataset
 from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.evaluation import evaluate_retrieval
 from sparsesim.registry import make_estimator
-from sparsesim.triplets import stratified_split
+from sparsesim.triplets import class_split, stratified_split
 
 OUT = Path(__file__).parent / "out"
 
@@ -102,12 +104,12 @@ def learner(Xtr, ytr, Xte, yte, seed, params):
 
 
 def split(y, protocol, seed):
+    """The documents of ``sparsesim experiment``'s split for ``seed`` (open: ``--option unseen_classes=0.5``)."""
     train, test = stratified_split(y, 0.7, seed)
     if protocol == "closed":
         return train, test
-    classes = np.unique(y)
-    seen = np.random.default_rng(seed).permutation(classes)[: classes.size // 2]
-    return train[np.isin(y[train], seen)], test[~np.isin(y[test], seen)]
+    seen, unseen = class_split(y, 0.5, seed=seed)
+    return train[np.isin(y[train], seen)], test[np.isin(y[test], unseen)]
 
 
 def main(argv=None):

@@ -73,17 +73,22 @@ def _row_normalize(X: sp.csr_matrix) -> sp.csr_matrix:
     return (sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X).tocsr()
 
 
-def lexical_rows(X: sp.csr_matrix, power: float) -> sp.csr_matrix:
-    """``sign(X) |X|^power`` entry by entry (same sparsity), rows then L2-normalised.
+def lexical_rows(X: sp.csr_matrix, power: float, weights=None) -> sp.csr_matrix:
+    """``sign(X) |X|^power`` entry by entry (same sparsity), times ``weights[j]`` in column j when
+    given, rows then L2-normalised.
 
     Examples
     --------
     >>> import scipy.sparse as sp
     >>> lexical_rows(sp.csr_matrix([[0.0, 0.36, 0.64]]), 0.5).toarray().round(2).tolist()
     [[0.0, 0.6, 0.8]]
+    >>> lexical_rows(sp.csr_matrix([[0.0, 0.36, 0.64]]), 0.5, weights=np.array([1.0, 4.0, 1.0])).toarray().round(2).tolist()
+    [[0.0, 0.95, 0.32]]
     """
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)  # entries stay in their order
     data = np.sign(X.data) * np.abs(X.data) ** power
+    if weights is not None:
+        data *= np.asarray(weights, dtype=np.float64)[X.indices]
     counts = np.diff(X.indptr)
     norms = np.sqrt(np.bincount(np.repeat(np.arange(X.shape[0]), counts), weights=data * data,
                                 minlength=X.shape[0]))
@@ -115,6 +120,10 @@ class EmbeddingSimilarity(TextQueries):
     lexical_power : float in (0, 1], default 1.0
         gamma of the identity part: it compares ``l(x)``, the rows ``n(x)`` raised entry-wise to
         gamma (sign kept) and L2-normalised; 1 compares ``n(x)`` itself.
+    lexical_weights : array, shape (n_features,), optional
+        Positive per-feature weights of the identity part: ``l(x)`` is ``n(x)`` raised to gamma,
+        times ``lexical_weights[j]`` in feature j, then L2-normalised (e.g. an idf power, so
+        rare terms weigh more than TF-IDF alone makes them).
 
     Examples
     --------
@@ -129,7 +138,7 @@ class EmbeddingSimilarity(TextQueries):
 
     def __init__(self, P, bias=None, activation: str = "linear", normalize: bool = False,
                  normalize_embedding: bool = False, identity_weight: float = 0.0, metadata: dict | None = None,
-                 featurizer: TextFeaturizer | None = None, lexical_power: float = 1.0):
+                 featurizer: TextFeaturizer | None = None, lexical_power: float = 1.0, lexical_weights=None):
         if sp.issparse(P):
             raise InvalidInputError("P must be a dense (n_features, n_components) array, got a sparse matrix")
         try:
@@ -163,8 +172,18 @@ class EmbeddingSimilarity(TextQueries):
             raise InvalidInputError(f"lexical_power must be a real number, got {bounded(repr(lexical_power), 40)}") from None
         if not 0.0 < lexical_power <= 1.0:
             raise InvalidInputError(f"lexical_power must be in (0, 1], got {lexical_power}")
+        if lexical_weights is not None:
+            try:
+                lexical_weights = np.array(lexical_weights, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise InvalidInputError(f"lexical_weights must hold real numbers ({bounded(exc, 120)})") from None
+            if lexical_weights.shape != (P.shape[0],):
+                raise InvalidInputError(f"lexical_weights must have shape ({P.shape[0]},), got {lexical_weights.shape}")
+            if not (np.all(np.isfinite(lexical_weights)) and np.all(lexical_weights > 0)):
+                raise InvalidInputError("lexical_weights must be finite and positive")
         self.P = P
         self.bias = bias
+        self.lexical_weights = lexical_weights
         self.activation = activation
         self.normalize = bool(normalize)
         self.normalize_embedding = bool(normalize_embedding)
@@ -188,8 +207,8 @@ class EmbeddingSimilarity(TextQueries):
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the model's arrays (P and bias; the text featuriser not counted)."""
-        return int(self.P.nbytes + (0 if self.bias is None else self.bias.nbytes))
+        """Bytes of the model's arrays (P, bias, lexical weights; the text featuriser not counted)."""
+        return int(sum(a.nbytes for a in self._arrays().values()))
 
     # -- scoring --------------------------------------------------------------------------
     def _check(self, X, name) -> sp.csr_matrix:
@@ -214,17 +233,19 @@ class EmbeddingSimilarity(TextQueries):
 
     def lexical_rows(self, X: sp.csr_matrix) -> sp.csr_matrix:
         """The rows ``l(x)`` the identity part compares, from rows already in the model's form
-        ``n(x)`` (checked, normalised when ``normalize``): ``X`` itself when ``lexical_power`` is 1."""
-        if self.lexical_power == 1.0:
+        ``n(x)`` (checked, normalised when ``normalize``): ``X`` itself when ``lexical_power`` is 1
+        and there are no ``lexical_weights``."""
+        if self.lexical_power == 1.0 and self.lexical_weights is None:
             return X
-        return lexical_rows(X, self.lexical_power)
+        return lexical_rows(X, self.lexical_power, self.lexical_weights)
 
     def rows_from_lexical(self, L: sp.csr_matrix) -> sp.csr_matrix:
         """The rows ``n(x)`` back from their lexical rows ``l(x)`` (up to rounding; exact inverse of
         :meth:`lexical_rows` on normalising models, whose rows ``n(x)`` have unit norm)."""
-        if self.lexical_power == 1.0:
+        if self.lexical_power == 1.0 and self.lexical_weights is None:
             return L
-        return lexical_rows(L, 1.0 / self.lexical_power)
+        inverse = None if self.lexical_weights is None else 1.0 / self.lexical_weights
+        return lexical_rows(lexical_rows(L, 1.0, inverse), 1.0 / self.lexical_power)
 
     def embed(self, X, block_size: int = _BLOCK) -> np.ndarray:
         """The embeddings e(x) of the rows of ``X``: a dense ``(n_rows, n_components)`` array.
@@ -292,10 +313,12 @@ class EmbeddingSimilarity(TextQueries):
         arrays = {"P": self.P}
         if self.bias is not None:
             arrays["bias"] = self.bias
+        if self.lexical_weights is not None:
+            arrays["lexical_weights"] = self.lexical_weights
         return arrays
 
     def checksum(self) -> str:
-        """Hash of the model's arrays (P and bias)."""
+        """Hash of the model's arrays (P, bias, lexical weights)."""
         return arrays_checksum(self._arrays())
 
     def save(self, path: str | os.PathLike) -> dict:
@@ -318,8 +341,9 @@ class EmbeddingSimilarity(TextQueries):
         """Read a model written by :meth:`save`, verifying format, checksum, metadata schema and arrays.
 
         Nothing in the file is trusted: the metadata must match :data:`EMBEDDING_META_SCHEMA`; ``P``
-        must be a finite float64 array of exactly ``(n_features, n_components)`` and ``bias`` (present
-        exactly when ``has_bias``) a finite float64 array of ``(n_components,)``; nothing is coerced.
+        must be a finite float64 array of exactly ``(n_features, n_components)``, ``bias`` (present
+        exactly when ``has_bias``) a finite float64 array of ``(n_components,)`` and
+        ``lexical_weights`` (optional) a finite positive float64 array of ``(n_features,)``; nothing is coerced.
 
         Raises
         ------
@@ -346,11 +370,16 @@ class EmbeddingSimilarity(TextQueries):
         if bias is not None and (bias.dtype != np.float64 or bias.shape != (r,) or not np.all(np.isfinite(bias))):
             raise FileFormatError(f"{path}: bias must be a finite float64 array of shape ({r},), got a {bias.dtype} "
                                   f"array of shape {bounded(bias.shape, 60)}")
+        weights = arrays.pop("lexical_weights", None)
+        if weights is not None and (weights.dtype != np.float64 or weights.shape != (d,)
+                                    or not np.all(np.isfinite(weights)) or not np.all(weights > 0)):
+            raise FileFormatError(f"{path}: lexical_weights must be a finite positive float64 array of shape ({d},), "
+                                  f"got a {weights.dtype} array of shape {bounded(weights.shape, 60)}")
         featurizer = stored_featurizer(arrays, meta, path, d)
         if arrays:
             raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
         try:
-            return cls(P, bias=bias, activation=meta["activation"], normalize=meta["normalize"],
+            return cls(P, bias=bias, lexical_weights=weights, activation=meta["activation"], normalize=meta["normalize"],
                        normalize_embedding=meta["normalize_embedding"], identity_weight=meta["identity_weight"],
                        metadata=meta, featurizer=featurizer, lexical_power=meta.get("lexical_power") or 1.0)
         except InvalidInputError as exc:

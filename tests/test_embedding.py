@@ -275,17 +275,18 @@ def test_cli_evaluate_and_query_accept_an_embedding_model(tmp_path, monkeypatch,
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("gamma", [1.0, 0.5, 0.25])
-def test_lexical_power_scores_agree_with_dense_definition(gamma):
+@pytest.mark.parametrize("gamma,weighted", [(1.0, False), (0.5, False), (0.25, False), (1.0, True), (0.5, True)])
+def test_lexical_power_scores_agree_with_dense_definition(gamma, weighted):
     X, P, _ = problem(seed=5)
+    w = np.random.default_rng(1).uniform(0.5, 3.0, X.shape[1]) if weighted else None
     X = X.tolil()
     X[3, 2] = -0.4  # a negative value keeps its sign
     X = X.tocsr()
     model = EmbeddingSimilarity(P, normalize=True, normalize_embedding=True, identity_weight=0.7,
-                                lexical_power=gamma)
+                                lexical_power=gamma, lexical_weights=w)
     Xd = X.toarray()
     N = Xd / np.linalg.norm(Xd, axis=1, keepdims=True)
-    L = np.sign(N) * np.abs(N) ** gamma
+    L = np.sign(N) * np.abs(N) ** gamma * (1.0 if w is None else w)
     L /= np.linalg.norm(L, axis=1, keepdims=True)
     E = N @ P
     E /= np.linalg.norm(E, axis=1, keepdims=True)
@@ -311,3 +312,22 @@ def test_lexical_power_saved_checked_and_absent_means_one(tmp_path):
     for bad in (0.0, -0.5, 1.5, float("nan"), "half"):
         with pytest.raises(InvalidInputError, match="lexical_power"):
             EmbeddingSimilarity(P, lexical_power=bad)
+
+
+def test_lexical_weights_saved_checked_and_counted(tmp_path):
+    _, P, _ = problem()
+    w = np.linspace(1.0, 3.0, P.shape[0])
+    model = EmbeddingSimilarity(P, normalize=True, identity_weight=1.0, lexical_power=0.5, lexical_weights=w)
+    assert model.nbytes == P.nbytes + w.nbytes
+    model.save(tmp_path / "m.npz")
+    back = EmbeddingSimilarity.load(tmp_path / "m.npz")
+    np.testing.assert_array_equal(back.lexical_weights, w)
+    assert back.checksum() == model.checksum() != EmbeddingSimilarity(P, identity_weight=1.0).checksum()
+    assert EmbeddingSimilarity.load(hostile(tmp_path, "none", {"P": P})).lexical_weights is None
+    for name, bad in (("short", w[:-1]), ("zero", np.where(w > 2, 0.0, w)), ("nan", np.where(w > 2, np.nan, w)),
+                      ("negative", -w), ("int", np.ones(P.shape[0], dtype=np.int64))):
+        with pytest.raises(FileFormatError, match="lexical_weights"):
+            EmbeddingSimilarity.load(hostile(tmp_path, name, {"P": P, "lexical_weights": bad}))
+        if name != "int":
+            with pytest.raises(InvalidInputError, match="lexical_weights"):
+                EmbeddingSimilarity(P, lexical_weights=bad)

@@ -37,10 +37,13 @@ def _model(kind: str) -> EmbeddingSimilarity:
     if kind == "lexical":  # proxy-ssi's form: the identity part on rows raised to a power
         return EmbeddingSimilarity(0.3 * P, normalize=True, normalize_embedding=True, identity_weight=2.0,
                                    lexical_power=0.5)
+    if kind == "weighted":  # proxy-ssi's form with idf-like weights on the identity part
+        return EmbeddingSimilarity(0.3 * P, normalize=True, normalize_embedding=True, identity_weight=2.0,
+                                   lexical_power=0.75, lexical_weights=rng.uniform(1.0, 6.0, D))
     return EmbeddingSimilarity(0.3 * P, identity_weight=1.0)  # low-rank bilinear: M = I + P P^T
 
 
-KINDS = ["lsa", "classifier", "lowrank", "lexical"]
+KINDS = ["lsa", "classifier", "lowrank", "lexical", "weighted"]
 
 
 def _brute(model, Q, X, k):
@@ -81,7 +84,7 @@ def test_exact_equals_the_models_scores_and_ann_at_full_recall_equals_exact(corp
     assert np.mean(cscores >= kth) >= 0.9  # fresh queries: recall counting ties
 
 
-@pytest.mark.parametrize("kind", ["classifier", "lsa", "lexical"])
+@pytest.mark.parametrize("kind", ["classifier", "lsa", "lexical", "weighted"])
 @pytest.mark.parametrize("mmap", [False, True])
 def test_save_load_query_add_and_search(corpus, tmp_path, kind, mmap):
     X, Q = corpus

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sparsesim.embedding import EmbeddingSimilarity
 from sparsesim.engine.embedding_rules import ADAGRAD_EPS, proxy_rule, run_batch, triplet_rule
 from sparsesim.exceptions import SparsesimError
-from sparsesim.learners.embedding import ALPHA_GRID, LEXICAL_GRID, ProxySSI
+from sparsesim.learners.embedding import ALPHA_GRID, IDF_GRID, LEXICAL_GRID, ProxySSI
 from sparsesim.triplets import sors_triplets, stratified_split
 
 
@@ -150,8 +150,11 @@ def test_fit_beats_cosine_on_held_out_documents(sample):
     # the pass, alpha and gamma kept are the best of the held-out table (MAP + AP@10)
     epoch, best = max(((h["epoch"], t) for h in est.validation_ for t in h["scores"]),
                       key=lambda et: et[1]["map"] + et[1]["ap@10"])
-    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_) == (epoch, best["alpha"], best["lexical_power"])
+    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_, est.lexical_idf_) == \
+        (epoch, best["alpha"], best["lexical_power"], best["lexical_idf"])
     assert model.lexical_power == est.lexical_power_ in LEXICAL_GRID
+    assert est.lexical_idf_ in IDF_GRID
+    assert (model.lexical_weights is None) == (est.lexical_idf_ == 0.0)
     assert model.P.size <= 20 * Xtr.nnz
 
 
@@ -188,9 +191,9 @@ def test_class_folds_choose_on_the_summed_criterion(sample):
     total = {}
     for h in est.validation_:
         for t in h["scores"]:
-            key = (h["epoch"], t["alpha"], t["lexical_power"])
+            key = (h["epoch"], t["alpha"], t["lexical_power"], t["lexical_idf"])
             total[key] = total.get(key, 0.0) + t["map"]
-    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_) == max(total, key=total.get)
+    assert (est.n_epochs_, est.identity_weight_, est.lexical_power_, est.lexical_idf_) == max(total, key=total.get)
     fixed = ProxySSI(n_epochs=1, random_state=0, validation="classes", lexical_power=0.5).fit(Xtr, ytr)
     assert fixed.model_.lexical_power == 0.5
     assert {t["lexical_power"] for h in fixed.validation_ for t in h["scores"]} == {0.5}
@@ -199,7 +202,8 @@ def test_class_folds_choose_on_the_summed_criterion(sample):
 @pytest.mark.parametrize("params", [{"n_components": 0}, {"scale": -1.0}, {"negatives": "hardest"},
                                     {"validation": "folds"}, {"validation_fraction": 1.0}, {"n_epochs": 0},
                                     {"identity_weight": -0.5}, {"lexical_power": 0.0},
-                                    {"lexical_power": 2.0}, {"criterion": "ndcg"}, {"validation_folds": 0}])
+                                    {"lexical_power": 2.0}, {"criterion": "ndcg"}, {"validation_folds": 0},
+                                    {"lexical_idf": -1.0}, {"lexical_idf": float("nan")}])
 def test_bad_parameters_raise(sample, params):
     Xtr, ytr, _, _ = sample
     with pytest.raises(SparsesimError):
@@ -226,6 +230,23 @@ def test_resolved_params_record_the_choice(sample, tmp_path):
     est = ProxySSI(n_epochs=2, random_state=0, validation="classes").fit(Xtr, ytr)
     r = est.resolved_params_
     assert r == {"n_components": est.P_.shape[1], "scale": est.scale_, "identity_weight": est.identity_weight_,
-                 "lexical_power": est.lexical_power_, "n_epochs": est.n_epochs_}
+                 "lexical_power": est.lexical_power_, "lexical_idf": est.lexical_idf_, "n_epochs": est.n_epochs_}
     est.model_.save(tmp_path / "m.npz")
     assert EmbeddingSimilarity.load(tmp_path / "m.npz").metadata["resolved_params"] == r
+
+
+def test_idf_weights_of_the_identity_part(sample):
+    """lexical_idf=beta weights the identity part's rows by the fit documents' idf ** beta."""
+    Xtr, ytr, Xte, _ = sample
+    est = ProxySSI(n_epochs=1, random_state=0, lexical_idf=1.0, lexical_power=0.5, identity_weight=2.0).fit(Xtr, ytr)
+    df = np.asarray((Xtr != 0).sum(axis=0)).ravel()
+    idf = np.log((1.0 + Xtr.shape[0]) / (1.0 + df)) + 1.0
+    np.testing.assert_allclose(est.model_.lexical_weights, idf)
+    A = Xte[:5].toarray()
+    A = A / np.linalg.norm(A, axis=1, keepdims=True)
+    L = np.sign(A) * np.sqrt(np.abs(A)) * idf
+    L /= np.linalg.norm(L, axis=1, keepdims=True)
+    E = est.model_.embed(Xte[:5])
+    np.testing.assert_allclose(est.model_.score_matrix(Xte[:5], Xte[:5]), 2.0 * L @ L.T + E @ E.T, atol=1e-10)
+    none = ProxySSI(n_epochs=1, random_state=0, lexical_idf=0.0).fit(Xtr, ytr)
+    assert none.model_.lexical_weights is None

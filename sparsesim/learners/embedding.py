@@ -33,12 +33,14 @@ from ..triplets import stratified_split, usable_rows
 from ..validation import check_fit_matrix, check_labels, check_params
 from .base import TripletLearner
 
-__all__ = ["ProxySSI", "ALPHA_GRID", "LEXICAL_GRID"]
+__all__ = ["ProxySSI", "ALPHA_GRID", "LEXICAL_GRID", "IDF_GRID"]
 
 #: Mixing weights toward cosine that ``identity_weight="auto"`` chooses from on held-out data.
 ALPHA_GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 16.0, 256.0)
 #: Powers of the identity part's lexical rows that ``lexical_power="auto"`` chooses from.
 LEXICAL_GRID = (1.0, 0.75, 0.5)
+#: Powers of the idf weights of the identity part that ``lexical_idf="auto"`` chooses from.
+IDF_GRID = (0.0, 1.0)
 _VALIDATION = ("documents", "classes", "none")
 _CRITERIA = ("map", "map+ap@10")
 _NEGATIVES = ("semihard", "random")
@@ -94,6 +96,12 @@ class ProxySSI(TripletLearner):
         L2-normalised (1: cosine; 0.5 on TF-IDF rows: idf once, square-root term frequency, close
         to BM25). ``"auto"``: the value of :data:`LEXICAL_GRID` that ranks the held-out documents
         best, chosen with alpha (1.0 when nothing is held out).
+    lexical_idf : float >= 0 or "auto", default "auto"
+        beta: the identity part's rows are weighted by ``idf ** beta`` per feature before their
+        normalisation, idf computed from the documents given to ``fit``
+        (``log((1 + n) / (1 + df)) + 1``); 0: no weights. On TF-IDF rows beta = 1 counts a term's
+        idf twice, so rare shared terms weigh more. ``"auto"``: the value of :data:`IDF_GRID` that
+        ranks the held-out documents best, chosen with alpha and gamma (0 when nothing is held out).
     criterion : {"map+ap@10", "map"}, default "map+ap@10"
         What the held-out choice of pass, alpha and gamma maximises: the sum of MAP and AP@10
         (the whole ranking and its top), or MAP alone.
@@ -105,8 +113,9 @@ class ProxySSI(TripletLearner):
     validation_fraction : float, default 0.15
     validation_folds : int, default 1
         With ``validation="classes"``: that many disjoint sets of held-out classes (fewer when the
-        classes run out), one model trained per set (each costs one more fit); the pass, alpha and
-        gamma kept are those of the best criterion summed over the sets.
+        classes run out), one model trained per set (each costs one more fit and its held-out
+        scoring); the pass, alpha, gamma and beta kept are those of the best criterion summed over
+        the sets. Ignored with ``validation="documents"``.
     refit : bool, default True
         After the choice, train again on all documents for the chosen number of passes.
     n_triplets : int, optional
@@ -124,9 +133,12 @@ class ProxySSI(TripletLearner):
     n_epochs_ : int
         Passes of the returned model.
     lexical_power_ : float
+    lexical_idf_ : float
+    idf_ : ndarray of shape (n_features,) or None
+        The idf of the documents given to ``fit``.
     resolved_params_ : dict
         The values used: ``n_components``, ``scale`` and, after ``fit``, ``identity_weight``,
-        ``lexical_power`` and ``n_epochs`` (also in the model file's metadata and ``--json`` rows).
+        ``lexical_power``, ``lexical_idf`` and ``n_epochs`` (also in the model file's metadata and ``--json`` rows).
     validation_ : list of dict
         Per pass: its number, the held-out MAP at every alpha of :data:`ALPHA_GRID` (best gamma),
         and ``"scores"``: MAP and AP@10 at every (alpha, gamma).
@@ -147,7 +159,7 @@ class ProxySSI(TripletLearner):
     tune_by_fit = True
     _state_attrs = TripletLearner._state_attrs + ("P_", "proxies_", "GP_", "GC_", "identity_weight_", "n_epochs_",
                                                   "validation_", "classes_", "scale_", "lexical_power_",
-                                                  "resolved_params_")
+                                                  "resolved_params_", "lexical_idf_", "idf_")
     _fit_chunk = 1024
 
     @classmethod
@@ -157,7 +169,7 @@ class ProxySSI(TripletLearner):
     def __init__(self, n_components="auto", scale="auto", learning_rate=0.1, n_epochs=4, triplet_weight=0.0,
                  negatives="semihard", margin=0.2, identity_weight="auto", validation="documents",
                  validation_fraction=0.15, refit=True, n_triplets=None, random_state=None, lexical_power="auto",
-                 criterion="map+ap@10", validation_folds=1):
+                 criterion="map+ap@10", validation_folds=1, lexical_idf="auto"):
         self.n_components = n_components
         self.scale = scale
         self.learning_rate = learning_rate
@@ -174,6 +186,7 @@ class ProxySSI(TripletLearner):
         self.lexical_power = lexical_power
         self.criterion = criterion
         self.validation_folds = validation_folds
+        self.lexical_idf = lexical_idf
 
     _OPEN = {"low_open": True}
     _param_spec = {
@@ -184,6 +197,7 @@ class ProxySSI(TripletLearner):
         "validation_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}), "refit": ("bool",),
         "n_triplets": ("int?", 1, None), "lexical_power": ("float", 0, 1, {"low_open": True}),
         "criterion": ("choice", _CRITERIA), "validation_folds": ("int", 1, 100),
+        "lexical_idf": ("float", 0, 16),
     }
 
     def _width(self, X) -> int:
@@ -209,9 +223,16 @@ class ProxySSI(TripletLearner):
         self.scale_ = self._scale(n_classes)
         self.identity_weight_ = 1.0 if isinstance(self.identity_weight, str) else float(self.identity_weight)
         self.lexical_power_ = 1.0 if isinstance(self.lexical_power, str) else float(self.lexical_power)
+        self.lexical_idf_ = 0.0 if isinstance(self.lexical_idf, str) else float(self.lexical_idf)
+        self.idf_ = getattr(self, "idf_", None)  # set by fit from its documents, kept across its fits
         self.n_epochs_ = 0
         self.validation_ = []
         self.resolved_params_ = {"n_components": int(r), "scale": float(self.scale_)}
+
+    def _weights(self, beta: float):
+        """The identity part's per-feature weights ``idf ** beta`` (None: beta = 0 or no idf yet)."""
+        idf = getattr(self, "idf_", None)
+        return None if beta == 0.0 or idf is None else idf ** float(beta)
 
     def _update(self, X, triplets, signs, classes=None, normalized=False):
         Xn = X if normalized else _row_normalised(X)
@@ -336,6 +357,8 @@ class ProxySSI(TripletLearner):
         codes = codes.reshape(-1).astype(np.int64)
         Xn = _row_normalised(X)
         width = self._width(Xn)
+        df = np.bincount(Xn.indices, minlength=Xn.shape[1])
+        self.idf_ = np.log((1.0 + Xn.shape[0]) / (1.0 + df)) + 1.0
         rng = np.random.default_rng(self.random_state)
         split = self._holdout(codes, rng)
         history: list = []
@@ -344,9 +367,12 @@ class ProxySSI(TripletLearner):
         alphas = ALPHA_GRID if auto_alpha else (float(self.identity_weight),)
         auto_gamma = isinstance(self.lexical_power, str)
         gammas = LEXICAL_GRID if auto_gamma else (float(self.lexical_power),)
+        auto_beta = isinstance(self.lexical_idf, str)
+        betas = IDF_GRID if auto_beta else (float(self.lexical_idf),)
         epochs = self._passes(X.shape[0])
         alpha = 1.0 if auto_alpha else float(self.identity_weight)
         gamma = 1.0 if auto_gamma else float(self.lexical_power)
+        beta = 0.0 if auto_beta else float(self.lexical_idf)
         if split is not None:
             both = self.criterion == "map+ap@10"
             for fold, (tr, va) in enumerate(split):
@@ -354,22 +380,21 @@ class ProxySSI(TripletLearner):
                     va = np.sort(rng.choice(va, _MAX_VALIDATION_DOCS, replace=False))
                 Xva, yva = Xn[va], codes[va]
                 k = min(10, va.size - 1)
-                lexical = {}
-                for g in gammas:
-                    Lva = lexical_rows(Xva, g)
-                    lexical[g] = (Lva @ Lva.T).toarray()
+                lexical = {(g, b): lexical_rows(Xva, g, self._weights(b)) for g in gammas for b in betas}
                 ytr = np.unique(codes[tr], return_inverse=True)[1].reshape(-1).astype(np.int64)
 
                 def on_epoch(epoch, Xva=Xva, yva=yva, k=k, lexical=lexical, fold=fold):
                     Eva = _embed(Xva, self.P_)
                     emb = Eva @ Eva.T
                     scores = []
-                    for g in gammas:
+                    for (g, b), Lva in lexical.items():
+                        lex = (Lva @ Lva.T).toarray()  # one dense (held-out)^2 block at a time
                         for a in alphas:
-                            r = evaluate_retrieval(lambda q, a=a, g=g: a * lexical[g][q] + emb[q], yva, k=k)
-                            scores.append({"alpha": a, "lexical_power": g, "map": float(r["map"]),
+                            r = evaluate_retrieval(lambda q, a=a: a * lex[q] + emb[q], yva, k=k)
+                            scores.append({"alpha": a, "lexical_power": g, "lexical_idf": b, "map": float(r["map"]),
                                            "ap@10": float(r[f"ap@{k}"]),  # ap@k: a small held-out part has k < 10
                                            "criterion": float(r["map"]) + (float(r[f"ap@{k}"]) if both else 0.0)})
+                        del lex
                     maps = {a: max(t["map"] for t in scores if t["alpha"] == a) for a in alphas}
                     history.append({"fold": fold, "epoch": epoch, "map": maps, "scores": scores})
                     if progress is not None:
@@ -377,12 +402,12 @@ class ProxySSI(TripletLearner):
 
                 self._train(Xn[tr], ytr, int(ytr.max()) + 1, width, self._passes(tr.size), rng, on_epoch)
                 spent += float(getattr(self, "train_seconds_", 0.0))
-            total: dict = {}  # (epoch, alpha, gamma) -> criterion summed over the folds
+            total: dict = {}  # (epoch, alpha, gamma, beta) -> criterion summed over the folds
             for h in history:
                 for t in h["scores"]:
-                    key = (h["epoch"], t["alpha"], t["lexical_power"])
+                    key = (h["epoch"], t["alpha"], t["lexical_power"], t["lexical_idf"])
                     total[key] = total.get(key, 0.0) + t["criterion"]
-            epochs, alpha, gamma = max(total, key=total.get)
+            epochs, alpha, gamma, beta = max(total, key=total.get)
         if split is None or self.refit or epochs == 0:
             self._train(Xn, codes, classes.size, width, epochs, rng)
         else:  # the fit part alone, for the chosen passes
@@ -392,11 +417,12 @@ class ProxySSI(TripletLearner):
         self.train_seconds_ += spent
         self.identity_weight_ = float(alpha)
         self.lexical_power_ = float(gamma)
+        self.lexical_idf_ = float(beta)
         self.validation_ = history
         self.classes_ = classes
         self.resolved_params_ = {"n_components": int(width), "scale": float(self.scale_),
                                  "identity_weight": float(alpha), "lexical_power": float(gamma),
-                                 "n_epochs": int(self.n_epochs_)}
+                                 "lexical_idf": float(beta), "n_epochs": int(self.n_epochs_)}
         self._model_cache = None
         if progress is not None:
             progress(self.n_triplets_seen_)
@@ -434,7 +460,8 @@ class ProxySSI(TripletLearner):
                     "resolved_params": dict(getattr(self, "resolved_params_", {}))}
             self._model_cache = EmbeddingSimilarity(self.P_, activation="linear", normalize=True,
                                                     normalize_embedding=True, identity_weight=self.identity_weight_,
-                                                    lexical_power=self.lexical_power_, metadata=meta)
+                                                    lexical_power=self.lexical_power_, metadata=meta,
+                                                    lexical_weights=self._weights(self.lexical_idf_))
         return self._model_cache
 
     def score_matrix(self, Q, X):
