@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from sparsesim.experiments import load_experiment_file
-from sparsesim.experiments.paper import run_all
+from sparsesim.experiments.paper import full_size_notes, run_all
 from sparsesim.experiments.paper_verdicts import report_markdown, total_counts
 from sparsesim.persistence import dumps_strict
 
@@ -33,8 +33,9 @@ def merge(old: dict, new: dict) -> dict:
     by_name.update({it["name"]: it for it in new["items"]})
     every = load_experiment_file("paper-all")["include"]
     items = [by_name[n] for n in every if n in by_name]
+    not_run = [n for n in every if n not in by_name]
     return dict(new, items=items, counts=total_counts(items), seconds=old["seconds"] + new["seconds"],
-                not_run=[n for n in every if n not in by_name])
+                not_run=not_run, full_size=full_size_notes(not_run))
 
 
 def main(argv=None) -> None:

@@ -99,6 +99,29 @@ def test_a_table_may_not_score_a_grid_on_its_test_split():
         paper.check_item(spec)
     with pytest.raises(InvalidInputError, match="unknown"):
         paper.check_item(_item(colour="red"))
+    figure = _item(kind="figure")  # a figure's rows beside the paper's numbers are held to the same rule ...
+    figure["paper"]["runs"][0]["options"] = {"scale": {"C": [0.5, 2.0]}}
+    with pytest.raises(InvalidInputError, match="test split"):
+        paper.check_item(figure)
+    del figure["paper"]["runs"][0]["rows"]  # ... a sweep drawn as a figure, with no row judged, is not
+    paper.check_item(figure)
+
+
+def test_paper_runs_state_the_papers_settings(monkeypatch):
+    """A change of the library's defaults (the sampler, the model-size bound) cannot move a paper run:
+    the run passes the papers' values explicitly; a value the file sets (per learner or "*") wins."""
+    from sparsesim.learners.bilinear import OASIS
+
+    monkeypatch.setattr(OASIS.__init__, "__defaults__", tuple(
+        "semihard" if v == "uniform" else v for v in OASIS.__init__.__defaults__))
+    assert ALGORITHMS["oasis"].make().get_params()["sampler"] == "semihard"  # the default moved ...
+    params = paper.paper_params(["oasis", "sors-l1", "cosine"], {"sors-l1": {"max_model_bytes": "400MB"},
+                                                                 "*": {"n_passes": 2}})
+    est = ALGORITHMS["oasis"].make(**{**params.get("*", {}), **params["oasis"]})
+    assert est.get_params()["sampler"] == "uniform"  # ... the paper run's does not
+    assert est.get_params()["max_model_bytes"] is None and est.get_params()["n_passes"] == 2
+    assert params["sors-l1"]["max_model_bytes"] == "400MB" and "n_passes" not in params["sors-l1"]
+    assert "cosine" not in params
 
 
 @pytest.mark.parametrize("name", paper.paper_items())

@@ -10,7 +10,8 @@ one scoreboard (``{algorithm: {metric: (mean, std)}}``, :func:`scoreboard`) and 
 and writes the reproduction report (``reproduction.json`` and ``reproduction.md``).
 
 Keys of ``[paper]``: ``paper`` (a key of :data:`PAPERS`), ``item`` ("Table II"), ``kind``
-("table" or "figure"), ``caption``, ``metrics`` (list of ``{key, name, scale, higher, judged}``:
+("table" or "figure"), ``caption``, ``full_size`` (what size of the item has been run and why not the
+paper's, shown in the report while the item is not in it), ``metrics`` (list of ``{key, name, scale, higher, judged}``:
 our metric key, the paper's name for it, the factor from ours to the paper's units, whether higher
 is better, whether a number is judged — times are not), ``tolerance`` (in the paper's units),
 ``claims`` (the orderings the paper states, ``"a > b"`` or ``"metric: a > b"``), ``mode``
@@ -52,11 +53,15 @@ PAPERS = {
 # baselines the papers compare against that are not registered yet: their rows read "not attempted:
 # not registered" until they are (the shipped items may name them)
 PENDING = ("lmnn", "itml", "mtlmnn", "mtfl", "trml", "cw-col", "osmtl-e")
-PAPER_KEYS = ("paper", "item", "kind", "caption", "metrics", "tolerance", "claims", "runs", "budgets", "note", "figure")
+PAPER_KEYS = ("paper", "item", "kind", "caption", "metrics", "tolerance", "claims", "runs", "budgets", "note", "figure",
+              "full_size")
 FIGURES = ("search", "time_vs_ratio", "precision_at_k", "query_time")
 RUN_KEYS = ("column", "dataset", "substitution", "protocol", "algorithms", "seeds", "triplets", "params", "options",
             "quick", "rows", "note")
 SWEEP_OPTIONS = {"sors": ("grid", "scale")}  # options that score every point on the test split
+# constructor values every paper run states (unless its file sets another): the papers' learners keep
+# every entry of M, and learn from one pass of uniformly sampled triplets, last iterate
+PAPER_SETTINGS = {"max_model_bytes": None, "sampler": "uniform", "n_passes": 1, "averaging": False}
 
 
 def is_paper_file(spec: dict) -> bool:
@@ -98,9 +103,10 @@ def check_item(spec: dict, where: str = "experiment file") -> dict:
             get_protocol(run.get("protocol", "sors"))
         for key in SWEEP_OPTIONS.get(run.get("protocol", "sors"), ()):
             for opts in (_run_settings(run, False).get("options", {}), _run_settings(run, True).get("options", {})):
-                if opts.get(key) and not opts.get("tune") and item.get("kind") == "table":
+                if opts.get(key) and not opts.get("tune") and (item.get("kind") == "table" or run.get("rows")):
                     raise InvalidInputError(f"{where}: option {key!r} scores every point on the test split; a "
-                                            "table row must come from a selection on training data ('tune')")
+                                            "row beside the paper's numbers (a table's, or a figure's) must come "
+                                            "from a selection on training data ('tune')")
         for row in run.get("rows", []):
             if not row.get("name") or not row.get("algorithm"):
                 raise InvalidInputError(f"{where}: every row needs a name (the paper's) and an algorithm (ours)")
@@ -187,15 +193,33 @@ def _mean_rows(rows: list) -> dict:
     return out
 
 
-def _unbounded(algorithms, params: dict) -> dict:
-    """``params`` with the model-size bound off for every learner that has one: the papers' learners
-    keep every entry of M they learn (their sparsity is one of the reported results), so a paper
-    run does not apply the library's default bound unless its file sets one."""
+def paper_params(algorithms, params: dict) -> dict:
+    """``params`` with the papers' settings written out for every learner that has them, so a change
+    of the library's defaults cannot move a paper's numbers (a value the file sets, for the learner
+    or under ``"*"``, wins):
+
+    * no model-size bound (:data:`PAPER_SETTINGS`'s ``max_model_bytes``): the papers' learners keep
+      every entry of M they learn (their sparsity is one of the reported results);
+    * the papers' triplet stream: uniform sampling, one pass, the last iterate (no averaging).
+
+    Examples
+    --------
+    >>> p = paper_params(["oasis", "cosine"], {"oasis": {"max_model_bytes": "400MB"}})
+    >>> p["oasis"] == {"max_model_bytes": "400MB", "sampler": "uniform", "n_passes": 1, "averaging": False}
+    True
+    >>> "cosine" in p  # nothing of these to state
+    False
+    """
     out = {key: dict(value) for key, value in params.items()}
+    shared = out.get("*", {})
     for name in algorithms:
         spec = ALGORITHMS.get(name)
-        if spec is not None and "max_model_bytes" in spec.make().get_params():
-            out.setdefault(name, {}).setdefault("max_model_bytes", None)
+        if spec is None:
+            continue
+        names = spec.make().get_params()
+        for key, value in PAPER_SETTINGS.items():
+            if key in names and key not in shared:
+                out.setdefault(name, {}).setdefault(key, value)
     return out
 
 
@@ -209,7 +233,7 @@ def _run_protocol(settings: dict, out_dir: Path | None, n_jobs: int, cache: dict
         return dict(cache[key], reused=True)
     config = ExperimentConfig(dataset=settings["dataset"], algorithms=list(settings["algorithms"]),
                               seeds=[int(s) for s in settings.get("seeds", [0])], triplets=settings.get("triplets"),
-                              params=_unbounded(settings["algorithms"], settings.get("params", {})), n_jobs=n_jobs,
+                              params=paper_params(settings["algorithms"], settings.get("params", {})), n_jobs=n_jobs,
                               out_dir=out_dir,
                               options=dict(settings.get("options", {})))
     module = get_protocol(protocol)
@@ -288,6 +312,8 @@ def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_j
             entry["skipped"] = True
         elif settings.get("dataset") and known:
             settings["algorithms"] = [a for a in settings.get("algorithms", known) if a in ALGORITHMS] or known
+            if quick:  # the quick form runs fewer learners: their rows say so
+                entry["left_out"] = [a for a in known if a not in settings["algorithms"]]
             report = _run_protocol(settings, out, n_jobs, cache)
             board = scoreboard(entry["protocol"], report)
             entry["seconds"] = report.get("seconds")
@@ -469,13 +495,21 @@ def run_all(out_dir: Path | None = None, quick: bool = False, n_jobs: int = 1, i
         if progress is not None:
             progress(name)
         results.append(run_item(name, out_dir, quick=quick, n_jobs=n_jobs, cache=cache))
+    not_run = [n for n in every if n not in items]
     report = {"quick": bool(quick), "items": results, "counts": verdicts.total_counts(results),
               "rule": verdicts.RULE, "seconds": time.perf_counter() - start,
-              "not_run": [n for n in every if n not in items]}
+              "not_run": not_run, "full_size": full_size_notes(not_run)}
     if out_dir is not None:
         write_report(report, out_dir, "reproduction.json")
         (Path(out_dir) / "reproduction.md").write_text(verdicts.report_markdown(report))
     return report
+
+
+def full_size_notes(names) -> dict:
+    """``{item: its file's full_size note}`` for the items ``names``: what size of the item has been run
+    and why not the paper's (an item without a note is left out)."""
+    notes = {name: load_experiment_file(name)["paper"].get("full_size", "") for name in names}
+    return {name: text for name, text in notes.items() if text}
 
 
 def run_file(spec: dict, name: str, out_dir: Path | None, quick: bool, n_jobs: int) -> dict:
@@ -495,5 +529,5 @@ def format_report(report: dict) -> str:
     return verdicts.report_markdown(report) if "items" in report else verdicts.item_markdown(report)
 
 
-__all__ = ["PAPERS", "PENDING", "check_item", "format_report", "is_paper_file", "paper_items", "registered", "run_all",
-           "run_file", "run_item", "scoreboard", "write_figures"]
+__all__ = ["PAPERS", "PAPER_SETTINGS", "PENDING", "check_item", "format_report", "full_size_notes", "is_paper_file",
+           "paper_items", "paper_params", "registered", "run_all", "run_file", "run_item", "scoreboard", "write_figures"]

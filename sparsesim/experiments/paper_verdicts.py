@@ -65,7 +65,7 @@ def judge_rows(item: dict, run: dict, entry: dict, board: dict) -> list[dict]:
                 rec["ours"], rec["ours_std"] = scale * float(ours[0]), scale * float(ours[1] if ours[1] == ours[1] else 0)
             if alg in entry["not_registered"]:
                 verdict = "not attempted: not registered"
-            elif entry.get("skipped"):
+            elif entry.get("skipped") or alg in entry.get("left_out", ()):
                 verdict = "not attempted: not run at quick sizes"
             elif not entry["dataset"]:
                 verdict = "not attempted: data unavailable"
@@ -235,6 +235,10 @@ def report_markdown(report: dict) -> str:
                   f"{len(report['not_run']) + len(report['items'])} items; each runs with "
                   "`sparsesim experiment --config NAME`, and its quick form runs in the test suite): "
                   + ", ".join(f"`{n}`" for n in report["not_run"]) + "."]
+        notes = report.get("full_size") or {}
+        if notes:
+            lines += ["", "What of them has run, and why not at the papers' sizes:", ""]
+            lines += [f"* `{n}`: {notes[n]}" for n in report["not_run"] if n in notes]
     lines.append("")
     for it in report["items"]:
         lines.append(item_markdown(it, level=2))
