@@ -83,8 +83,17 @@ def _calibration_line(cal: dict) -> str:
     status = "met" if cal["met"] else "NOT met (most accurate setting kept)"
     chosen = f"chosen on {cal['selection']['n_queries']} queries, " if cal.get("selection") else ""
     return (f"{chosen}certified on {cal['n_queries']} others: recall@{cal['top_k']} {cal['recall']:.3f} "
-            f"(lower bound {cal['recall_lower_bound']:.3f}, target {cal['target_recall']} {status}) with {setting}, "
+            f"(lower bound {cal['recall_lower_bound']:.3f}{_weighted_note(cal)}, target {cal['target_recall']} "
+            f"{status}) with {setting}, "
             f"{cal['qps_one_thread']:.0f} queries/s on one thread")
+
+
+def _weighted_note(cal: dict) -> str:
+    weighted = cal.get("corpus_weighted")
+    if not weighted:
+        return ""
+    return (f"; weighted by corpus share of each stratum {weighted['recall']:.3f}, lower bound "
+            f"{weighted['recall_lower_bound']:.3f}")
 
 
 @index_app.command("calibrate")

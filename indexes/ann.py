@@ -342,6 +342,7 @@ class AnnIndex(CorpusIndex):
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),
                 "calibrated_recall_by_stratum": (cal.get("strata") or {}).get("recall"),
+                "calibrated_recall_corpus_weighted": cal.get("corpus_weighted"),
                 "calibrated_with_model": cal.get("model_checksum"), "model": self.model_checksum()}
 
     # -- storage (:mod:`sparsesim.indexes.ann_state`) ---------------------------------------

@@ -21,17 +21,21 @@ How it works (:func:`calibrate`):
    meets the target. Recall@k counts a returned document as a hit when its exact score reaches
    the k-th exact score (ties count).
 4. **Choice, on the selection sample only.** Among the settings whose recall minus 2 x 1.645
-   standard errors of the per-query recall meets the target (one 1.645 for the selection sample,
+   standard errors of the per-query recall meets the target, both on the balanced sample as drawn
+   and on its *corpus-weighted* estimate (each stratum's recall weighted by the stratum's share of
+   the corpus, variance sum W_h^2 s_h^2 / n_h: the standard stratified-sampling estimator,
+   :func:`corpus_weighted_summary`, so a dominant stratum with low recall cannot hide behind many
+   small ones) (one 1.645 for the selection sample,
    one for the certification sample to come, so that a setting truly at the margin passes
    certification), the one with the highest measured queries per CPU-second is chosen (the qualifying settings are re-timed, best
    of three, so one disturbed run on a shared machine does not decide). If none qualifies, the
    setting with the highest recall is chosen.
 5. **Certification, on the certification sample only.** The chosen setting alone is measured on
    the second sample, which played no part in the choice; the recorded recall, its one-sided 95%
-   lower bound (mean - 1.645 standard errors) and ``met`` (bound >= target) come from this
-   measurement. Being one pre-chosen setting on fresh queries, the bound needs no correction for
+   lower bound (mean - 1.645 standard errors), the corpus-weighted recall and its bound
+   (``corpus_weighted``), and ``met`` (both bounds >= target) come from this measurement. Being one pre-chosen setting on fresh queries, the bound needs no correction for
    the number of settings tried (the best of ~60 settings measured on the same queries would
-   overstate its recall: the winner's curse). The recall of each stratum is recorded too.
+   overstate its recall: the winner's curse). The recall of each stratum and its share of the corpus are recorded too.
 
 The record (:class:`dict`, stored in the index manifest under ``state.calibration``) names the
 setting, the certified recall and its bound, the queries/s, the number and source of the
@@ -53,7 +57,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 from sparsesim.validation import check_meta
 
 from .base import drop_own_rows, prepare_rows
-from .calibration_samples import corpus_strata, recall_by_stratum, stratified_split
+from .calibration_samples import corpus_strata, corpus_weighted_summary, recall_by_stratum, stratified_split
 from .exact import ExactIndex
 
 __all__ = ["calibrate", "exact_top_k", "recall_counting_ties", "check_target_recall", "check_record",
@@ -82,6 +86,8 @@ CALIBRATION_SCHEMA = {
     "rows": ("list?",),  # the corpus rows of the certification sample (held-out queries)
     "strata": ("dict?",),  # {"by": "label" | "cluster", "recall": {name: {"n": int, "recall": float}}}
     "selection": ("dict?",),  # the selection sample: n_queries, recall and bound of the chosen setting
+    # the recall of a query drawn in proportion to the corpus, estimated from the stratified sample
+    "corpus_weighted": ("dict?",),  # {"recall": float, "recall_lower_bound": float}
 }
 _SETTING_KEYS = ("n_postings", "sparse_pool", "dense_pool", "nprobe")
 
@@ -102,6 +108,13 @@ def check_record(record, what: str) -> dict:
                 and isinstance(v.get("recall"), (int, float)) and not isinstance(v.get("recall"), bool)
                 and 0.0 <= v["recall"] <= 1.0 for v in per.values()):
             raise FileFormatError(f"{what}: the calibration strata are not {{by, recall: {{name: {{n, recall}}}}}}")
+    weighted = record.get("corpus_weighted")
+    if weighted is not None and not (
+            isinstance(weighted.get("recall"), (int, float)) and not isinstance(weighted.get("recall"), bool)
+            and isinstance(weighted.get("recall_lower_bound"), (int, float))
+            and not isinstance(weighted.get("recall_lower_bound"), bool)
+            and 0.0 <= weighted["recall"] <= 1.0 and weighted["recall_lower_bound"] <= weighted["recall"] + 1e-12):
+        raise FileFormatError(f"{what}: the calibration corpus_weighted entry is not {{recall, recall_lower_bound}}")
     selection = record.get("selection")
     if selection is not None and not all(
             isinstance(selection.get(key), (int, float)) and not isinstance(selection.get(key), bool)
@@ -202,19 +215,31 @@ def _time_setting(index, Qp, kk, options, repeats):
     return result, max(best, 1e-9)
 
 
-def _measure_grid(index, Qp, kk, exclude, truth_scores, top_k, target):
+def _both_summaries(per_query, weighting):
+    """(recall, bound) of the sample as drawn, and of the corpus-weighted estimate when
+    ``weighting`` = (strata of the sample rows, strata of the corpus) is given (else the same)."""
+    recall, lower = summary(per_query)
+    if weighting is None:
+        return recall, lower, recall, lower
+    return (recall, lower) + corpus_weighted_summary(per_query, weighting[0], weighting[1], _Z_ONE_SIDED_95)
+
+
+def _measure_grid(index, Qp, kk, exclude, truth_scores, top_k, target, weighting=None):
     """Every setting of the grid on the prepared queries ``Qp`` (a family stops at its first
-    setting whose lower bound meets ``target``)."""
+    setting whose lower bounds meet ``target``, as drawn and corpus-weighted)."""
     measured = []
     for family in index.calibration_grid(top_k):
         for options in family:
             (rows, scores), cpu = _time_setting(index, Qp, kk, options, 1)
             _, scores = drop_own_rows(rows, scores, exclude, top_k)
             per_query = recall_counting_ties(scores, truth_scores)
-            recall, lower = summary(per_query)
-            # the margin for certification: lower bound minus another 1.645 standard errors
+            recall, lower, w_recall, w_lower = _both_summaries(per_query, weighting)
+            # the margin for certification: lower bound minus another 1.645 standard errors, on
+            # the balanced sample and on its corpus-weighted estimate alike
             measured.append({"setting": dict(options), "recall": recall, "recall_lower_bound": lower,
-                             "select_bound": 2 * lower - recall, "qps": Qp.shape[0] / cpu})
+                             "corpus_weighted": {"recall": w_recall, "recall_lower_bound": w_lower},
+                             "select_bound": min(2 * lower - recall, 2 * w_lower - w_recall),
+                             "qps": Qp.shape[0] / cpu})
             if measured[-1]["select_bound"] >= target:  # the rest of the family only costs more
                 break
     return measured
@@ -301,7 +326,9 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     exact_seconds = time.perf_counter() - start
 
     # 1. choose, on the selection sample only
-    measured = _measure_grid(index, Q_select, kk, select_rows, truth_select, top_k, target)
+    corpus = cert_rows is not None
+    weighting = (lambda rows: (strata[rows], strata)) if corpus else (lambda rows: None)
+    measured = _measure_grid(index, Q_select, kk, select_rows, truth_select, top_k, target, weighting(select_rows))
     qualifying = [e for e in measured if e["select_bound"] >= target]
     if qualifying:
         # re-time the five fastest candidates (best of three) before choosing
@@ -316,22 +343,25 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     (found, scores), cpu = _time_setting(index, Q_cert, kk, chosen["setting"], 1)
     _, scores = drop_own_rows(found, scores, cert_rows, top_k)
     per_query = recall_counting_ties(scores, truth_cert)
-    recall, lower = summary(per_query)
-    met = bool(lower >= target)
+    recall, lower, w_recall, w_lower = _both_summaries(per_query, weighting(cert_rows))
+    met = bool(lower >= target and w_lower >= target)
     if not met:
         warnings.warn(f"the search setting chosen for recall@{top_k} {target} reaches {recall:.3f} (lower bound "
-                      f"{lower:.3f}) on the certification queries; the target is not met (raise the target or "
+                      f"{lower:.3f}; weighted by the corpus share of each stratum {w_recall:.3f}, bound "
+                      f"{w_lower:.3f}) on the certification queries; the target is not met (raise the target or "
                       f"give explicit search parameters)", stacklevel=2)
-    corpus = cert_rows is not None
     return {"target_recall": target, "top_k": int(top_k), "met": met, "setting": chosen["setting"],
             "recall": recall, "recall_lower_bound": lower,
             "qps_one_thread": chosen["qps"], "n_queries": int(Q_cert.shape[0]), "queries": source,
             "random_state": random_state if corpus else None, "sample_seed": sample_seed if corpus else None,
             "hits": hits_of(per_query, top_k) if corpus else None,
             "rows": [int(r) for r in cert_rows] if corpus else None,
-            "strata": {"by": by, "recall": recall_by_stratum(per_query, strata[cert_rows], names)} if corpus else None,
+            "corpus_weighted": {"recall": w_recall, "recall_lower_bound": w_lower} if corpus else None,
+            "strata": {"by": by, "recall": recall_by_stratum(per_query, strata[cert_rows], names, strata)}
+            if corpus else None,
             "selection": {"n_queries": int(Q_select.shape[0]), "recall": chosen["recall"],
                           "recall_lower_bound": chosen["recall_lower_bound"],
+                          "corpus_weighted": chosen["corpus_weighted"] if corpus else None,
                           "rows": [int(r) for r in select_rows] if corpus else None},
             "model_checksum": index.model.checksum(), "n_documents": int(n),
             "n_settings": len(measured), "seconds": time.perf_counter() - start,
@@ -360,6 +390,6 @@ def remeasure(index, record: dict, n_queries: int, random_state=0, n_jobs: int =
                 "qps_one_thread": m / max(cpu, 1e-9), "n_queries": m,
                 "queries": "corpus sample (held out from its own answer)", "random_state": random_state,
                 "sample_seed": sample_seed, "hits": hits_of(per_query, top_k), "n_documents": int(n),
-                "rows": [int(r) for r in rows], "strata": None, "remeasured": True,
+                "rows": [int(r) for r in rows], "strata": None, "corpus_weighted": None, "remeasured": True,
                 "seconds": time.perf_counter() - start})
     return out

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from sparsesim.csr_rows import row_range, take_rows
 
-__all__ = ["corpus_strata", "stratified_split", "recall_by_stratum"]
+__all__ = ["corpus_strata", "stratified_split", "recall_by_stratum", "corpus_weighted_summary"]
 
 _N_STRATA = 20  # clusters when the corpus has no labels
 _PROJECTION_DIM = 32
@@ -128,13 +128,60 @@ def stratified_split(strata, sizes, seed) -> list:
     return samples
 
 
-def recall_by_stratum(per_query, strata_of_rows, names=None) -> dict:
-    """{stratum name: {"n": queries, "recall": mean recall}} of per-query recalls."""
+def recall_by_stratum(per_query, strata_of_rows, names=None, strata=None) -> dict:
+    """{stratum name: {"n": queries, "recall": mean recall}} of per-query recalls; with ``strata``
+    (the stratum of every corpus document) each entry also gives ``"share"``, the stratum's share
+    of the corpus."""
     per_query = np.asarray(per_query, dtype=np.float64)
     strata_of_rows = np.asarray(strata_of_rows)
+    if strata is not None:
+        values, counts = np.unique(np.asarray(strata), return_counts=True)
+        shares = dict(zip(values.tolist(), (counts / counts.sum()).tolist()))
     out = {}
     for value in np.unique(strata_of_rows):
         mask = strata_of_rows == value
         name = str(value.item() if hasattr(value, "item") else value) if names is None else names(value)
         out[name] = {"n": int(mask.sum()), "recall": float(per_query[mask].mean())}
+        if strata is not None:
+            out[name]["share"] = float(shares[value.item() if hasattr(value, "item") else value])
     return out
+
+
+def corpus_weighted_summary(per_query, strata_of_rows, strata, z: float = 1.645) -> tuple[float, float]:
+    """The recall of a query drawn uniformly from the corpus, estimated from a stratified sample,
+    and its one-sided lower bound (mean - ``z`` standard errors).
+
+    The standard stratified-sampling estimator: the recall of stratum h in the sample is weighted
+    by the stratum's share W_h of the corpus ``strata`` (one label per corpus document), and the
+    variance is sum W_h^2 s_h^2 / n_h. A balanced sample holds few queries of a dominant stratum,
+    so a stratum with low recall and a large share lowers both the estimate and the bound. Strata
+    absent from the sample are left out and the shares of the present ones renormalised; a stratum
+    with a single query takes the whole sample's variance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> strata = np.array([0] * 80 + [1] * 10 + [2] * 10)   # stratum 0: 80% of the corpus
+    >>> rows = np.array([0, 1, 2, 80, 81, 82, 90, 91, 92])  # a balanced sample, 3 per stratum
+    >>> per_query = np.array([0.5, 0.6, 0.7, 1, 1, 1, 1, 1, 1])
+    >>> round(float(per_query.mean()), 3)                    # the balanced (class-equal) recall
+    0.867
+    >>> mean, lower = corpus_weighted_summary(per_query, strata[rows], strata)
+    >>> round(mean, 3), lower < mean
+    (0.68, True)
+    """
+    per_query = np.asarray(per_query, dtype=np.float64)
+    strata_of_rows = np.asarray(strata_of_rows)
+    values, counts = np.unique(np.asarray(strata), return_counts=True)
+    share = dict(zip(values.tolist(), counts.tolist()))
+    pooled = float(np.var(per_query, ddof=1)) if per_query.size > 1 else 0.0
+    present = np.unique(strata_of_rows)
+    weights = np.array([share[v] for v in present.tolist()], dtype=np.float64)
+    weights /= weights.sum()
+    mean = var = 0.0
+    for w, value in zip(weights, present):
+        group = per_query[strata_of_rows == value]
+        s2 = float(np.var(group, ddof=1)) if group.size > 1 else pooled
+        mean += w * float(group.mean())
+        var += w * w * s2 / group.size
+    return float(mean), float(mean - z * np.sqrt(var))

@@ -169,3 +169,57 @@ def test_cli_target_recall_calibration_queries_and_overrides(model, corpus, tmp_
                              tmp_path / "y", "--target-recall", "0.9"], "--kind ann")):
         code, out, err = run_cli(args, monkeypatch, capsys)
         assert code == 2 and err.startswith("error: ") and fragment in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def reuters_compact_ann():
+    """Reuters-21578 (class 'earn': 42% of the documents), ssi-dwuv on a 70% split, a compact ann
+    index over the whole corpus calibrated on label-stratified samples (as `index build` does)."""
+    from sparsesim.data import load_dataset
+    from sparsesim.exceptions import DataNotFoundError
+    from sparsesim.registry import make_estimator
+    from sparsesim.triplets import stratified_split
+
+    try:
+        data = load_dataset("reuters21578")
+    except DataNotFoundError as exc:
+        pytest.skip(f"data file not available: {exc}")
+    train, test = stratified_split(data.y, 0.7, seed=0)
+    model = make_estimator("ssi-dwuv", random_state=0).fit(data.X[train], data.y[train]).model_
+    index = build_index(model, data.X, kind="ann", n_jobs=1, target_recall=None)
+    index.target_recall = 0.95
+    index.calibrate(strata=data.y)
+    held = np.sort(np.random.default_rng(0).choice(test, size=300, replace=False))
+    return index, data.y, held
+
+
+def test_a_dominant_class_cannot_hide_behind_a_balanced_sample(reuters_compact_ann):
+    from sparsesim.indexes.calibration import measure_recall, summary
+    from sparsesim.indexes.calibration_samples import corpus_weighted_summary
+
+    index, y, held = reuters_compact_ann
+    cal = index.calibration_
+    rows = np.asarray(cal["rows"])
+    weighted = cal["corpus_weighted"]
+    assert cal["met"] == (cal["recall_lower_bound"] >= 0.95 and weighted["recall_lower_bound"] >= 0.95)
+    shares = {name: entry["share"] for name, entry in cal["strata"]["recall"].items()}
+    assert abs(sum(shares.values()) - 1.0) < 1e-9 and max(shares.values()) > 0.4  # 'earn'
+    # the cheapest setting of the chosen family that a balanced-only bound certifies (the former rule)
+    family = [s for s in index.calibration_grid(10)
+              if all(s[0][key] == cal["setting"][key] for key in ("dense_pool", "n_postings", "sparse_pool"))][0]
+    for setting in family:
+        (per_query, _), = measure_recall(index, rows, 10, [setting])
+        if summary(per_query)[1] >= 0.95:
+            break
+    balanced_only = setting
+    w_recall, w_lower = corpus_weighted_summary(per_query, y[rows], y)
+    (held_recall, _), = measure_recall(index, held, 10, [balanced_only])
+    # the former rule over-promises: balanced bound met, users' (uniform held-out) queries below target;
+    # the corpus-weighted bound sees it and the certified setting visits more lists
+    assert balanced_only["nprobe"] < cal["setting"]["nprobe"]
+    assert w_lower < 0.95 and w_recall < summary(per_query)[0] and held_recall.mean() < 0.95
+    # the certified setting holds on held-out queries drawn uniformly (within sampling error)
+    (held_recall, _), = measure_recall(index, held, 10, [cal["setting"]])
+    if cal["met"]:
+        assert held_recall.mean() >= 0.95 - 1.645 * held_recall.std(ddof=1) / np.sqrt(held.size)
+    assert abs(held_recall.mean() - weighted["recall"]) <= 3 * held_recall.std(ddof=1) / np.sqrt(held.size) + 0.02

@@ -156,6 +156,10 @@ RECORD_ATTACKS = {
     "hits and recall raised together": ("ann", lambda r, m: r.update(hits=[10] * len(r["hits"]), recall=1.0,
                                                                      recall_lower_bound=1.0), "finds"),
     "met without its lower bound": ("ann", lambda r, m: r.update(met=not r["met"]), "disagree"),
+    "met with a corpus-weighted bound below target": ("ann", lambda r, m: r.update(
+        met=True, corpus_weighted={"recall": 0.5, "recall_lower_bound": 0.4}), "disagree"),
+    "corpus-weighted bound above its recall": ("ann", lambda r, m: r.update(
+        corpus_weighted={"recall": 0.5, "recall_lower_bound": 0.9}), "corpus_weighted"),
     "more settings than the grid": ("ann", lambda r, m: r.update(n_settings=10**6), "settings"),
     "another corpus size": ("ann", lambda r, m: r.update(n_documents=5000), "documents"),
     "another model": ("ann", lambda r, m: r.update(model_checksum="0" * 64), "model"),
