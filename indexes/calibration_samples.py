@@ -184,4 +184,6 @@ def corpus_weighted_summary(per_query, strata_of_rows, strata, z: float = 1.645)
         s2 = float(np.var(group, ddof=1)) if group.size > 1 else pooled
         mean += w * float(group.mean())
         var += w * w * s2 / group.size
-    return float(mean), float(mean - z * np.sqrt(var))
+    # the weights sum to 1 only up to rounding: an all-hits sample must not come out above 1
+    mean = min(max(mean, 0.0), 1.0)
+    return float(mean), float(min(mean, mean - z * np.sqrt(var)))

@@ -223,3 +223,15 @@ def test_a_dominant_class_cannot_hide_behind_a_balanced_sample(reuters_compact_a
     if cal["met"]:
         assert held_recall.mean() >= 0.95 - 1.645 * held_recall.std(ddof=1) / np.sqrt(held.size)
     assert abs(held_recall.mean() - weighted["recall"]) <= 3 * held_recall.std(ddof=1) / np.sqrt(held.size) + 0.02
+
+
+def test_corpus_weighted_summary_of_an_all_hits_sample_is_at_most_one():
+    # 34 strata of sizes 10, 17, 24, ...: their shares sum to 1 only up to rounding, and without
+    # the clip a sample with every neighbour found came out at 1.0000000000000002, which the
+    # manifest check then refused (index add --refit over such an index could not be queried)
+    from sparsesim.indexes.calibration_samples import corpus_weighted_summary
+
+    strata = np.repeat(np.arange(34), np.arange(1, 35) * 7 + 3)
+    rows = np.concatenate([np.flatnonzero(strata == s)[:3] for s in range(34)])
+    mean, lower = corpus_weighted_summary(np.ones(rows.size), strata[rows], strata)
+    assert mean == 1.0 and lower == 1.0
