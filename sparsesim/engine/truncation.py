@@ -50,7 +50,6 @@ def _drop_below(cols, vals, auxs, rows, d, threshold, ties_kept, has_aux):
     removed = 0
     for i in range(d):
         lo = rows[i, OFF]
-        sparse = rows[i, SHIFT] >= 0
         for s in range(lo, lo + rows[i, CAP]):
             if cols[s] < 0 or vals[s] == 0.0:
                 continue
@@ -60,13 +59,7 @@ def _drop_below(cols, vals, auxs, rows, d, threshold, ties_kept, has_aux):
             if a == threshold and ties_kept > 0:
                 ties_kept -= 1
                 continue
-            if sparse:
-                cols[s] = TOMBSTONE
-                rows[i, LIVE] -= 1
-            else:
-                vals[s] = 0.0
-                if has_aux:
-                    auxs[s] = 0.0
+            _remove(cols, vals, auxs, rows, i, s, has_aux)
             removed += 1
     return removed
 
