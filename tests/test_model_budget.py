@@ -221,3 +221,14 @@ def test_large_outputs_are_announced_before_they_are_written(sample, tmp_path, m
     summary = json.loads(stdout)
     assert summary["index_bytes"] <= sparsesim.workflows.indexes.index_size_estimate(
         BilinearSimilarity.load(out), sample.X)[0]  # the estimate is an upper bound of what was written
+
+
+@pytest.mark.parametrize("layout", ["plain", "row_lazy", "lazy_aux"])
+def test_store_truncation_to_zero_entries_keeps_only_the_diagonal(layout):
+    d = 40
+    W = random_square(d, 0.3, seed=7)
+    store = RowStore(d, layout, 1.0, 16, compact=False)
+    store.load_csr(W, 1.0)
+    assert truncate_store(store, 0) == offdiag_nnz(W)
+    got = store.to_csr(1.0)
+    np.testing.assert_allclose(got.toarray(), np.diag(W.diagonal()))

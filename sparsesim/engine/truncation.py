@@ -42,28 +42,6 @@ def _magnitudes(cols, vals, rows, d):
     return out
 
 
-@numba.njit(cache=True)
-def _drop_below(cols, vals, auxs, rows, d, threshold, ties_kept, has_aux):
-    """Remove the nonzero entries below ``threshold`` and all but ``ties_kept`` of those equal to
-    it (in row order): a tombstone in a sparse row, a zero record (statistic zeroed) in a dense
-    row. Returns how many were removed."""
-    removed = 0
-    for i in range(d):
-        lo = rows[i, OFF]
-        for s in range(lo, lo + rows[i, CAP]):
-            if cols[s] < 0 or vals[s] == 0.0:
-                continue
-            a = abs(np.float64(vals[s]))
-            if a > threshold:
-                continue
-            if a == threshold and ties_kept > 0:
-                ties_kept -= 1
-                continue
-            _remove(cols, vals, auxs, rows, i, s, has_aux)
-            removed += 1
-    return removed
-
-
 def _cut(magnitudes: np.ndarray, k: int) -> tuple[float, int]:
     """(threshold, ties kept): the k-th largest magnitude and how many entries equal to it are
     kept so that exactly k entries stay."""
@@ -113,7 +91,7 @@ def _remove(cols, vals, auxs, rows, i, s, has_aux):
 @numba.njit(cache=True)
 def _cut_at_bin(cols, vals, auxs, rows, d, b, n_b, need, has_aux):
     """Remove every entry of a bin below ``b``; of bin ``b`` keep the ``need`` largest (ties at
-    the threshold kept in row order, as :func:`_drop_below`). Returns how many were removed."""
+    the threshold kept in row order). Returns how many were removed."""
     slots = np.empty(n_b, np.int64)
     owners = np.empty(n_b, np.int64)
     mags = np.empty(n_b)
@@ -175,8 +153,8 @@ def truncate_store(store, k: int, keep_dense: bool = False, rebuild: bool = Fals
     counts = _bin_counts(cols, vals, store.rows, store.d)
     if int(counts.sum()) <= k:
         return 0
-    if k <= 0:
-        removed = _drop_below(cols, vals, auxs, store.rows, store.d, np.inf, 0, has_aux)
+    if k <= 0:  # every entry lies below a bin past the last one
+        removed = _cut_at_bin(cols, vals, auxs, store.rows, store.d, N_BINS, 0, 0, has_aux)
     else:
         above = np.cumsum(counts[::-1])[::-1]  # above[b]: entries in bin b or higher
         b = int(np.flatnonzero(above >= k)[-1])  # the highest bin that, with those above, reaches k
