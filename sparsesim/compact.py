@@ -29,9 +29,10 @@ import scipy.sparse as sp
 
 from .csr_rows import unit_row_data
 from .exceptions import FileFormatError, InvalidInputError
-from .persistence import arrays_checksum, load_bundle, save_bundle
-from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
-from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
+from .persistence import load_bundle
+from .similarity_base import SimilarityModel, dense_array
+from .text import TextFeaturizer
+from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
 __all__ = ["COMPACT_MODEL_KIND", "COMPACT_META_SCHEMA", "MAX_RANK", "CompactSimilarity"]
 
@@ -57,21 +58,7 @@ COMPACT_META_SCHEMA = {
 _BLOCK = 4096
 
 
-def _dense(name, value, shape) -> np.ndarray:
-    if sp.issparse(value):
-        raise InvalidInputError(f"{name} must be a dense array, got a sparse matrix")
-    try:
-        value = np.array(value, dtype=np.float64, order="C")
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{name} must hold real numbers ({bounded(exc, 120)})") from None
-    if value.shape != shape:
-        raise InvalidInputError(f"{name} must have shape {shape}, got {value.shape}")
-    if not np.all(np.isfinite(value)):
-        raise InvalidInputError(f"{name} contains NaN or infinite values")
-    return value
-
-
-class CompactSimilarity(TextQueries):
+class CompactSimilarity(SimilarityModel):
     """S(x, x') = n(x)^T (diag(D) + W + U V^T) n(x'): diagonal, sparse off-diagonal and low-rank parts.
 
     Parameters
@@ -97,19 +84,21 @@ class CompactSimilarity(TextQueries):
     [[1.0, 2.5], [0.0, 1.0]]
     """
 
+    model_kind = COMPACT_MODEL_KIND
+
     def __init__(self, diagonal, W, U, V, normalize: bool = True, metadata: dict | None = None,
                  featurizer: TextFeaturizer | None = None):
         diagonal = np.asarray(diagonal) if not sp.issparse(diagonal) else diagonal
         if getattr(diagonal, "ndim", 0) != 1 or diagonal.shape[0] < 1:
             raise InvalidInputError(f"diagonal must be a non-empty vector, got shape {getattr(diagonal, 'shape', None)}")
         d = diagonal.shape[0]
-        self.diagonal = _dense("diagonal", diagonal, (d,))
+        self.diagonal = dense_array("diagonal", diagonal, (d,))
         U = np.asarray(U) if not sp.issparse(U) else U
         r = U.shape[1] if getattr(U, "ndim", 0) == 2 else -1
         if r < 0:
             raise InvalidInputError(f"U must be a (n_features, rank) matrix, got shape {getattr(U, 'shape', None)}")
-        self.U = _dense("U", U, (d, r))
-        self.V = _dense("V", V, (d, r))
+        self.U = dense_array("U", U, (d, r))
+        self.V = dense_array("V", V, (d, r))
         if not sp.issparse(W) or W.shape != (d, d):
             raise InvalidInputError(f"W must be a sparse ({d}, {d}) matrix, got {getattr(W, 'shape', None)}")
         if W.dtype.kind not in "biuf":
@@ -126,10 +115,7 @@ class CompactSimilarity(TextQueries):
         W.indices = W.indices.astype(np.int32)
         self.W = W
         self.normalize = bool(normalize)
-        self.metadata = dict(metadata or {})
-        self.featurizer = None
-        if featurizer is not None:
-            self.set_featurizer(featurizer)
+        self._keep(metadata, featurizer)
 
     # -- structure ------------------------------------------------------------------------
     @property
@@ -222,16 +208,7 @@ class CompactSimilarity(TextQueries):
             out += self.V @ (q.data @ self.U[q.indices])
         return out
 
-    def score(self, x, x2) -> float:
-        """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""
-        return float(self.score_pairs(x, x2)[0])
-
-    def score_pairs(self, A, B) -> np.ndarray:
-        """Row-wise S(A[i], B[i])."""
-        A = self._check(A, "A")
-        B = self._check(B, "B")
-        if A.shape[0] != B.shape[0]:
-            raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
+    def _pair_scores(self, A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
         out = np.asarray((A @ self.sparse_matrix()).multiply(B).sum(axis=1)).ravel()
         if self.rank:
             out += np.einsum("ij,ij->i", self._embed(A, self.U), self._embed(B, self.V))
@@ -272,10 +249,6 @@ class CompactSimilarity(TextQueries):
         return {"diagonal": self.diagonal, "W_indptr": W.indptr.astype(np.int64),
                 "W_indices": W.indices.astype(np.int32), "W_data": W.data, "U": self.U, "V": self.V}
 
-    def checksum(self) -> str:
-        """Hash of the model's arrays."""
-        return arrays_checksum(self._arrays())
-
     def save(self, path: str | os.PathLike, metadata: dict | None = None) -> dict:
         """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata.
 
@@ -284,13 +257,7 @@ class CompactSimilarity(TextQueries):
         meta = dict(self.metadata if metadata is None else metadata)
         meta.update(n_features=self.n_features, rank=self.rank, normalize=self.normalize, nnz_w=int(self.W.nnz),
                     n_entries=self.n_entries, nbytes=self.nbytes)
-        arrays = self._arrays()
-        meta.pop("text_featurizer", None)
-        if self.featurizer is not None:
-            text_arrays, text_meta = featurizer_arrays(self.featurizer)
-            arrays.update(text_arrays)
-            meta["text_featurizer"] = text_meta
-        return save_bundle(path, arrays, meta, kind=COMPACT_MODEL_KIND)
+        return self._write(path, self._arrays(), meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CompactSimilarity":
@@ -309,43 +276,19 @@ class CompactSimilarity(TextQueries):
         """
         arrays, meta = load_bundle(path, kind=COMPACT_MODEL_KIND)
         check_meta(meta, COMPACT_META_SCHEMA, str(path))
-        if ("split_seed" in meta) != ("train_fraction" in meta):
-            raise FileFormatError(f"{path}: metadata holds only one of split_seed / train_fraction")
+        cls._check_split_facts(meta, path)
         d, r = meta["n_features"], meta["rank"]
-        wanted = {"diagonal": (d,), "U": (d, r), "V": (d, r)}
-        dense = {}
-        for name, shape in wanted.items():
-            value = arrays.pop(name, None)
-            if value is None:
-                raise FileFormatError(f"{path}: the compact model has no {name} array")
-            if value.dtype != np.float64 or value.shape != shape:
-                raise FileFormatError(f"{path}: {name} is a {value.dtype} array of shape {bounded(value.shape, 60)}; "
-                                      f"expected float64 {shape}")
-            if not np.all(np.isfinite(value)):
-                raise FileFormatError(f"{path}: {name} contains NaN or infinite values")
-            dense[name] = value
+        dense = {name: cls._stored_dense(arrays, name, shape, path, "compact")
+                 for name, shape in {"diagonal": (d,), "U": (d, r), "V": (d, r)}.items()}
         try:
             parts = [arrays.pop(f"W_{part}") for part in ("indptr", "indices", "data")]
         except KeyError:
             raise FileFormatError(f"{path}: the compact model lacks W's CSR arrays") from None
-        try:
-            check_csr_arrays(*parts, (d, d), name="W", data_dtypes=(np.float64,), sorted_indices=True,
-                             allow_duplicates=False)
-            if parts[0].dtype != np.int64 or parts[1].dtype != np.int32:
-                raise InvalidInputError(f"W index arrays of dtypes {parts[0].dtype}/{parts[1].dtype}; expected "
-                                        "int64/int32")
-        except InvalidInputError as exc:
-            raise FileFormatError(f"{path}: inconsistent model arrays ({bounded(exc, 200)})") from None
-        if parts[2].size != meta["nnz_w"]:
+        W = cls._stored_csr(*parts, d, path, allow_duplicates=False)
+        if W.nnz != meta["nnz_w"]:
             raise FileFormatError(f"{path}: the metadata says W has {meta['nnz_w']} entries; the file holds "
-                                  f"{parts[2].size} (the file was altered)")
-        W = sp.csr_matrix((d, d))
-        W.data, W.indices, W.indptr = parts[2], parts[1], parts[0]
-        W.has_sorted_indices = True
-        W.has_canonical_format = True
-        featurizer = stored_featurizer(arrays, meta, path, d)
-        if arrays:
-            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+                                  f"{W.nnz} (the file was altered)")
+        featurizer = cls._stored_featurizer(arrays, meta, path, d)
         try:
             return cls(dense["diagonal"], W, dense["U"], dense["V"], normalize=meta["normalize"], metadata=meta,
                        featurizer=featurizer)

@@ -34,8 +34,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError
-from .persistence import arrays_checksum, load_bundle, save_bundle
-from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
+from .persistence import load_bundle
+from .similarity_base import SimilarityModel, dense_array
+from .text import TextFeaturizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
 __all__ = ["lexical_rows", "EMBEDDING_MODEL_KIND", "EMBEDDING_META_SCHEMA", "ACTIVATIONS", "MAX_COMPONENTS",
@@ -96,7 +97,7 @@ def lexical_rows(X: sp.csr_matrix, power: float, weights=None) -> sp.csr_matrix:
     return X
 
 
-class EmbeddingSimilarity(TextQueries):
+class EmbeddingSimilarity(SimilarityModel):
     """S(x, x') = identity_weight * <n(x), n(x')> + <e(x), e(x')> with e(x) = post(act(n(x) P + bias)).
 
     Parameters
@@ -136,6 +137,8 @@ class EmbeddingSimilarity(TextQueries):
     [[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]]
     """
 
+    model_kind = EMBEDDING_MODEL_KIND
+
     def __init__(self, P, bias=None, activation: str = "linear", normalize: bool = False,
                  normalize_embedding: bool = False, identity_weight: float = 0.0, metadata: dict | None = None,
                  featurizer: TextFeaturizer | None = None, lexical_power: float = 1.0, lexical_weights=None):
@@ -150,14 +153,7 @@ class EmbeddingSimilarity(TextQueries):
         if not np.all(np.isfinite(P)):
             raise InvalidInputError("P contains NaN or infinite values")
         if bias is not None:
-            try:
-                bias = np.array(bias, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise InvalidInputError(f"bias must hold real numbers ({bounded(exc, 120)})") from None
-            if bias.shape != (P.shape[1],):
-                raise InvalidInputError(f"bias must have shape ({P.shape[1]},), got {bias.shape}")
-            if not np.all(np.isfinite(bias)):
-                raise InvalidInputError("bias contains NaN or infinite values")
+            bias = dense_array("bias", bias, (P.shape[1],))
         if activation not in ACTIVATIONS:
             raise InvalidInputError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {bounded(repr(activation), 40)}")
         try:
@@ -173,13 +169,8 @@ class EmbeddingSimilarity(TextQueries):
         if not 0.0 < lexical_power <= 1.0:
             raise InvalidInputError(f"lexical_power must be in (0, 1], got {lexical_power}")
         if lexical_weights is not None:
-            try:
-                lexical_weights = np.array(lexical_weights, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise InvalidInputError(f"lexical_weights must hold real numbers ({bounded(exc, 120)})") from None
-            if lexical_weights.shape != (P.shape[0],):
-                raise InvalidInputError(f"lexical_weights must have shape ({P.shape[0]},), got {lexical_weights.shape}")
-            if not (np.all(np.isfinite(lexical_weights)) and np.all(lexical_weights > 0)):
+            lexical_weights = dense_array("lexical_weights", lexical_weights, (P.shape[0],))
+            if not np.all(lexical_weights > 0):
                 raise InvalidInputError("lexical_weights must be finite and positive")
         self.P = P
         self.bias = bias
@@ -189,10 +180,7 @@ class EmbeddingSimilarity(TextQueries):
         self.normalize_embedding = bool(normalize_embedding)
         self.identity_weight = identity_weight
         self.lexical_power = lexical_power
-        self.metadata = dict(metadata or {})
-        self.featurizer = None
-        if featurizer is not None:
-            self.set_featurizer(featurizer)
+        self._keep(metadata, featurizer)
 
     # -- text -----------------------------------------------------------------------------
 
@@ -254,16 +242,7 @@ class EmbeddingSimilarity(TextQueries):
         """
         return self._embed_checked(self._check(X, "X"), block_size)
 
-    def score(self, x, x2) -> float:
-        """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""
-        return float(self.score_pairs(x, x2)[0])
-
-    def score_pairs(self, A, B) -> np.ndarray:
-        """Row-wise S(A[i], B[i])."""
-        A = self._check(A, "A")
-        B = self._check(B, "B")
-        if A.shape[0] != B.shape[0]:
-            raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
+    def _pair_scores(self, A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
         out = np.einsum("ij,ij->i", self._embed_checked(A), self._embed_checked(B))
         if self.identity_weight != 0.0:
             lexical = self.lexical_rows(A).multiply(self.lexical_rows(B))
@@ -317,10 +296,6 @@ class EmbeddingSimilarity(TextQueries):
             arrays["lexical_weights"] = self.lexical_weights
         return arrays
 
-    def checksum(self) -> str:
-        """Hash of the model's arrays (P, bias, lexical weights)."""
-        return arrays_checksum(self._arrays())
-
     def save(self, path: str | os.PathLike) -> dict:
         """Write the model atomically as npz + JSON metadata (no pickle). Returns the metadata."""
         meta = dict(self.metadata)
@@ -328,13 +303,7 @@ class EmbeddingSimilarity(TextQueries):
                     normalize=self.normalize, normalize_embedding=self.normalize_embedding,
                     identity_weight=self.identity_weight, has_bias=self.bias is not None, nbytes=self.nbytes,
                     lexical_power=self.lexical_power)
-        arrays = self._arrays()
-        meta.pop("text_featurizer", None)
-        if self.featurizer is not None:
-            text_arrays, text_meta = featurizer_arrays(self.featurizer)
-            arrays.update(text_arrays)
-            meta["text_featurizer"] = text_meta
-        return save_bundle(path, arrays, meta, kind=EMBEDDING_MODEL_KIND)
+        return self._write(path, self._arrays(), meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "EmbeddingSimilarity":
@@ -352,17 +321,9 @@ class EmbeddingSimilarity(TextQueries):
         """
         arrays, meta = load_bundle(path, kind=EMBEDDING_MODEL_KIND)
         check_meta(meta, EMBEDDING_META_SCHEMA, str(path))
-        if ("split_seed" in meta) != ("train_fraction" in meta):
-            raise FileFormatError(f"{path}: metadata holds only one of split_seed / train_fraction")
+        cls._check_split_facts(meta, path)
         d, r = meta["n_features"], meta["n_components"]
-        P = arrays.pop("P", None)
-        if P is None:
-            raise FileFormatError(f"{path}: the embedding model has no P array")
-        if P.dtype != np.float64 or P.shape != (d, r):
-            raise FileFormatError(f"{path}: P is a {P.dtype} array of shape {bounded(P.shape, 60)}; expected float64 "
-                                  f"({d}, {r})")
-        if not np.all(np.isfinite(P)):
-            raise FileFormatError(f"{path}: P contains NaN or infinite values")
+        P = cls._stored_dense(arrays, "P", (d, r), path, "embedding")
         bias = arrays.pop("bias", None)
         if (bias is not None) != meta["has_bias"]:
             raise FileFormatError(f"{path}: has_bias is {meta['has_bias']} but the file "
@@ -375,9 +336,7 @@ class EmbeddingSimilarity(TextQueries):
                                     or not np.all(np.isfinite(weights)) or not np.all(weights > 0)):
             raise FileFormatError(f"{path}: lexical_weights must be a finite positive float64 array of shape ({d},), "
                                   f"got a {weights.dtype} array of shape {bounded(weights.shape, 60)}")
-        featurizer = stored_featurizer(arrays, meta, path, d)
-        if arrays:
-            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        featurizer = cls._stored_featurizer(arrays, meta, path, d)
         try:
             return cls(P, bias=bias, lexical_weights=weights, activation=meta["activation"], normalize=meta["normalize"],
                        normalize_embedding=meta["normalize_embedding"], identity_weight=meta["identity_weight"],

@@ -31,8 +31,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError, MissingDependencyError
-from .persistence import load_bundle, save_bundle
-from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
+from .persistence import load_bundle
+from .similarity_base import SimilarityModel
+from .text import TextFeaturizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_meta
 
 __all__ = ["BM25_MODEL_KIND", "BM25_METHODS", "BM25_META_SCHEMA", "BM25Similarity", "check_counts"]
@@ -73,7 +74,7 @@ def check_counts(X, name: str = "X", n_features: int | None = None) -> sp.csr_ma
     return X
 
 
-class BM25Similarity(TextQueries):
+class BM25Similarity(SimilarityModel):
     """BM25 scores of corpus documents for query documents (see the module docstring).
 
     Parameters
@@ -101,6 +102,8 @@ class BM25Similarity(TextQueries):
     [0, 1, 2]
     """
 
+    model_kind = BM25_MODEL_KIND
+
     def __init__(self, n_features: int, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
                  delta: float = 0.5, metadata: dict | None = None, featurizer: TextFeaturizer | None = None):
         if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1:
@@ -112,10 +115,7 @@ class BM25Similarity(TextQueries):
                 raise InvalidInputError(f"{name} must be a number in [0, {high:g}], got {bounded(repr(value), 40)}")
         self._d = int(n_features)
         self.k1, self.b, self.delta, self.method = float(k1), float(b), float(delta), method
-        self.metadata = dict(metadata or {})
-        self.featurizer = None
-        if featurizer is not None:
-            self.set_featurizer(featurizer)
+        self._keep(metadata, featurizer)
 
     @property
     def n_features(self) -> int:
@@ -196,11 +196,10 @@ class BM25Similarity(TextQueries):
         """Write the model atomically (npz + JSON metadata, no pickle). Returns the metadata."""
         meta = dict(self.metadata)
         meta.update(n_features=self.n_features, k1=self.k1, b=self.b, method=self.method, delta=self.delta)
-        meta.pop("text_featurizer", None)
-        arrays = {}
-        if self.featurizer is not None:
-            arrays, meta["text_featurizer"] = featurizer_arrays(self.featurizer)
-        return save_bundle(path, arrays, meta, kind=BM25_MODEL_KIND)
+        return self._write(path, self._arrays(), meta)
+
+    def _arrays(self) -> dict:
+        return {}  # BM25 stores no arrays of its own: its weights are the searched corpus's
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BM25Similarity":
@@ -213,9 +212,7 @@ class BM25Similarity(TextQueries):
         """
         arrays, meta = load_bundle(path, kind=BM25_MODEL_KIND)
         check_meta(meta, BM25_META_SCHEMA, str(path))
-        featurizer = stored_featurizer(arrays, meta, path)
-        if arrays:
-            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        featurizer = cls._stored_featurizer(arrays, meta, path, None)
         try:
             return cls(meta["n_features"], k1=meta["k1"], b=meta["b"], method=meta["method"], delta=meta["delta"],
                        metadata=meta, featurizer=featurizer)

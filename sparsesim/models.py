@@ -17,8 +17,9 @@ import scipy.sparse as sp
 
 from .exceptions import FileFormatError, InvalidInputError, InvalidInputTypeError
 from .csr_rows import unit_row_data
-from .persistence import arrays_checksum, load_bundle, save_bundle
-from .text import TextFeaturizer, TextQueries, featurizer_arrays, stored_featurizer
+from .persistence import load_bundle, save_bundle
+from .similarity_base import SimilarityModel
+from .text import TextFeaturizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
 
 MODEL_KIND = "bilinear-similarity"
@@ -42,7 +43,7 @@ MODEL_META_SCHEMA = {
 }
 
 
-class BilinearSimilarity(TextQueries):
+class BilinearSimilarity(SimilarityModel):
     """A bilinear similarity S(x, x') = x^T M x' with M = I + W (or M = W).
 
     Parameters
@@ -66,6 +67,8 @@ class BilinearSimilarity(TextQueries):
     with the corpus, in blocks.
     """
 
+    model_kind = MODEL_KIND
+
     def __init__(self, W, identity: bool = True, normalize: bool = False, metadata: dict | None = None,
                  featurizer: TextFeaturizer | None = None):
         if not sp.issparse(W) or W.ndim != 2 or W.shape[0] != W.shape[1]:
@@ -79,10 +82,7 @@ class BilinearSimilarity(TextQueries):
             raise InvalidInputError("W contains NaN or infinite values")
         self.identity = bool(identity)
         self.normalize = bool(normalize)
-        self.metadata = dict(metadata or {})
-        self.featurizer = None
-        if featurizer is not None:
-            self.set_featurizer(featurizer)
+        self._keep(metadata, featurizer)
 
     # -- text -----------------------------------------------------------------------------
 
@@ -182,18 +182,8 @@ class BilinearSimilarity(TextQueries):
         out = X @ self.W.T
         return (out + X).tocsr() if self.identity else out.tocsr()
 
-    def score(self, x, x2) -> float:
-        """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""
-        return float(self.score_pairs(x, x2)[0])
-
-    def score_pairs(self, A, B) -> np.ndarray:
-        """Row-wise S(A[i], B[i])."""
-        A = self._check(A, "A")
-        B = self._check(B, "B")
-        if A.shape[0] != B.shape[0]:
-            raise InvalidInputError(f"A has {A.shape[0]} rows but B has {B.shape[0]}")
-        AM = self.transform_queries(A)
-        return np.asarray(AM.multiply(B).sum(axis=1)).ravel()
+    def _pair_scores(self, A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
+        return np.asarray(self._times_M(A).multiply(B).sum(axis=1)).ravel()
 
     def score_matrix(self, Q, X, block_size: int = 2048) -> np.ndarray:
         """Dense (n_queries, n_corpus) scores S(Q[i], X[j]), computed in query blocks."""
@@ -222,9 +212,6 @@ class BilinearSimilarity(TextQueries):
         return score_fn
 
     # -- persistence ----------------------------------------------------------------------
-    def checksum(self) -> str:
-        return arrays_checksum(self._arrays())
-
     def _arrays(self) -> dict:
         W = self.W
         return {"indptr": W.indptr.astype(np.int64), "indices": W.indices.astype(np.int32), "data": W.data}
@@ -238,13 +225,7 @@ class BilinearSimilarity(TextQueries):
         meta = dict(self.metadata if metadata is None else metadata)
         meta.update(n_features=self.n_features, identity=self.identity, normalize=self.normalize, nnz=self.nnz(),
                     sparsity=self.sparsity())
-        arrays = self._arrays()
-        meta.pop("text_featurizer", None)
-        if self.featurizer is not None:
-            text_arrays, text_meta = featurizer_arrays(self.featurizer)
-            arrays.update(text_arrays)
-            meta["text_featurizer"] = text_meta
-        return save_bundle(path, arrays, meta, kind=MODEL_KIND)
+        return self._write(path, self._arrays(), meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BilinearSimilarity":
@@ -261,26 +242,12 @@ class BilinearSimilarity(TextQueries):
         """
         arrays, meta = load_bundle(path, kind=MODEL_KIND)
         check_meta(meta, MODEL_META_SCHEMA, str(path))
-        if ("split_seed" in meta) != ("train_fraction" in meta):
-            raise FileFormatError(f"{path}: metadata holds only one of split_seed / train_fraction")
+        cls._check_split_facts(meta, path)
         if not {"indptr", "indices", "data"} <= set(arrays):
             raise FileFormatError(f"{path}: model arrays {bounded(sorted(arrays), 120)}, expected data, indices, indptr")
         d = meta["n_features"]
-        try:
-            check_csr_arrays(arrays["indptr"], arrays["indices"], arrays["data"], (d, d), name="W",
-                             data_dtypes=(np.float64,), sorted_indices=True)
-            if arrays["indptr"].dtype != np.int64 or arrays["indices"].dtype != np.int32:
-                raise InvalidInputError(f"W index arrays of dtypes {arrays['indptr'].dtype}/{arrays['indices'].dtype}; "
-                                        "expected int64/int32")
-        except InvalidInputError as exc:
-            raise FileFormatError(f"{path}: inconsistent model arrays ({exc})") from None
-        W = sp.csr_matrix((d, d))
-        W.data, W.indices, W.indptr = arrays.pop("data"), arrays.pop("indices"), arrays.pop("indptr")
-        W.has_sorted_indices = True
-        W.has_canonical_format = True
-        featurizer = stored_featurizer(arrays, meta, path, d)
-        if arrays:
-            raise FileFormatError(f"{path}: unexpected model arrays {bounded(sorted(arrays), 120)}")
+        W = cls._stored_csr(arrays.pop("indptr"), arrays.pop("indices"), arrays.pop("data"), d, path)
+        featurizer = cls._stored_featurizer(arrays, meta, path, d)
         model = cls(W, identity=meta["identity"], normalize=meta["normalize"], metadata=meta, featurizer=featurizer)
         # facts derived from W must be W's (the metadata is shown to users)
         sparsity = meta.get("sparsity")

@@ -20,7 +20,6 @@ input).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
