@@ -79,6 +79,7 @@ OASIS_C_FACTOR = 3.0
 SORS_ETA_FACTOR = 4.0
 SORS_MARGIN_POWER = 0.5
 L1_SURVIVAL = 3.0
+SORS_PA_CAP_FACTOR = 3.0  # SORS with the per-triplet step: its cap, as OASIS's C
 ADA_DELTA_FACTOR = 10.0
 ADA_ETA_FACTOR = 30.0
 # selective-sampling and second-order learners (CIKM 2015 family, AROMA); M_1 = 0 there
@@ -172,7 +173,9 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
 
     Parameters
     ----------
-    kind : {"oasis", "sors", "adasors", "pa", "cw", "cw-d", "arow", "multitask"}
+    kind : {"oasis", "sors", "sors-pa", "adasors", "pa", "cw", "cw-d", "arow", "multitask"}
+        ``"sors-pa"``: SORS with the per-triplet step (``schedule="pa"``), whose ``eta`` is the
+        cap of ``eta_t = min(eta, l_t / ||x z^T||_F^2)``: ``SORS_PA_CAP_FACTOR / s``, as OASIS's C.
         ``"pa"``: PAAS/PARS (``C``); ``"multitask"``: OMTRSL, OSTRSL, OGRSL (``C =
         MULTITASK_C_FACTOR * max(1, q) / s``: the PA step ``l / s`` may take losses of the typical
         margin ``q`` in full); ``"cw"``/``"cw-d"``: CWS/CWAS/CWRS with the full or the
@@ -214,10 +217,14 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
         if is_auto(out.get("r")):
             out["r"] = AROW_R_FACTOR * s
         return out
-    if kind not in ("sors", "adasors"):
+    if kind not in ("sors", "sors-pa", "adasors"):
         raise ValueError(f"unknown learner kind {kind!r}")
     if is_auto(out.get("lam")):
         out["lam"] = L1_SURVIVAL * g / T
+    if kind == "sors-pa":
+        if is_auto(out.get("eta")):
+            out["eta"] = SORS_PA_CAP_FACTOR / s
+        return out
     if kind == "sors":
         if is_auto(out.get("eta")):
             out["eta"] = SORS_ETA_FACTOR * max(1.0, _margin(stats)) ** SORS_MARGIN_POWER / s

@@ -411,8 +411,12 @@ class SORS(SampledFit, BaseBilinear):
     """
 
     identity = True  # M_1 = I (Algorithm 1, line 2)
-    _auto_kind = "sors"
     _auto_names = ("eta", "lam")
+    _schedules = ("constant", "invsqrt", "pa")
+
+    @property
+    def _auto_kind(self):
+        return "sors-pa" if self.schedule == "pa" else "sors"
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
                  random_state=None, initial_capacity=65536, compact=True, max_memory="auto", n_threads=1,
@@ -438,8 +442,8 @@ class SORS(SampledFit, BaseBilinear):
             raise InvalidInputError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
         check_auto_positive("lam", self.lam, allow_zero=True)
         check_auto_positive("eta", self.eta)
-        if self.schedule not in ("constant", "invsqrt"):
-            raise InvalidInputError(f"schedule must be 'constant' or 'invsqrt', got {self.schedule!r}")
+        if self.schedule not in self._schedules:
+            raise InvalidInputError(f"schedule must be one of {self._schedules}, got {self.schedule!r}")
 
     @property
     def _algorithm(self):
@@ -484,6 +488,7 @@ class AdaSORS(SORS):
 
     _auto_kind = "adasors"
     _auto_names = ("eta", "lam", "delta")
+    _schedules = ("constant", "invsqrt")
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
                  n_triplets=100_000, random_state=None, initial_capacity=65536, compact=True, max_memory="auto",
