@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         row = {"config": name, "algorithm": algorithm, "params": params, "scale": scale,
                "map": scores["map"], "ap@10": scores["ap@10"],
                "nnz": int(W.nnz) if W is not None else None, "fit_seconds": seconds,
-               "n_updates": int(getattr(est, "n_updates_", 0)),
+               "n_updates": int(getattr(est, "n_updates_", 0)), "schedule": getattr(est, "schedule_", None),
                "resolved_params": {k: v for k, v in getattr(est, "resolved_params_", {}).items()}}
         rows.append(row)
         print(f"{args.dataset} {args.split} {args.triplets} {name}: MAP {100 * row['map']:.2f} "

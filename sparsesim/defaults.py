@@ -11,7 +11,11 @@ features (``||x||^2`` in the hundreds):
   per unit step), over the rows of the corpus the learner first sees and ``SAMPLE_PAIRS``
   random pairs of them (:func:`data_statistics`);
 * OASIS: ``C = OASIS_C_FACTOR / s`` (the PA step ``l / s`` is capped at that many "full" steps);
-* SORS: ``eta = SORS_ETA_FACTOR * max(1, q) ** SORS_MARGIN_POWER / s`` with ``q`` the mean
+* SORS: step schedule ``"pa"`` (per triplet, ``eta_t = min(eta, l_t / ||x z^T||_F^2)``) when
+  ``fit`` learns from labels of at least ``SORS_PA_MIN_CLASSES`` (40) classes, else
+  ``"constant"`` (:func:`resolve_schedule`);
+  ``eta = SORS_ETA_FACTOR * max(1, q) ** SORS_MARGIN_POWER / s`` (the step, or the per-triplet
+  step's cap) with ``q`` the mean
   ``|x''^T (x - x')|`` of random rows (the typical margin under M = I): one update moves its own
   margin by ``SORS_ETA_FACTOR`` on features whose margins are below 1 (L2-normalised text), and by
   ``SORS_ETA_FACTOR * sqrt(q)`` where they are larger (raw dense features, whose violated
@@ -56,10 +60,9 @@ but never less than ``MODEL_SIZE_FLOOR_BYTES`` (128 MiB, so small corpora are no
 the measurement in docs/quality.md, "Model size").
 
 The bilinear factors were chosen by measurement on news20, Reuters-21578 and USPS at 10^4 triplets
-(README, "Choosing parameters"). On corpora of many classes with few documents each the SORS
-rule stays below OASIS's, and no multiplier of ``eta`` or ``lam`` nor the ``1/sqrt(t)`` schedule
-measured on three such test beds closes the gap (docs/quality.md, "Many classes";
-``benchmarks/bench_manyclass.py``). Explicit parameters always win; the values used are kept in
+(README, "Choosing parameters"); SORS's schedule rule on many-class test beds cut from
+Reuters-21578 and on news20 (docs/quality.md, "Many classes"; ``benchmarks/bench_manyclass.py``).
+Explicit parameters always win; the values used are kept in
 the estimator's ``resolved_params_``, the model file's metadata and ``--json`` output.
 """
 
@@ -79,6 +82,9 @@ OASIS_C_FACTOR = 3.0
 SORS_ETA_FACTOR = 4.0
 SORS_MARGIN_POWER = 0.5
 L1_SURVIVAL = 3.0
+# SORS's step schedule "auto": the per-triplet step ("pa") when fit learns from labels of at least
+# this many classes, else the constant step (docs/quality.md, "Many classes")
+SORS_PA_MIN_CLASSES = 40
 ADA_DELTA_FACTOR = 10.0
 ADA_ETA_FACTOR = 30.0
 # selective-sampling and second-order learners (CIKM 2015 family, AROMA); M_1 = 0 there
@@ -100,7 +106,7 @@ MULTITASK_B_SHARED = 100.0  # OMTRSL's b for tasks over the same classes
 MULTITASK_B_UNLABELLED = 1.0  # and without class labels to compare
 
 __all__ = ["AUTO", "data_statistics", "stream_statistics", "kernel_width", "resolve_sigma", "class_overlap",
-           "resolve_task_coupling", "resolve_bilinear", "resolve_online",
+           "resolve_task_coupling", "resolve_bilinear", "resolve_online", "resolve_schedule",
            "check_auto_positive", "is_auto"]
 
 
@@ -173,6 +179,8 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
     Parameters
     ----------
     kind : {"oasis", "sors", "adasors", "pa", "cw", "cw-d", "arow", "multitask"}
+        ``"sors"``: the same ``eta`` under every step schedule (with ``schedule="pa"`` it is the
+        cap of ``eta_t = min(eta, l_t / ||x z^T||_F^2)``).
         ``"pa"``: PAAS/PARS (``C``); ``"multitask"``: OMTRSL, OSTRSL, OGRSL (``C =
         MULTITASK_C_FACTOR * max(1, q) / s``: the PA step ``l / s`` may take losses of the typical
         margin ``q`` in full); ``"cw"``/``"cw-d"``: CWS/CWAS/CWRS with the full or the
@@ -227,6 +235,32 @@ def resolve_bilinear(kind: str, params: dict, stats: dict, n_triplets: int) -> d
     if is_auto(out.get("eta")):
         out["eta"] = ADA_ETA_FACTOR * out["delta"] / s
     return out
+
+
+def resolve_schedule(schedule: str, n_classes: int | None) -> str:
+    """SORS's step schedule: an explicit one as given; ``"auto"``: ``"pa"`` (the per-triplet step
+    ``eta_t = min(eta, l_t / ||x z^T||_F^2)``) when ``fit`` learns from labels of at least
+    ``SORS_PA_MIN_CLASSES`` classes, else ``"constant"`` (also without labels, ``n_classes=None``:
+    :meth:`partial_fit_triplets`, the feedback loop).
+
+    With many classes most uniform triplets are barely violated, and a fixed step moves every
+    violated margin by the same amount; the per-triplet step moves it by its loss. Measured on the
+    validation part of the training split (10^4 triplets, SORS-I, MAP %): 56-130 classes of 6-80
+    training documents each, per-triplet against constant 62.67 / 59.02, 52.29 / 43.98, 61.02 /
+    59.05 and 82.74 / 82.68 (Reuters-21578); 20 classes (news20, whole or cut to 100 or 30
+    documents per class) 36.47 / 37.70, 37.64 / 38.54, 37.48 / 37.74
+    (``benchmarks/bench_manyclass.py``, docs/quality.md "Many classes").
+
+    Examples
+    --------
+    >>> resolve_schedule("auto", 65), resolve_schedule("auto", 20), resolve_schedule("auto", None)
+    ('pa', 'constant', 'constant')
+    >>> resolve_schedule("invsqrt", 65)
+    'invsqrt'
+    """
+    if not is_auto(schedule):
+        return schedule
+    return "pa" if n_classes is not None and n_classes >= SORS_PA_MIN_CLASSES else "constant"
 
 
 def stream_statistics(X_tasks) -> dict:

@@ -58,3 +58,20 @@ def dense_adasors(X, triplets, lam, etas, delta, offdiag, signs=None):
         eta = etas[t]
         M = soft(M - eta * G / S, lam * eta * mask / S)
     return M
+
+
+def dense_sors_pa(X, triplets, lam, C, offdiag, signs=None):
+    """SORS Algorithm 1 with the per-triplet step eta_t = min(C, l_t / ||x (x+ - x-)^T||_F^2)
+    (0 on a zero loss or a zero x z^T): M_{t+1} = prox_{eta_t lam r}(M_t - eta_t G_t), M_1 = I."""
+    d = X.shape[1]
+    M = np.eye(d)
+    mask = 1.0 - np.eye(d) if offdiag else np.ones((d, d))
+    for t, (a, p, n) in enumerate(triplets):
+        y = 1.0 if signs is None else signs[t]
+        x, z = X[a], X[p] - X[n]
+        loss = max(0.0, 1.0 - y * x @ M @ z)
+        G = -y * np.outer(x, z)
+        sq = np.sum(G * G)
+        eta = min(C, loss / sq) if loss > 0 and sq > 0 else 0.0
+        M = soft(M - eta * G, eta * lam * mask)
+    return M

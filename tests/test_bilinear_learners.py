@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from reference_bilinear import dense_adasors, dense_oasis, dense_sors
+from reference_bilinear import dense_adasors, dense_oasis, dense_sors, dense_sors_pa
 from sparsesim.engine.bilinear import BilinearEngine, SORS as SORS_MODE, StepSchedule
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.learners.bilinear import OASIS, SORS, AdaSORS
@@ -44,6 +44,26 @@ def test_sors_matches_dense_reference(regularizer, schedule):
     ref = dense_sors(X.toarray(), triplets, 0.05, etas, offdiag=regularizer == "offdiag")
     np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
     assert est.model_.nnz() == np.count_nonzero(ref)
+
+
+@pytest.mark.parametrize("regularizer", ["l1", "offdiag"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_sors_per_triplet_step_matches_dense_reference(regularizer, n_threads):
+    """schedule="pa": eta_t = min(C, l_t / ||x z^T||^2) taken per triplet, then the paper's prox
+    at eta_t * lam; in two calls (the steps already taken are kept) and with two threads."""
+    X, triplets, rng = random_problem(seed=4)
+    signs = rng.choice([-1.0, 1.0], size=len(triplets))
+    est = SORS(regularizer=regularizer, lam=0.05, eta=0.3, schedule="pa", initial_capacity=16, compact=False,
+               n_threads=n_threads)
+    est.partial_fit_triplets(X, triplets[:130], signs[:130]).partial_fit_triplets(X, triplets[130:], signs[130:])
+    ref = dense_sors_pa(X.toarray(), triplets, 0.05, 0.3, offdiag=regularizer == "offdiag", signs=signs)
+    np.testing.assert_allclose(dense_M(est.model_), ref, rtol=0, atol=1e-10)
+    assert est.model_.nnz() == np.count_nonzero(ref)
+    etas = est.engine_.schedule.etas[1:len(triplets) + 1]
+    assert 0 < np.count_nonzero(etas) < len(triplets) and etas.max() <= 0.3
+    assert np.any((etas > 0) & (etas < 0.3)), "the test needs steps below the cap"
+    with pytest.raises(InvalidInputError, match="schedule"):
+        AdaSORS(schedule="pa").fit(X, np.arange(X.shape[0]) % 3)
 
 
 def skewed_problem(d=150, n=60, T=400, seed=5):

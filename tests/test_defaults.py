@@ -176,3 +176,37 @@ def test_selective_explicit_values_win():
     assert PAAS(C=0.7, n_triplets=50, random_state=0).fit(X, y).resolved_params_ == {"C": 0.7}
     with pytest.raises(InvalidInputError, match="C must be"):
         PAAS(C="big", n_triplets=50).fit(X, y)
+
+
+def many_class_problem(n_classes, per_class=3, d=60, seed=2):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(n_classes), per_class)
+    centers = rng.normal(size=(n_classes, d)) * (rng.random((n_classes, d)) < 0.2)
+    dense = np.abs(centers[y] + 0.3 * rng.normal(size=(y.size, d)) * (rng.random((y.size, d)) < 0.2))
+    return sp.csr_matrix(dense), y
+
+
+@pytest.mark.parametrize("n_classes,expected", [(defaults.SORS_PA_MIN_CLASSES, "pa"),
+                                                (defaults.SORS_PA_MIN_CLASSES - 1, "constant")])
+def test_sors_auto_schedule_follows_the_classes_fit_sees(n_classes, expected):
+    """schedule="auto" resolves from fit's labels, and learns the model of that schedule given
+    explicitly (the same eta: with "pa" it is the per-triplet step's cap)."""
+    X, y = many_class_problem(n_classes)
+    auto = SORS(n_triplets=400, random_state=1, compact=False).fit(X, y)
+    explicit = SORS(n_triplets=400, random_state=1, compact=False, schedule=expected).fit(X, y)
+    assert auto.schedule_ == expected and auto.model_.metadata["schedule"] == expected
+    assert auto.resolved_params_ == explicit.resolved_params_
+    np.testing.assert_array_equal(auto.model_.M.toarray(), explicit.model_.M.toarray())
+    other = SORS(n_triplets=400, random_state=1, compact=False,
+                 schedule="constant" if expected == "pa" else "pa").fit(X, y)
+    assert np.abs(other.model_.M - auto.model_.M).max() > 1e-6  # the schedule changes the model
+
+
+def test_sors_auto_schedule_without_labels_is_constant():
+    X, y = many_class_problem(defaults.SORS_PA_MIN_CLASSES)
+    triplets = np.array([[0, 1, 5], [3, 4, 9], [6, 7, 0]])
+    est = SORS(random_state=0).partial_fit_triplets(X, triplets)
+    assert est.schedule_ == "constant"
+    assert SORS(schedule="invsqrt").fit(X, y).schedule_ == "invsqrt"
+    with pytest.raises(InvalidInputError, match="schedule"):
+        SORS(schedule="adaptive").fit(X, y)

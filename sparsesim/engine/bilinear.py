@@ -28,12 +28,17 @@ MODE_LAYOUT = {OASIS: "plain", SORS: "row_lazy", ADASORS: "lazy_aux"}
 class StepSchedule:
     """Step sizes eta_t (t = 1, 2, ...) and their prefix sums, grown on demand.
 
-    ``kind="constant"``: eta_t = eta0; ``kind="invsqrt"``: eta_t = eta0 / sqrt(t).
+    ``kind="constant"``: eta_t = eta0; ``kind="invsqrt"``: eta_t = eta0 / sqrt(t);
+    ``kind="pa"``: eta_t = min(eta0, l_t / ||x z^T||_F^2), written by the update loop as each
+    triplet's loss is known (:func:`~sparsesim.engine.rules.pa_step`; the steps not yet taken
+    read 0).
     """
 
+    KINDS = ("constant", "invsqrt", "pa")
+
     def __init__(self, eta0: float, kind: str = "constant"):
-        if kind not in ("constant", "invsqrt"):
-            raise ValueError(f"unknown step schedule {kind!r}; use 'constant' or 'invsqrt'")
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown step schedule {kind!r}; use one of {self.KINDS}")
         self.eta0 = float(eta0)
         self.kind = kind
         self.etas = np.zeros(1)
@@ -45,10 +50,21 @@ class StepSchedule:
             return
         size = max(last_step + 1, 2 * n)
         t = np.arange(n, size, dtype=np.float64)
-        new = np.full(t.shape, self.eta0) if self.kind == "constant" else self.eta0 / np.sqrt(t)
+        if self.kind == "constant":
+            new = np.full(t.shape, self.eta0)
+        elif self.kind == "invsqrt":
+            new = self.eta0 / np.sqrt(t)
+        else:  # "pa": the loop writes each step as it takes it
+            new = np.zeros(t.shape)
         self.etas = np.concatenate([self.etas, new])
         self.cum = np.cumsum(self.etas)
         self.cum[0] = 0.0
+
+    @property
+    def cap(self) -> float:
+        """The cap of the per-triplet step (``kind="pa"``), 0 for a fixed schedule: the update
+        loop's ``C`` under SORS / AdaSORS."""
+        return self.eta0 if self.kind == "pa" else 0.0
 
 
 class BilinearEngine(WritableOnUnpickle):
@@ -197,7 +213,8 @@ class BilinearEngine(WritableOnUnpickle):
             out[tid] = train(
                 st.table, cols, vals, lasts, auxs, st.rows, st.state, self.d, st.diag,
                 st.diag_last, st.diag_aux, X.indptr, X.indices, X.data, st.relabel, triplets, signs, pos, n, st.step,
-                self.schedule.etas, self.schedule.cum, self.C, self.lam, self.delta,
+                self.schedule.etas, self.schedule.cum, self.C if self.mode == OASIS else self.schedule.cap,
+                self.lam, self.delta,
                 self.prox_diag, has_last, has_aux, self.mode == SORS, rebase_at, *scratch[tid], *entries, losses,
                 steps, tid, n_threads, sync, *extra,
             )

@@ -22,7 +22,7 @@ import numpy as np
 from sparsesim.prefetch import prefetch_item
 from .atomics import claim, meet, reset_claims
 from .primitives import sq_norms
-from .rules import (ADASORS, OASIS, SORS, at_base, catch_up, merge_difference, oasis_tau, proximal_entry,
+from .rules import (ADASORS, OASIS, SORS, at_base, catch_up, merge_difference, oasis_tau, pa_step, proximal_entry,
                     soft_threshold)
 from .primitives import U
 from .rowstore import field, learner_mode, set_field, set_value_at, value_at
@@ -215,6 +215,10 @@ def train_triplets(
     ``drop_zeros``: its pending shrinkage applied, zero entries out) and, if still short of
     room, moves to a larger segment; when the pool lacks the room, it stops (returning the triplet it could not start
     and the slots it needs) so the caller can compact or grow the pool and call again.
+    ``C`` is OASIS's cap on its step; under SORS / AdaSORS a positive ``C`` selects the per-triplet
+    step (``schedule="pa"``, :func:`~sparsesim.engine.rules.pa_step` with cap ``C``), written to
+    ``etas[step]`` and ``cum_eta[step]`` as each triplet's loss is known (0 otherwise: the
+    schedule's ``etas`` as given).
     ``losses[t]`` receives the hinge loss before the update of triplet t and ``steps[t]`` the
     scale of its update ``M += steps[t] * x z^T`` (OASIS: ``tau_t * y_t``; SORS / AdaSORS:
     ``y_t``, their step size is the schedule's; 0 without an update). The home slot of
@@ -304,9 +308,16 @@ def train_triplets(
             return t, step, need
         step += 1
         target = step - 1
+        # SORS / AdaSORS with the per-triplet step (``C`` > 0: its cap) know eta_t after pass 1;
+        # pass 1 only reads ``eta`` and ``th`` to decide which absent entries enter, |eta g| >
+        # eta lam, the same test as |g| > lam for any eta_t > 0 (eta_t = 0: no update at all)
+        per_triplet = mode != OASIS and C > 0.0
         if mode == OASIS:
             eta = 0.0
             th = 0.0
+        elif per_triplet:
+            eta = 1.0
+            th = lam
         else:
             eta = etas[step]
             th = lam * eta
@@ -360,6 +371,12 @@ def train_triplets(
         for k in range(n_rows):  # in row order, whichever thread summed the row
             margin += data[lo + k] * accs[k]
         loss = 1.0 - y * margin
+        if per_triplet:  # (every thread writes the same eta_t: the margin is summed in row order)
+            sq_x, sq_z = sq_norms(data, lo, hi, zv, nz)
+            eta = pa_step(loss, sq_x, sq_z, C)
+            th = lam * eta
+            etas[step] = eta
+            cum_eta[step] = cum_eta[target] + eta
         if loss <= 0.0:
             if tid == 0:
                 losses[t] = 0.0

@@ -5,7 +5,9 @@ Update rules (one small function per rule; the paper equation is cited at each):
 
 * OASIS (Chechik et al. 2010):   ``M += tau * y x z^T``, ``tau = min(C, l / ||x z^T||_F^2)``
 * SORS (Yao et al. 2015, eq. 5-7): ``M = prox_{eta_t lam r}(M - eta_t G)``, soft-threshold by
-  ``eta_t * lam`` on every entry (SORS-I) or every off-diagonal entry (SORS-II)
+  ``eta_t * lam`` on every entry (SORS-I) or every off-diagonal entry (SORS-II); ``eta_t`` from
+  a fixed schedule, or (``schedule="pa"``) per triplet ``eta_t = min(C, l_t / ||x z^T||_F^2)``,
+  the OASIS step (:func:`pa_step`; ``eta_t = 0`` on a triplet of zero loss)
 * AdaSORS (eq. 9-11):            ``H_ij = sqrt(H_ij^2 + G_ij^2)``, ``Sigma = delta + H``,
   ``M = prox(M - eta_t G / Sigma)`` with threshold ``lam * eta_t / Sigma_ij``
 
@@ -85,6 +87,17 @@ def oasis_tau(loss, sq_x, sq_z, C):
     if denom <= 0.0:
         return 0.0
     return min(C, loss / denom)
+
+
+@numba.njit(cache=True, inline="always")
+def pa_step(loss, sq_x, sq_z, cap):
+    """SORS step of ``schedule="pa"``: eta_t = min(cap, l_t / ||x z^T||_F^2) for a triplet of
+    positive loss (the passive-aggressive step of OASIS, :func:`oasis_tau`), so that the gradient
+    step of eq. (5) alone would bring the margin to 1; 0 on a triplet of zero loss or of a zero
+    ``x z^T`` (no step and no shrinkage: the prox of eq. 6/7 at threshold ``0 * lam``)."""
+    if loss <= 0.0:
+        return 0.0
+    return oasis_tau(loss, sq_x, sq_z, cap)
 
 
 @numba.njit(cache=True, inline="always")

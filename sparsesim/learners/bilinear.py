@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear
+from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear, resolve_schedule
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..engine.truncation import keep_largest_offdiag
 from ..exceptions import InvalidInputError
@@ -397,13 +397,18 @@ class SORS(SampledFit, BaseBilinear):
         L1 weight lambda. ``"auto"``: ``3 * mean|x_i| * mean|z_j| / n_triplets`` (an entry must
         be written about three times in the run to survive; see :mod:`sparsesim.defaults`).
     eta : float or "auto", default "auto"
-        Step size eta (``schedule="constant"``) or eta_0 of eta_t = eta_0 / sqrt(t).
-        ``"auto"``: ``4 / (mean ||x||^2 * mean ||x - x'||^2)``. On corpora of many classes with
-        few documents each, SORS with this default ranks below OASIS (Reuters-21578 cut to 30
-        documents per topic, 10^4 triplets: test MAP 61.93 against 63.77); a smaller eta (x 0.25
-        to x 0.5) narrows the gap without closing it, so use OASIS there or ``sparsesim tune``
+        Step size eta (``schedule="constant"``), eta_0 of eta_t = eta_0 / sqrt(t) (``"invsqrt"``),
+        or the cap of the per-triplet step (``"pa"``).
+        ``"auto"``: ``4 / (mean ||x||^2 * mean ||x - x'||^2)`` (see :mod:`sparsesim.defaults`).
+    schedule : {"auto", "constant", "invsqrt", "pa"}, default "auto"
+        ``"pa"``: per triplet ``eta_t = min(eta, l_t / ||x z^T||_F^2)``, the passive-aggressive
+        step of OASIS (the gradient step alone would bring the triplet's margin to 1; no step and
+        no shrinkage on a triplet of zero loss), then the paper's prox at ``eta_t * lam``.
+        ``"auto"``: ``"pa"`` when ``fit`` learns from labels of at least 40 classes, else
+        ``"constant"`` (also for :meth:`partial_fit_triplets`, which sees no labels); the schedule
+        used is ``schedule_`` and in the model's metadata. On many-class corpora the per-triplet
+        step ranks as well as OASIS where the constant one was 1.8-4.4 MAP points below it
         (docs/quality.md, "Many classes").
-    schedule : {"constant", "invsqrt"}
     n_triplets, random_state, initial_capacity, compact, max_memory, n_threads, max_model_bytes
         As in :class:`OASIS`.
     sampler, pool_size, n_passes, averaging
@@ -413,8 +418,27 @@ class SORS(SampledFit, BaseBilinear):
     identity = True  # M_1 = I (Algorithm 1, line 2)
     _auto_kind = "sors"
     _auto_names = ("eta", "lam")
+    _schedules = ("auto", "constant", "invsqrt", "pa")
+    _state_attrs = BaseBilinear._state_attrs + ("schedule_",)
 
-    def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule="constant", n_triplets=100_000,
+    def _fit_labelled(self, X, y, progress=None):
+        # the classes fit learns from, read once by _init_state for schedule="auto"
+        self._fit_classes = int(np.unique(y).size)
+        try:
+            return super()._fit_labelled(X, y, progress)
+        finally:
+            self.__dict__.pop("_fit_classes", None)
+
+    def _init_state(self, d: int):
+        if self.schedule not in self._schedules:
+            raise InvalidInputError(f"schedule must be one of {self._schedules}, got {self.schedule!r}")
+        self.schedule_ = resolve_schedule(self.schedule, self.__dict__.get("_fit_classes"))
+        super()._init_state(d)
+
+    def _metadata(self) -> dict:
+        return dict(super()._metadata(), schedule=getattr(self, "schedule_", self.schedule))
+
+    def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, schedule=AUTO, n_triplets=100_000,
                  random_state=None, initial_capacity=65536, compact=True, max_memory="auto", n_threads=1,
                  sampler="uniform", pool_size=16, n_passes=1, averaging=False, max_model_bytes=AUTO):
         self.regularizer = regularizer
@@ -438,8 +462,8 @@ class SORS(SampledFit, BaseBilinear):
             raise InvalidInputError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
         check_auto_positive("lam", self.lam, allow_zero=True)
         check_auto_positive("eta", self.eta)
-        if self.schedule not in ("constant", "invsqrt"):
-            raise InvalidInputError(f"schedule must be 'constant' or 'invsqrt', got {self.schedule!r}")
+        if self.schedule not in self._schedules:
+            raise InvalidInputError(f"schedule must be one of {self._schedules}, got {self.schedule!r}")
 
     @property
     def _algorithm(self):
@@ -448,7 +472,7 @@ class SORS(SampledFit, BaseBilinear):
     def _make_engine(self, d):
         self._check_common()
         return BilinearEngine(d, SORS_MODE, lam=self._param("lam"), prox_diag=self.regularizer == "l1",
-                              schedule=StepSchedule(self._param("eta"), self.schedule),
+                              schedule=StepSchedule(self._param("eta"), self.schedule_),
                               initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
                               expected_triplets=self.n_triplets)
 
@@ -484,6 +508,7 @@ class AdaSORS(SORS):
 
     _auto_kind = "adasors"
     _auto_names = ("eta", "lam", "delta")
+    _schedules = ("constant", "invsqrt")
 
     def __init__(self, regularizer="l1", lam=AUTO, eta=AUTO, delta=AUTO, schedule="constant",
                  n_triplets=100_000, random_state=None, initial_capacity=65536, compact=True, max_memory="auto",
@@ -502,7 +527,7 @@ class AdaSORS(SORS):
         check_auto_positive("delta", self.delta)
         return BilinearEngine(d, ADASORS, lam=self._param("lam"), delta=self._param("delta"),
                               prox_diag=self.regularizer == "l1",
-                              schedule=StepSchedule(self._param("eta"), self.schedule),
+                              schedule=StepSchedule(self._param("eta"), self.schedule_),
                               initial_capacity=self.initial_capacity, compact=self.compact, budget=self._budget(),
                               expected_triplets=self.n_triplets,
                               drop_zero_state=not self.keep_zero_state)
