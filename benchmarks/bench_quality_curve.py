@@ -6,17 +6,22 @@ run once per sampler (``uniform``: the SORS protocol; ``semihard`` ...: negative
 model's ranking of a seeded pool, see docs/quality.md "Triplet samplers"); each learner has its
 own largest budget, since OASIS's model grows with the budget. proxy-ssi (anchors, each one proxy
 triplet against every class; ``validation="none"``, alpha = 1, so the budget is the only
-difference) is the reference line. Points already in the JSON are kept, so a long curve can be
-extended run by run. Writes benchmarks/out/bench_quality_curve.json and docs/img/quality_curve.png.
+difference) is the reference line. Points already in the JSON are kept (and skipped), and each
+new point is added as it finishes, so a long curve can be extended one point per run. Writes
+benchmarks/out/bench_quality_curve.json and docs/img/quality_curve.png.
 
     SPARSESIM_DATA=/work/shared/data python benchmarks/bench_quality_curve.py \\
         --learner-max oasis=10000 sors-l1=1000000 --samplers uniform semihard
+    # one point: SORS-I, semihard, 10^6 triplets
+    SPARSESIM_DATA=/work/shared/data python benchmarks/bench_quality_curve.py \\
+        --budgets 1000000 --learner-max sors-l1=1000000 --samplers semihard
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
 import tracemalloc
@@ -41,10 +46,12 @@ def _fit_point(name, sampler, n, X, y, tr, te, seed, max_memory):
     else:
         params.update(sampler=sampler, max_memory=max_memory)
     est = make_estimator(name, **params)
+    load_before = os.getloadavg()[1]
     tracemalloc.start()
     t0 = time.perf_counter()
     est.fit(X[tr], y[tr])
     seconds = time.perf_counter() - t0
+    load_after = os.getloadavg()[1]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     model = est.model_
@@ -57,7 +64,8 @@ def _fit_point(name, sampler, n, X, y, tr, te, seed, max_memory):
             "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "model_entries": entries, "model_bytes": int(model_nbytes(model)),
             "max_model_bytes": (getattr(est, "resolved_params_", None) or {}).get("max_model_bytes"),
-            "n_updates": int(getattr(est, "n_updates_", 0))}
+            "n_updates": int(getattr(est, "n_updates_", 0)),
+            "load_5min": [round(load_before, 1), round(load_after, 1)]}  # machine load when the fit began and ended
 
 
 def main(argv=None):

@@ -43,7 +43,7 @@ import numpy as np
 from .exceptions import InvalidInputError
 from .triplets import iter_sors_triplets
 
-__all__ = ["SAMPLERS", "draw_other_class", "iter_sampled_triplets", "select_negatives"]
+__all__ = ["SAMPLERS", "draw_other_class", "iter_sampled_triplets", "mine_negatives", "select_negatives"]
 
 SAMPLERS = ("uniform", "semihard", "hard", "distance-weighted")
 DW_CUTOFF = 0.5  # Wu et al.'s lower clip of the distance
@@ -223,11 +223,47 @@ def _chunks(y, chunk, sampler, score, pool_size, pool_rng, pick_rng, margin, min
         yield chunk
         return
     for lo in range(0, chunk.shape[0], mining_chunk):
-        yield _mine(y, chunk[lo:lo + mining_chunk], sampler, score, pool_size, pool_rng, pick_rng, margin)
+        yield mine_negatives(y, chunk[lo:lo + mining_chunk], sampler, score, pool_size, pool_rng, pick_rng, margin)
 
 
-def _mine(y, chunk, sampler, score, pool_size, pool_rng, pick_rng, margin) -> np.ndarray:
-    """Replace the negatives of ``chunk`` by the picks of ``sampler`` from a fresh pool."""
+def mine_negatives(y, chunk, sampler: str, score: Callable, pool_size: int, pool_rng: np.random.Generator,
+                   pick_rng: np.random.Generator | None = None, margin: float = 1.0) -> np.ndarray:
+    """Replace the negatives of ``chunk`` by the picks of ``sampler`` from a fresh pool.
+
+    The pool of each anchor is its triplet's own negative and ``pool_size - 1`` documents drawn
+    uniformly from the other classes with ``pool_rng``, all ranked by one call of ``score``.
+
+    Parameters
+    ----------
+    y : array of shape (n,)
+        Class labels of the documents the triplets index.
+    chunk : array of int, shape (m, 3)
+        (anchor, positive, negative) rows.
+    sampler : {"semihard", "hard", "distance-weighted"}
+    score : callable
+        ``score(pairs)``: the model's score of each row ``(a, b)`` of an int64 array of shape (k, 2).
+    pool_size : int
+    pool_rng : numpy.random.Generator
+        Draws the pool.
+    pick_rng : numpy.random.Generator, optional
+        Needed by ``"distance-weighted"`` (it samples from the pool).
+    margin : float, default 1.0
+
+    Returns
+    -------
+    ndarray of int64, shape (m, 3)
+        The anchors and positives of ``chunk`` with the negatives picked.
+
+    Examples
+    --------
+    >>> y = np.array([0, 0, 1, 1, 2, 2])
+    >>> emb = np.array([0.0, 0.1, 1.0, 0.2, 5.0, 0.3])  # score(a, b) = -|emb[a] - emb[b]|
+    >>> score = lambda pairs: -np.abs(emb[pairs[:, 0]] - emb[pairs[:, 1]])
+    >>> out = mine_negatives(y, np.array([[0, 1, 4]]), "hard", score, 8, np.random.default_rng(0))
+    >>> out.tolist()   # the pool document closest to the anchor: document 3 (0.2 from it)
+    [[0, 1, 3]]
+    """
+    chunk = np.asarray(chunk, np.int64).reshape(-1, 3)
     a, p = chunk[:, 0], chunk[:, 1]
     m = a.size
     pool = chunk[:, 2:3]

@@ -222,7 +222,8 @@ def test_parallel_trials_with_training_threads_beyond_the_cores_are_refused(monk
 
 
 @pytest.mark.parametrize("algorithm,grid", [("sors-l1", {"eta": [0.05, 2.0], "lam": [1e-6, 1e-3]}),
-                                            ("lego", {"eta": [1e-3, 0.3]})])
+                                            ("lego", {"eta": [1e-3, 0.3]}),
+                                            ("oasis", {"sampler": ["uniform", "semihard"]})])
 def test_sors_protocol_tune_never_sees_the_test_split(monkeypatch, algorithm, grid):
     """Poison the test split (labels moved to other classes, rows replaced by noise): the search's
     trials and choice do not change, the test MAP does, so the reported number never comes from
@@ -257,3 +258,51 @@ def test_sors_grid_without_tune_is_reported_as_a_sweep_not_a_selection():
     assert "a sweep, not a selection" in sors.format_table(report)
     single = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["oasis"], triplets=200))
     assert "selection" not in single and "sweep" not in sors.format_table(single)
+
+
+def test_a_mining_sampler_is_a_dimension_the_trials_train_with(monkeypatch):
+    """A trial with ``sampler="semihard"`` sees the stream's anchors and positives with negatives
+    mined from other classes (not the stream's own triplets), so the search compares samplers on
+    what they learn; the same search twice gives the same scores."""
+    from sparsesim.learners.bilinear import OASIS
+
+    X, y = labelled_problem()
+    grid = {"sampler": ["uniform", "semihard"]}
+    seen = []
+    real = OASIS.partial_fit_triplets
+
+    def spy(self, X_, triplets, signs=None):
+        seen.append((self.sampler, np.array(triplets)))
+        return real(self, X_, triplets, signs)
+
+    monkeypatch.setattr(OASIS, "partial_fit_triplets", spy)
+    res = tune_similarity("oasis", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    monkeypatch.setattr(OASIS, "partial_fit_triplets", real)
+    fit_rows, _ = stratified_split(y, 0.8, seed=4)
+    stream = sors_triplets(y[fit_rows], 900, seed=4)
+    mined = np.concatenate([t for s, t in seen if s == "semihard" and len(t) > 1])  # (the probe feeds one)
+    plain = np.concatenate([t for s, t in seen if s == "uniform" and len(t) > 1])
+    np.testing.assert_array_equal(plain, stream[:len(plain)])
+    np.testing.assert_array_equal(mined[:, :2], stream[:len(mined), :2])
+    assert len(mined) >= 300
+    y_fit = y[fit_rows]
+    assert np.all(y_fit[mined[:, 2]] != y_fit[mined[:, 0]])
+    assert np.mean(mined[:, 2] != stream[:len(mined), 2]) > 0.5  # the pool's pick, not the stream's negative
+    uniform, semihard = res.trials
+    assert uniform["rungs"][-1]["map"] != semihard["rungs"][-1]["map"]
+    again = tune_similarity("oasis", X, y, 900, grid=grid, seed=4, min_budget=100, final=False)
+    assert [[r["map"] for r in t["rungs"]] for t in again.trials] == \
+        [[r["map"] for r in t["rungs"]] for t in res.trials]
+
+
+def test_mined_survivors_set_aside_are_rebuilt_exactly():
+    """A mining survivor rebuilt from its triplets (``park_bytes=0``) is fed rung by rung as it was
+    first fed, so its pools are ranked by the same models and the search sees the same scores."""
+    X, y = labelled_problem()
+    grid = {"C": [0.05, 5.0], "sampler": ["semihard"], "pool_size": [4, 16]}
+    kw = dict(grid=grid, seed=4, min_budget=100, final=False, factor=2)
+    held = tune_similarity("oasis", X, y, 900, **kw)
+    rebuilt = tune_similarity("oasis", X, y, 900, park_bytes=0, **kw)
+    assert [r["budget"] for r in rebuilt.rungs] == [225, 450, 900]  # (not multiples of the mining chunk)
+    assert [[r["map"] for r in t["rungs"]] for t in rebuilt.trials] == \
+        [[r["map"] for r in t["rungs"]] for t in held.trials]

@@ -17,7 +17,7 @@ from ..parallel import run_parallel
 from ..registry import get_algorithm
 from ..validation import available_cores, check_n_jobs
 from .candidates import default_grid, grid_points, rank_candidates, resolved_auto, successive_halving_rungs
-from .trials import better_key, problem_parts, run_trial
+from .trials import Replay, better_key, problem_parts, run_trial
 
 
 @dataclass
@@ -105,7 +105,10 @@ def halving_search(algorithm, problem, X_resolve, base, params, grid, n_total, f
 
             results = session.call(run_parallel, run_trial, jobs, n_jobs=session.n_jobs, progress=advance)
             done_steps += len(jobs)
+            stops = tuple(int(b) for b, _ in rungs[:r + 1])
             for i, (state, row) in zip(alive, results):
+                if isinstance(state, Replay) and state.budget > 0:  # rebuilt rung by rung, as it was fed
+                    state = Replay(state.budget, stops)
                 states[i] = state
                 trials[i]["rungs"].append(row)
             scores = {i: better_key(problem, trials[i]["rungs"][-1][problem.metric]) for i in alive}

@@ -108,7 +108,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
                            final, start_all)
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
 
-    problem = TripletProblem(X_fit, triplets, X_val, y_val)
+    problem = TripletProblem(X_fit, triplets, X_val, y_val, y_fit, int(seed))  # y_fit: mining samplers' pools
     result = halving_search(algorithm, problem, X_fit, base, params, grid, int(n_triplets), factor, min_budget,
                      scheduler, n_jobs, park_bytes, progress, probe=lambda est: est.partial_fit_triplets(
                          X_fit, triplets[:1]))

@@ -11,6 +11,10 @@ import numpy as np
 from ..evaluation import evaluate_retrieval
 from ..exceptions import DivergenceError, MemoryBudgetError
 from ..registry import get_algorithm
+from ..sampling import mine_negatives
+
+#: anchors mined at a time when a trial's learner has a mining ``sampler`` (as its ``fit`` does)
+MINING_CHUNK = 1024
 
 
 def task_mean_ap(model, X, y, tasks, labels, k: int = 10) -> float:
@@ -27,17 +31,40 @@ def task_mean_ap(model, X, y, tasks, labels, k: int = 10) -> float:
 
 @dataclass(frozen=True)
 class TripletProblem:
-    """The SORS protocol: one stream of triplets over ``X``; validation MAP (higher is better)."""
+    """The SORS protocol: one stream of triplets over ``X``; validation MAP (higher is better).
+
+    With the labels ``y`` of ``X``, a learner whose ``sampler`` mines its negatives (OASIS, SORS,
+    AdaSORS with ``sampler="semihard"``, ...) sees the stream's anchors and positives with the
+    negatives its sampler picks from a pool of ``pool_size`` ranked by the model trained so far,
+    as its ``fit`` would; :data:`MINING_CHUNK` anchors at a time, each chunk's pool drawn from a
+    generator seeded by ``(seed, position in the stream)``.
+    """
 
     X: object
     triplets: np.ndarray
     X_val: object
     y_val: np.ndarray
+    y: np.ndarray | None = None
+    seed: int = 0
     metric = "map"
     continues = True  # a survivor continues on the next triplets
 
     def feed(self, est, start, stop):
-        est.partial_fit_triplets(self.X, self.triplets[start:stop])
+        sampler = getattr(est, "sampler", "uniform")
+        if sampler == "uniform" or self.y is None or not hasattr(est, "current_scores"):
+            est.partial_fit_triplets(self.X, self.triplets[start:stop])
+            return
+
+        def score(pairs):
+            return est.current_scores(self.X, pairs)
+        lo = int(start)
+        while lo < stop:
+            hi = min(int(stop), (lo // MINING_CHUNK + 1) * MINING_CHUNK)
+            seeds = np.random.SeedSequence([int(self.seed), lo]).spawn(2)
+            pool_rng, pick_rng = (np.random.default_rng(s) for s in seeds)
+            est.partial_fit_triplets(self.X, mine_negatives(self.y, self.triplets[lo:hi], sampler, score,
+                                                            int(est.pool_size), pool_rng, pick_rng))
+            lo = hi
 
     def measure(self, est) -> float:
         return float(evaluate_retrieval(est.model_.scorer(self.X_val), self.y_val)["map"])
@@ -109,9 +136,12 @@ def better_key(problem, value: float) -> float:
 
 @dataclass(frozen=True)
 class Replay:
-    """A survivor set aside between rungs: rebuilt from its first ``budget`` triplets when needed."""
+    """A survivor set aside between rungs: rebuilt from its first ``budget`` triplets when needed,
+    fed in the parts ``[0, stops[0]), [stops[0], stops[1]), ...`` it was first fed in (the rung
+    budgets; a mining sampler ranks its pools per part, so the rebuilt learner is the same)."""
 
     budget: int
+    stops: tuple = ()
 
 
 def problem_parts(problem) -> tuple:
@@ -144,7 +174,10 @@ def run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *
         start = 0
         est = get_algorithm(algorithm).make(**params)  # replayed from the first round (fit resets anyway)
     elif isinstance(state, Replay) and state.budget > 0:
-        problem.feed(est, 0, state.budget)
+        done = 0
+        for part_stop in state.stops or (state.budget,):
+            problem.feed(est, done, part_stop)
+            done = part_stop
     t0 = time.perf_counter()
     try:
         if stop > start:
