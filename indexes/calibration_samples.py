@@ -8,7 +8,8 @@ import scipy.sparse as sp
 
 from sparsesim.csr_rows import row_range, take_rows
 
-__all__ = ["corpus_strata", "stratified_split", "recall_by_stratum", "corpus_weighted_summary"]
+__all__ = ["corpus_strata", "stratified_split", "recall_by_stratum", "corpus_weighted_summary",
+           "balanced_shares", "stratified_summary"]
 
 _N_STRATA = 20  # clusters when the corpus has no labels
 _PROJECTION_DIM = 32
@@ -85,13 +86,31 @@ def _balanced_counts(capacity: np.ndarray, m: int, rng) -> np.ndarray:
     return counts
 
 
-def stratified_split(strata, sizes, seed) -> list:
+def _proportional_counts(capacity: np.ndarray, shares: np.ndarray, m: int) -> np.ndarray:
+    """``m`` draws in proportion to ``shares`` (largest remainders), none beyond a stratum's
+    ``capacity``: a full stratum's excess goes to the others, again in proportion."""
+    counts = np.zeros_like(capacity)
+    m = int(min(m, capacity.sum()))
+    while m > int(counts.sum()):
+        open_ = np.flatnonzero(counts < capacity)
+        left = m - int(counts.sum())
+        exact = left * shares[open_] / shares[open_].sum()
+        add = np.floor(exact).astype(np.int64)
+        extra = left - int(add.sum())
+        if extra > 0:  # the largest fractional parts get one more (ties to the lower stratum)
+            add[np.argsort(-(exact - add), kind="stable")[:extra]] += 1
+        counts[open_] += np.minimum(add, capacity[open_] - counts[open_])
+    return counts
+
+
+def stratified_split(strata, sizes, seed, proportional: float = 0.0) -> list:
     """Disjoint stratified samples of rows, ``sizes[j]`` rows for sample j (sorted row arrays).
 
-    Together the samples take the same number of rows from every stratum as far as the strata
-    allow (a small stratum gives all it has, the others share the rest), and each sample gets its
-    proportional share of every stratum's rows (within one row), so a small stratum is present in
-    every sample.
+    Together the samples take a share 1 - ``proportional`` of their rows equally from every
+    stratum as far as the strata allow (a small stratum gives all it has, the others share the
+    rest) and a share ``proportional`` in proportion to each stratum's size in the corpus; each
+    sample gets its proportional share of every stratum's rows (within one row), so a small
+    stratum is present in every sample.
 
     Examples
     --------
@@ -102,14 +121,23 @@ def stratified_split(strata, sizes, seed) -> list:
     0
     >>> np.bincount(strata[selection]).tolist(), np.bincount(strata[certification]).tolist()
     ([13, 14, 3], [14, 14, 2])
+    >>> strata = np.repeat([0, 1, 2, 3], [700, 100, 100, 100])  # stratum 0: 70% of the corpus
+    >>> half, = stratified_split(strata, [40], seed=0, proportional=0.5)
+    >>> np.bincount(strata[half]).tolist()                      # 5 + 14 of stratum 0
+    [19, 7, 7, 7]
     """
+    if not 0.0 <= float(proportional) <= 1.0:
+        raise ValueError(f"proportional must lie in [0, 1], got {proportional}")
     strata = np.asarray(strata)
     _, codes = np.unique(strata, return_inverse=True)
     codes = codes.ravel()
     rng = np.random.default_rng(seed)
     members = [rng.permutation(np.flatnonzero(codes == c)) for c in range(int(codes.max()) + 1)]
     capacity = np.array([m.size for m in members], dtype=np.int64)
-    left = _balanced_counts(capacity, int(sum(int(v) for v in sizes)), rng)
+    total = int(min(sum(int(v) for v in sizes), capacity.sum()))
+    n_prop = int(round(float(proportional) * total))
+    left = _balanced_counts(capacity, total - n_prop, rng)
+    left += _proportional_counts(capacity - left, capacity.astype(np.float64), n_prop)
     used = np.zeros_like(capacity)
     samples = []
     for size in sizes:
@@ -126,6 +154,28 @@ def stratified_split(strata, sizes, seed) -> list:
         left -= counts
         samples.append(np.sort(np.concatenate(rows)).astype(np.int64))
     return samples
+
+
+def balanced_shares(strata, m: int) -> dict:
+    """{stratum: weight} of the population a balanced sample of ``m`` corpus rows represents:
+    every stratum weighs the same, except that a stratum smaller than its equal share weighs its
+    size (it gives all it has; the others share the rest), as :func:`stratified_split` draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> shares = balanced_shares(np.repeat([0, 1, 2], [50, 50, 5]), 65)
+    >>> {k: round(v, 3) for k, v in shares.items()}
+    {0: 0.462, 1: 0.462, 2: 0.077}
+    """
+    values, capacity = np.unique(np.asarray(strata), return_counts=True)
+    m = float(min(max(int(m), 1), capacity.sum()))
+    lo, hi = 0.0, float(capacity.max())
+    for _ in range(100):  # the level c with sum(min(capacity, c)) = m, by bisection
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if np.minimum(capacity, mid).sum() < m else (lo, mid)
+    weights = np.minimum(capacity, hi)
+    return dict(zip(values.tolist(), (weights / weights.sum()).tolist()))
 
 
 def recall_by_stratum(per_query, strata_of_rows, names=None, strata=None) -> dict:
@@ -151,12 +201,10 @@ def corpus_weighted_summary(per_query, strata_of_rows, strata, z: float = 1.645)
     """The recall of a query drawn uniformly from the corpus, estimated from a stratified sample,
     and its one-sided lower bound (mean - ``z`` standard errors).
 
-    The standard stratified-sampling estimator: the recall of stratum h in the sample is weighted
-    by the stratum's share W_h of the corpus ``strata`` (one label per corpus document), and the
-    variance is sum W_h^2 s_h^2 / n_h. A balanced sample holds few queries of a dominant stratum,
-    so a stratum with low recall and a large share lowers both the estimate and the bound. Strata
-    absent from the sample are left out and the shares of the present ones renormalised; a stratum
-    with a single query takes the whole sample's variance.
+    :func:`stratified_summary` with the weights W_h = each stratum's share of the corpus
+    ``strata`` (one label per corpus document). A sample holding few queries of a dominant
+    stratum has a wide bound, and a stratum with low recall and a large share lowers both the
+    estimate and the bound.
 
     Examples
     --------
@@ -170,20 +218,41 @@ def corpus_weighted_summary(per_query, strata_of_rows, strata, z: float = 1.645)
     >>> round(mean, 3), lower < mean
     (0.68, True)
     """
+    values, counts = np.unique(np.asarray(strata), return_counts=True)
+    return stratified_summary(per_query, strata_of_rows, dict(zip(values.tolist(), counts.tolist())), z)
+
+
+def stratified_summary(per_query, strata_of_rows, weights: dict, z: float = 1.645) -> tuple[float, float]:
+    """The stratified-sampling estimate sum W_h ybar_h of a mean over a population whose strata
+    weigh ``weights`` ({stratum: W_h}), and its one-sided lower bound (mean - ``z`` standard
+    errors, variance sum W_h^2 s_h^2 / n_h), from the per-query values ``per_query`` of a sample
+    whose rows fall in the strata ``strata_of_rows``.
+
+    Strata absent from the sample are left out and the weights of the present ones renormalised;
+    a stratum with a single query takes the whole sample's variance. The mean is clipped to [0, 1]
+    (recalls; weights summing to 1 only up to rounding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> per_query = np.array([0.5, 0.7, 1.0, 1.0, 1.0, 1.0])
+    >>> in_stratum = np.array([0, 0, 1, 1, 1, 1])
+    >>> mean, lower = stratified_summary(per_query, in_stratum, {0: 1, 1: 1})   # equal weights
+    >>> round(mean, 3), round(lower, 3)
+    (0.8, 0.718)
+    """
     per_query = np.asarray(per_query, dtype=np.float64)
     strata_of_rows = np.asarray(strata_of_rows)
-    values, counts = np.unique(np.asarray(strata), return_counts=True)
-    share = dict(zip(values.tolist(), counts.tolist()))
     pooled = float(np.var(per_query, ddof=1)) if per_query.size > 1 else 0.0
     present = np.unique(strata_of_rows)
-    weights = np.array([share[v] for v in present.tolist()], dtype=np.float64)
-    weights /= weights.sum()
+    w = np.array([weights[v] for v in present.tolist()], dtype=np.float64)
+    w /= w.sum()
     mean = var = 0.0
-    for w, value in zip(weights, present):
+    for weight, value in zip(w, present):
         group = per_query[strata_of_rows == value]
         s2 = float(np.var(group, ddof=1)) if group.size > 1 else pooled
-        mean += w * float(group.mean())
-        var += w * w * s2 / group.size
+        mean += weight * float(group.mean())
+        var += weight * weight * s2 / group.size
     # the weights sum to 1 only up to rounding: an all-hits sample must not come out above 1
     mean = min(max(mean, 0.0), 1.0)
     return float(mean), float(min(mean, mean - z * np.sqrt(var)))

@@ -107,9 +107,11 @@ def check_setting(index, record: dict) -> None:
     if corpus_sample and (record["n_queries"] > n_rec - 1 or record["top_k"] > n_rec - 1):
         _fail(f"the calibration record's {record['n_queries']} held-out queries / top_k={record['top_k']} do not "
               f"fit {n_rec} documents")
-    weighted_met = (record.get("corpus_weighted") or {}).get("recall_lower_bound", 1.0) >= record["target_recall"]
+    # met: the bound of the sample as drawn and of each stratified estimate the record holds
+    strata_met = all((record.get(name) or {}).get("recall_lower_bound", 1.0) >= record["target_recall"]
+                     for name in ("corpus_weighted", "balanced"))
     if record["recall_lower_bound"] > record["recall"] + 1e-12 or \
-            record["met"] != (record["recall_lower_bound"] >= record["target_recall"] and weighted_met):
+            record["met"] != (record["recall_lower_bound"] >= record["target_recall"] and strata_met):
         _fail("the calibration record's recall, lower bound and 'met' disagree")
     hits = record.get("hits")
     if hits is not None:

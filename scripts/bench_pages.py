@@ -45,7 +45,8 @@ FAMILIES = {
         "on disk (`benchmarks/bench_indexes.py`); load times (`benchmarks/bench_index_load.py`); "
         "the recall check of the ann candidate stage (`benchmarks/bench_recall_check.py`). "
         "How to read them: [Retrieval indexes](../guide/indexes.md).",
-        ("bench_indexes", "bench_index_load", "bench_recall_check", "bench_embedding_index", "bench_first_batch"),
+        ("bench_indexes", "bench_index_load", "bench_recall_check", "bench_embedding_index", "bench_first_batch",
+         "bench_calibration"),
         "python benchmarks/bench_indexes.py --help",
     ),
     "distributed": (

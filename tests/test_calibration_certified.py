@@ -143,3 +143,70 @@ def test_cli_calibrate_certifies_on_a_query_log(model, news, tmp_path, monkeypat
     code, out, err = run_cli(["index", "calibrate", "--index", tmp_path / "idx", "--queries",
                               tmp_path / "missing.svm"], monkeypatch, capsys)
     assert code == 2 and err.startswith("error:") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_half_proportional_samples_hold_a_dominant_stratum(seed):
+    from sparsesim.indexes.calibration_samples import balanced_shares
+
+    rng = np.random.default_rng(seed)
+    sizes = np.concatenate([[int(rng.integers(400, 800))], rng.integers(1, 60, size=9)])  # stratum 0 dominates
+    strata = rng.permutation(np.repeat(np.arange(10), sizes))
+    a, b = stratified_split(strata, [100, 100], seed, proportional=0.5)
+    assert a.size == b.size == 100 and not set(a) & set(b)
+    joint = np.bincount(strata[a], minlength=10) + np.bincount(strata[b], minlength=10)
+    balanced = np.bincount(strata[np.concatenate(stratified_split(strata, [100, 100], seed))], minlength=10)
+    # half the rows in proportion to the corpus: the dominant stratum holds at least its share of
+    # that half, far more than a balanced sample gives it; every stratum at least what a balanced
+    # sample of the other half gives it (within a row)
+    assert joint[0] >= np.floor(100 * sizes[0] / sizes.sum()) and joint[0] > balanced[0]
+    half = balanced_shares(strata, 100)
+    assert np.all(joint >= np.floor(np.array([half[s] for s in range(10)]) * 100) - 1)
+    assert np.all(np.abs(np.bincount(strata[a], minlength=10) - np.bincount(strata[b], minlength=10)) <= 1)
+    a2, b2 = stratified_split(strata, [100, 100], seed, proportional=0.5)
+    assert np.array_equal(a, a2) and np.array_equal(b, b2)
+    # the balanced population is the one a balanced sample draws (within a row per stratum)
+    shares = balanced_shares(strata, 200)
+    assert np.all(np.abs(np.array([shares[s] for s in range(10)]) * 200 - balanced) <= 1.0)
+    with pytest.raises(ValueError, match="proportional"):
+        stratified_split(strata, [10], seed, proportional=1.5)
+
+
+def test_stratified_estimates_weigh_strata_not_queries():
+    from sparsesim.indexes.calibration_samples import corpus_weighted_summary, stratified_summary
+
+    strata = np.repeat([0, 1], [900, 100])  # stratum 0: 90% of the corpus
+    in_sample = np.repeat([0, 1], [60, 40])
+    per_query = np.concatenate([np.tile([1.0, 0.8], 30), np.ones(40)])  # stratum 0: recall 0.9
+    mean, lower = stratified_summary(per_query, in_sample, {0: 0.5, 1: 0.5})  # balanced: class-equal
+    assert mean == pytest.approx(0.95) and lower < mean
+    assert per_query.mean() == pytest.approx(0.94)  # the sample as drawn is neither
+    w_mean, w_lower = corpus_weighted_summary(per_query, in_sample, strata)
+    assert w_mean == pytest.approx(0.91)
+    # variance sum W_h^2 s_h^2 / n_h: stratum 1 has none
+    assert w_mean - w_lower == pytest.approx(1.645 * 0.9 * np.std(per_query[:60], ddof=1) / np.sqrt(60))
+
+
+def test_calibration_record_on_a_dominant_class():
+    from sparsesim.data.synthetic import rcv1_like
+
+    data = rcv1_like(3000, n_features=3000, nnz_per_doc=30, n_classes=6, class_vocab=300, seed=4)
+    y = np.where(np.arange(3000) < 1500, 0, data.y + 1)  # class 0: half the corpus
+    model = OASIS(n_triplets=1500, random_state=0).fit(data.X[:1000], data.y[:1000]).model_
+    index = build_index(model, data.X, kind="ann", heavy_min_nnz=20, calibration_size=150, target_recall=None)
+    index.target_recall = 0.9
+    cal = index.calibrate(strata=y)
+    cert = np.asarray(cal["rows"])
+    # 7 classes: class 0 holds 75 / 7 of the balanced half and half of the proportional half (48),
+    # where a balanced sample gives it 150 / 7
+    assert 46 <= np.sum(y[cert] == 0) <= 50 and cal["proportional_share"] == 0.5
+    per_query = np.asarray(cal["hits"]) / 10
+    from sparsesim.indexes.calibration_samples import balanced_shares, corpus_weighted_summary, stratified_summary
+    assert (cal["balanced"]["recall"], cal["balanced"]["recall_lower_bound"]) == pytest.approx(
+        stratified_summary(per_query, y[cert], balanced_shares(y, 150)))
+    assert (cal["corpus_weighted"]["recall"], cal["corpus_weighted"]["recall_lower_bound"]) == pytest.approx(
+        corpus_weighted_summary(per_query, y[cert], y))
+    assert cal["met"] == (min(cal["recall_lower_bound"], cal["balanced"]["recall_lower_bound"],
+                              cal["corpus_weighted"]["recall_lower_bound"]) >= 0.9)
+    # the speed of the chosen setting and of the fastest one measured (whatever its recall)
+    assert cal["qps_certification"] > 0 and cal["fastest"]["qps"] >= cal["qps_one_thread"] > 0

@@ -160,6 +160,10 @@ RECORD_ATTACKS = {
         met=True, corpus_weighted={"recall": 0.5, "recall_lower_bound": 0.4}), "disagree"),
     "corpus-weighted bound above its recall": ("ann", lambda r, m: r.update(
         corpus_weighted={"recall": 0.5, "recall_lower_bound": 0.9}), "corpus_weighted"),
+    "met with a balanced bound below target": ("ann", lambda r, m: r.update(
+        met=True, balanced={"recall": 0.5, "recall_lower_bound": 0.4}), "disagree"),
+    "balanced bound above its recall": ("ann", lambda r, m: r.update(
+        balanced={"recall": 0.5, "recall_lower_bound": 0.9}), "balanced"),
     "more settings than the grid": ("ann", lambda r, m: r.update(n_settings=10**6), "settings"),
     "another corpus size": ("ann", lambda r, m: r.update(n_documents=5000), "documents"),
     "another model": ("ann", lambda r, m: r.update(model_checksum="0" * 64), "model"),
