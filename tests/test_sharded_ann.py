@@ -110,7 +110,9 @@ def test_exhaustive_setting_answers_as_the_single_index(corpus, client):
     model, X = corpus
     Q = X[1::5]
     n = X.shape[0]
-    every = {"target_recall": None, "n_postings": n, "sparse_pool": n}  # every list read whole, all re-ranked
+    # every list held whole and read whole (uniform reads: n_postings from each list), every candidate re-ranked
+    every = {"target_recall": None, "postings_per_feature": n, "read_allocation": "uniform", "n_postings": n,
+             "sparse_pool": n}
     sharded = ShardedIndex(model, kind="ann", n_shards=2, client=client, **every).fit(X)
     ids, scores = sharded.query(Q, top_k=K)
     single_rows, single_scores = AnnIndex(model, **every).fit(X).query(Q, top_k=K)
