@@ -45,7 +45,7 @@ from .calibration import exact_top_k
 from .expansion import expanded_postings, light_transpose, postings_from_heaps
 from .storage_write import StagedArray, check_index_target
 
-__all__ = ["build_ann_blockwise", "BlockwiseAnnIndex", "memory_plan"]
+__all__ = ["build_ann_blockwise", "BlockwiseAnnIndex", "memory_plan", "exact_top_k_blocks"]
 
 _ALIGN = 256  # blocks are multiples of the expansion's 256-row blocks: the heaps see the same updates
 _ROW_OVERHEAD = 64  # bytes per document of a block beyond its entries and Z row (pointers, scratch)
@@ -104,19 +104,42 @@ class BlockwiseAnnIndex(AnnIndex):
     def exact_rows(self, Qp, k: int, n_jobs: int = 1):
         """Exact top-``k`` (rows, scores) of prepared queries over the stored corpus, a block at a time
         (ties broken by the lower row, as one exact index over the whole corpus breaks them)."""
-        rows, scores = [], []
-        for lo, Xb in self._source.blocks(self._block_rows):
-            part = _Block(self.model, Xb)
-            r, s = exact_top_k(part, Qp, min(k, Xb.shape[0]), n_jobs)
-            rows.append(r + lo)
-            scores.append(s)
-        return merge_top_k(np.hstack(rows), np.hstack(scores), k)
+        return exact_top_k_blocks(self.model, self._source, Qp, k, self._block_rows, n_jobs)
 
     def _arrays(self) -> dict:
         arrays = super()._arrays()
         if self._staged:
             arrays.update({name: StagedArray(path) for name, path in self._staged.items()})
         return arrays
+
+
+def exact_top_k_blocks(model, source: CorpusFiles, Qp, k: int, block_rows: int, n_jobs: int = 1):
+    """Exact top-``k`` (rows, scores) of prepared queries ``Qp`` over a stored (prepared) corpus on
+    disk, reading ``block_rows`` documents at a time: memory holds one block, the queries and
+    their running top-``k``, whatever the corpus size. Ties are broken by the lower row, as one
+    exact index over the whole corpus breaks them.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from sparsesim.data import load_dataset
+    >>> from sparsesim.data.corpus_files import write_corpus
+    >>> from sparsesim.indexes.exact import ExactIndex
+    >>> from sparsesim.models import BilinearSimilarity
+    >>> X = load_dataset("news20-sample").X[:500]
+    >>> model = BilinearSimilarity(sp.csr_matrix((X.shape[1], X.shape[1])))  # M = I
+    >>> corpus = write_corpus(pathlib.Path(tempfile.mkdtemp()) / "c", X, block=200)
+    >>> rows, _ = exact_top_k_blocks(model, corpus, X[:3], 5, block_rows=128)
+    >>> bool(np.array_equal(rows, ExactIndex(model).fit(X).query_rows(X[:3], 5)[0]))
+    True
+    """
+    rows, scores = [], []
+    for lo, Xb in source.blocks(int(block_rows)):
+        part = _Block(model, Xb)
+        r, s = exact_top_k(part, Qp, min(k, Xb.shape[0]), n_jobs)
+        rows.append(r + lo)
+        scores.append(s)
+    return merge_top_k(np.hstack(rows), np.hstack(scores), k)
 
 
 class _Block:
@@ -136,7 +159,7 @@ def _mapped_csr(paths: dict, n: int, d: int) -> sp.csr_matrix:
 
 def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_documents: int | None = None,
                         overwrite: bool = False, calibration_queries=None, strata=None, n_jobs: int = 1,
-                        **params) -> BlockwiseAnnIndex:
+                        progress=None, **params) -> BlockwiseAnnIndex:
     """Build an ann index over a corpus on disk a block of documents at a time and save it to ``directory``.
 
     Parameters
@@ -158,6 +181,11 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         As in :meth:`AnnIndex.fit` / :meth:`AnnIndex.calibrate`.
     n_jobs : int, default 1
         Threads of the build.
+    progress : callable, optional
+        Called as ``progress(stage, done, total)`` after each block of each pass (``stage`` is
+        ``"prepare_corpus"`` or ``"heavy_values_and_postings"``, ``done`` and ``total`` count
+        documents) and at the start and end of ``"encode_postings"``, ``"calibration"`` and
+        ``"save"`` (``done`` 0 then 1 of ``total`` 1): a long build can report where it is.
     **params
         :class:`AnnIndex` parameters (``dim`` must stay 0).
 
@@ -188,6 +216,7 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
     True
     """
     start = time.perf_counter()
+    report = progress if progress is not None else (lambda stage, done, total: None)
     corpus = corpus if isinstance(corpus, CorpusFiles) else CorpusFiles(corpus)
     if corpus.n_features != model.n_features:
         raise InvalidInputError(f"the corpus has {corpus.n_features} features, the model {model.n_features}")
@@ -225,6 +254,7 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
             indptr.append(Xb.indptr[1:] + nnz)
             nnz += int(Xb.indptr[-1])
             df += np.bincount(Xb.indices, minlength=d)
+            report("prepare_corpus", min(lo + B, n), n)
             del Xb
         indices_out.close()
         data_out.close()
@@ -257,9 +287,11 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
             if postings_on:
                 expanded_postings(Xb, MT_light, H, Zb, L, jobs, heaps=(vals, docs), doc0=lo,
                                   identity=model.identity)
+            report("heavy_values_and_postings", min(lo + B, n), n)
             del Xb, Zb
         z_out.close()
         phases["heavy_values_and_postings"] = time.perf_counter() - start - sum(phases.values())
+        report("encode_postings", 0, 1)
         if postings_on:
             del MT_light
             index.postings_ = _encode(vals, docs, n, limit - plan["fixed"])
@@ -273,13 +305,18 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         index.calibration_ = None
         index._source, index._block_rows, index._staged = stored, B, dict(paths)
         phases["encode_postings"] = time.perf_counter() - start - sum(phases.values())
+        report("encode_postings", 1, 1)
+        report("calibration", 0, 1)
         if index.target_recall is not None and n > 11:
             index.calibrate(calibration_queries, strata=strata)
+        report("calibration", 1, 1)
         index.build_seconds_ = time.perf_counter() - start
         phases["calibration"] = index.build_seconds_ - sum(phases.values())
         index.build_phases_ = phases
         index.plan_ = dict(plan, memory=limit)
+        report("save", 0, 1)
         index.save(directory, overwrite=overwrite)
+        report("save", 1, 1)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     index._staged = None
