@@ -4,7 +4,9 @@
 
 runs :func:`sparsesim.experiments.paper.run_all` (every item of ``paper-all``, or the ones given; with
 ``--merge`` added to the report already in ``docs/``) with
-its figures and per-item files in ``OUT_DIR``, then writes ``docs/reproduction.json`` (the report) and
+its figures and per-item files in ``OUT_DIR``; with ``--reuse`` it runs nothing and reads the items'
+files an earlier run wrote (``OUT_DIR/<item>/<item>.json``: each item's file is written when the item
+finishes, so a long run stopped part way keeps the items it finished). It then writes ``docs/reproduction.json`` (the report) and
 ``docs/reproduction.md`` (its markdown, :func:`sparsesim.experiments.paper_verdicts.report_markdown`).
 ``tests/test_paper_report.py`` checks that the page is the markdown of the JSON.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from sparsesim.experiments import load_experiment_file
 from sparsesim.experiments.paper import full_size_notes, run_all
-from sparsesim.experiments.paper_verdicts import report_markdown, total_counts
+from sparsesim.experiments.paper_verdicts import RULE, report_markdown, total_counts
 from sparsesim.persistence import dumps_strict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -38,6 +40,24 @@ def merge(old: dict, new: dict) -> dict:
                 not_run=not_run, full_size=full_size_notes(not_run))
 
 
+def reuse(out_dir: Path, items: list[str], quick: bool) -> dict:
+    """The report of ``items`` from the files a run wrote into ``out_dir`` (one per finished item)."""
+    found = []
+    for name in items:
+        path = out_dir / name / f"{name}.json"
+        if not path.is_file():
+            raise SystemExit(f"--reuse: {path} is missing (the item has not finished in that directory)")
+        item = json.loads(path.read_text())
+        if bool(item.get("quick")) != bool(quick):
+            raise SystemExit(f"--reuse: {path} was run {'with' if item.get('quick') else 'without'} --quick")
+        found.append(item)
+    every = load_experiment_file("paper-all")["include"]
+    not_run = [n for n in every if n not in items]
+    return {"quick": bool(quick), "items": found, "counts": total_counts(found), "rule": RULE,
+            "seconds": sum(it["seconds"] for it in found), "not_run": not_run,
+            "full_size": full_size_notes(not_run)}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
@@ -46,10 +66,17 @@ def main(argv=None) -> None:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--merge", action="store_true",
                         help="add the items run to the report already in docs/reproduction.json (same size)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="run nothing: read the items' files an earlier run wrote into OUT_DIR (needs --items)")
     args = parser.parse_args(argv)
     items = [s.strip() for s in args.items.split(",") if s.strip()] if args.items else None
-    report = run_all(args.out_dir, quick=args.quick, n_jobs=args.n_jobs, items=items,
-                     progress=lambda name: print(f"running {name}", flush=True))
+    if args.reuse:
+        if not items:
+            raise SystemExit("--reuse needs --items")
+        report = reuse(args.out_dir, items, args.quick)
+    else:
+        report = run_all(args.out_dir, quick=args.quick, n_jobs=args.n_jobs, items=items,
+                         progress=lambda name: print(f"running {name}", flush=True))
     data = json.loads(dumps_strict(report, default=float))
     for item in data["items"]:  # the page's numbers; the full boards stay in OUT_DIR/<item>/<item>.json
         for run in item["runs"]:
