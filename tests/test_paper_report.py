@@ -121,6 +121,7 @@ def test_paper_runs_state_the_papers_settings(monkeypatch):
     assert est.get_params()["sampler"] == "uniform"  # ... the paper run's does not
     assert est.get_params()["max_model_bytes"] is None and est.get_params()["n_passes"] == 2
     assert params["sors-l1"]["max_model_bytes"] == "400MB" and "n_passes" not in params["sors-l1"]
+    assert params["sors-l1"]["schedule"] == "constant"  # Algorithm 1's step, not schedule="auto"
     assert "cosine" not in params
 
 

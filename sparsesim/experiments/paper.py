@@ -61,7 +61,8 @@ RUN_KEYS = ("column", "dataset", "substitution", "protocol", "algorithms", "seed
 SWEEP_OPTIONS = {"sors": ("grid", "scale")}  # options that score every point on the test split
 # constructor values every paper run states (unless its file sets another): the papers' learners keep
 # every entry of M, and learn from one pass of uniformly sampled triplets, last iterate
-PAPER_SETTINGS = {"max_model_bytes": None, "sampler": "uniform", "n_passes": 1, "averaging": False}
+PAPER_SETTINGS = {"max_model_bytes": None, "sampler": "uniform", "n_passes": 1, "averaging": False,
+                  "schedule": "constant"}
 
 
 def is_paper_file(spec: dict) -> bool:
@@ -200,13 +201,17 @@ def paper_params(algorithms, params: dict) -> dict:
 
     * no model-size bound (:data:`PAPER_SETTINGS`'s ``max_model_bytes``): the papers' learners keep
       every entry of M they learn (their sparsity is one of the reported results);
-    * the papers' triplet stream: uniform sampling, one pass, the last iterate (no averaging).
+    * the papers' triplet stream: uniform sampling, one pass, the last iterate (no averaging);
+    * SORS's and AdaSORS's constant step (Algorithms 1 and 2; ``schedule="auto"`` takes a
+      per-triplet step on corpora of many classes).
 
     Examples
     --------
     >>> p = paper_params(["oasis", "cosine"], {"oasis": {"max_model_bytes": "400MB"}})
     >>> p["oasis"] == {"max_model_bytes": "400MB", "sampler": "uniform", "n_passes": 1, "averaging": False}
     True
+    >>> paper_params(["sors-l1"], {})["sors-l1"]["schedule"]
+    'constant'
     >>> "cosine" in p  # nothing of these to state
     False
     """
