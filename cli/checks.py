@@ -10,10 +10,10 @@ library are the registered spellings.
 from __future__ import annotations
 
 from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs,
-                                  check_params, check_train_settings, resolve_name)
+                                  check_params, check_top_k_value, check_train_settings, resolve_name)
 
 __all__ = ["algorithm_name", "dataset_name", "index_kind", "fast_param_values", "algorithm_params",
-           "positive", "fraction", "train_settings", "jobs", "check_port_free"]
+           "positive", "top_k", "fraction", "train_settings", "jobs", "check_port_free"]
 
 
 def algorithm_name(name: str) -> str:
@@ -87,6 +87,12 @@ def model_bytes(algorithm: str, value: str, params: dict):
 def positive(value: int, option: str) -> int:
     """An integer option that must be at least 1 (``--top-k``, ``--k``, ``--shards``)."""
     return check_int(value, option, 1)
+
+
+def top_k(value: int, option: str = "--top-k"):
+    """``--top-k``: an integer >= 1, checked once into the
+    :class:`~sparsesim.validation.CheckedTopK` an index compares only with its size."""
+    return check_top_k_value(value, option)
 
 
 def fraction(value: float, option: str) -> float:

@@ -62,9 +62,9 @@ def datasets_fetch(
     if mirror is None and info["fetch"] == "mirror only" and not info["available"]:
         raise InvalidInputError(f"data set {name!r} has no public upstream; copy it from a mirror folder with "
                                 f"`sparsesim datasets fetch {name} --from DIR` (e.g. the shared data folder)")
-    bar, _ = progress_bar(None, f"fetching {name}", sys.stderr.isatty())
+    bar, advance = progress_bar(None, f"fetching {name}", sys.stderr.isatty())
     callback = None
-    if bar is not None and hasattr(bar, "add_task"):
+    if advance is not None:  # a live bar (not the stand-in of a non-terminal)
         task = bar.task_ids[0]
 
         def callback(relpath, done, total):

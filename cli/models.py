@@ -241,7 +241,7 @@ def query(
     scheduler: Optional[str] = scheduler_option(),
 ):
     """Top-k most similar corpus documents for each query document or text."""
-    checks.positive(top_k, "--top-k")
+    top_k = checks.top_k(top_k)  # checked once: the index compares it with its size only
     if corpus is not None:
         corpus = checks.dataset_name(corpus)
     from sparsesim.workflows import query_corpus, query_index

@@ -335,6 +335,12 @@ class CorpusIndex(Index):
         self.verify_all()
         return save_index(self, directory, overwrite=overwrite)
 
+    def _add(self, Xp):
+        """Take prepared documents ``Xp`` into the kind's own structures (called by :meth:`add`
+        before they join ``X_``). A kind that cannot add sets ``supports_add = False`` and keeps
+        this default, which names the capability."""
+        raise self.unsupported("add")
+
     @abc.abstractmethod
     def _query_rows(self, Qp, k: int, n_jobs: int, /, **options):
         """Row numbers and scores (n_queries x k, best first) of prepared queries ``Qp``."""

@@ -13,13 +13,15 @@ What is checked (each check builds its own small index; a few hundred documents 
 =========================  ===================================================================
 check                      what it asserts
 =========================  ===================================================================
-``check_query``            shapes, scores best first, every score the model's exact score
+``check_query``            shapes, scores best first, every score the model's exact score; rows
+                           and ``top_k`` checked by the caller (``CheckedQueries``): the same answers
 ``check_answers``          exact kinds: the brute-force top-k (ties to the lower position);
                            approximate kinds: recall@k against it of at least 0.9
 ``check_ties``             duplicated documents: equal scores ordered by position
 ``check_add``              fit on part, ``add`` the rest: the answers of a fit on the whole
 ``check_save_load``        ``save`` then :func:`~sparsesim.indexes.open_index`: the same answers
-``check_bad_input``        wrong width, NaN, ``top_k`` 0 or past the corpus, an unknown option
+``check_bad_input``        wrong width (also of checked rows), NaN, ``top_k`` 0 or past the corpus
+                           (also a ``CheckedTopK``), an unknown option
 ``check_empty``            an empty corpus is refused or searched as empty; empty query batches
 ``check_ids``              string ids through query, search, add, save/load; clashes refused
 ``check_similar``          ``query_similar`` leaves the document out (or names the capability)
@@ -49,6 +51,7 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import InvalidInputError, UnsupportedOperationError
 from sparsesim.topk import top_k_rows
+from sparsesim.validation import CheckedTopK, check_queries, check_rows
 
 from . import INDEX_KINDS, STORED_KINDS, Index, open_index
 
@@ -154,6 +157,13 @@ def check_query(form: IndexForm):
         s2, i2 = index.search(X[:2], k=X.shape[0] + 3)
         assert s2.shape == i2.shape == (2, X.shape[0] + 3)
         assert np.all(i2[:, -3:] == -1) and np.all(np.isneginf(s2[:, -3:]))
+        # rows and top_k checked once by a caller (the service's parser) are taken as they are
+        checked = check_queries(X[:N_QUERIES], TOP_K, N_FEATURES, X.shape[0])
+        before = checked.rows.copy()
+        ids_c, scores_c = index.query(checked, checked.top_k)
+        np.testing.assert_array_equal(np.asarray(ids_c), np.asarray(ids))
+        np.testing.assert_array_equal(scores_c, scores)
+        assert (checked.rows != before).nnz == 0 and checked.rows.dtype == before.dtype, "the caller's rows changed"
     finally:
         index.release()
 
@@ -251,6 +261,10 @@ def check_bad_input(form: IndexForm):
         for k in (0, -1, X.shape[0] + 1):
             _expect(InvalidInputError, lambda: index.query(X[:2], top_k=k), f"top_k={k}")
         _expect(InvalidInputError, lambda: index.search(X[:2], k=0), "search k=0")
+        wide = check_rows(bad["wrong width"])
+        _expect(InvalidInputError, lambda: index.query(wide, top_k=3), "checked rows of the wrong width")
+        _expect(InvalidInputError, lambda: index.query(X[:2], top_k=CheckedTopK(X.shape[0] + 1)),
+                "a checked top_k past the corpus")
         _expect(InvalidInputError, lambda: index.query(X[:2], top_k=3, no_such_option=1), "an unknown option")
         _expect(InvalidInputError, lambda: index.add(X[:2, :N_FEATURES - 1]), "add of the wrong width")
         ids, scores = index.query(X[:2], top_k=3)  # the index still answers

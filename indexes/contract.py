@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from sparsesim.exceptions import InvalidInputError, UnsupportedOperationError
 from sparsesim.models import BilinearSimilarity
+from sparsesim.validation import CheckedTopK
 
 from .execution import faiss_layout
 from .inputs import check_search_k
@@ -104,7 +105,12 @@ class Index(abc.ABC):
 
     @abc.abstractmethod
     def query(self, Q, top_k: int = 10, n_jobs: int | None = None, **options):
-        """``(ids, scores)``: per query row, the ids of its ``top_k`` documents, best first."""
+        """``(ids, scores)``: per query row, the ids of its ``top_k`` documents, best first.
+
+        ``Q`` given as :class:`~sparsesim.validation.CheckedRows` (or the service's
+        :class:`~sparsesim.validation.CheckedQueries`) is used as checked (its width compared),
+        and a ``top_k`` given as :class:`~sparsesim.validation.CheckedTopK` is compared with the
+        index's size only: each value is checked once on a caller's walk."""
 
     @abc.abstractmethod
     def save(self, directory, overwrite: bool = False):
@@ -231,7 +237,7 @@ class Index(abc.ABC):
         n = self.n_documents
         if n == 0:
             return faiss_layout([], np.empty((0, 0)), k, self.prepare_queries(Q).shape[0], self.id_dtype())
-        ids, scores = self.query(Q, top_k=min(k, n), n_jobs=n_jobs, **options)
+        ids, scores = self.query(Q, top_k=CheckedTopK(min(k, n)), n_jobs=n_jobs, **options)  # k checked above
         id_dtype = np.dtype(self.id_dtype())
         if id_dtype.kind == "U" and len(ids):  # wide enough for the ids of this answer
             id_dtype = np.promote_types(id_dtype, np.asarray(ids).dtype)

@@ -23,6 +23,19 @@ def fact_arrays(index) -> dict:
     return arrays
 
 
+def held_facts(index) -> dict:
+    """``{name: array or None}``: the facts ``index`` holds now (its ``snippets_``, ``labels_``)."""
+    return {name: getattr(index, name + "_") for name in FACT_NAMES}
+
+
+def set_facts(index, facts: dict) -> None:
+    """Give ``index`` the facts of ``facts`` (name -> one value per document; see
+    ``sparsesim.workflows.document_facts``); the others are left as they are."""
+    for name in FACT_NAMES:
+        if name in facts:
+            setattr(index, name + "_", facts[name])
+
+
 def restore_facts(index, arrays: dict, n_documents: int) -> None:
     """Set ``index.<name>_`` from stored arrays; a fact whose array is not one string per
     document is left out (display only: nothing else depends on it)."""

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.models import BilinearSimilarity
 from sparsesim.csr_rows import log_row_norms, unit_row_data
-from sparsesim.validation import check_csr
+from sparsesim.validation import CheckedRows, CheckedTopK, rows_of
 
 __all__ = ["prepare_rows", "normalize_ids", "check_top_k", "check_search_k", "check_score_range", "SCORE_LIMITS"]
 
@@ -25,12 +25,17 @@ __all__ = ["prepare_rows", "normalize_ids", "check_top_k", "check_search_k", "ch
 def prepare_rows(model: BilinearSimilarity, X, name: str, score_limit: float | None = None) -> sp.csr_matrix:
     """``X`` as canonical float64 CSR with the model's width (L2-normalised when the model says so);
     with ``score_limit`` (documents entering an index, :data:`SCORE_LIMITS`) also
-    :func:`check_score_range`."""
+    :func:`check_score_range`. Rows given as :class:`~sparsesim.validation.CheckedRows` (e.g. the
+    service's :class:`~sparsesim.validation.CheckedQueries`) are not checked again, only their width."""
     if model is None:
         raise InvalidInputError("an index needs a BilinearSimilarity model")
-    X = check_csr(X, name=name, n_features=model.n_features)
+    checked = isinstance(X, CheckedRows)
+    X = rows_of(X, name=name, n_features=model.n_features)  # checked rows: their width only
     if model.normalize:
         X = sp.csr_matrix((unit_row_data(X), X.indices.copy(), X.indptr.copy()), shape=X.shape)  # order kept
+        X.has_sorted_indices = True
+    elif checked:  # the caller's matrix stays as it is: a new one over the same arrays
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
         X.has_sorted_indices = True
     X.indices = X.indices.astype(np.int32, copy=False)
     X.indptr = X.indptr.astype(np.int64, copy=False)
@@ -109,7 +114,10 @@ def normalize_ids(ids, n: int, existing: np.ndarray | None = None) -> np.ndarray
 
 
 def check_top_k(top_k, n_documents: int) -> int:
-    if isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1:
+    """``top_k`` as an int from 1 to ``n_documents``; a :class:`~sparsesim.validation.CheckedTopK`
+    (checked to be >= 1 by the caller, e.g. the CLI before loading) only against ``n_documents``."""
+    if not isinstance(top_k, CheckedTopK) and (
+            isinstance(top_k, bool) or not isinstance(top_k, (numbers.Integral, np.integer)) or top_k < 1):
         raise InvalidInputError(f"top_k must be a positive integer, got {top_k!r}")
     if top_k > n_documents:
         raise InvalidInputError(f"top_k={top_k} is larger than the index ({n_documents} documents)")

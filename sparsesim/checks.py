@@ -150,7 +150,7 @@ def check_clone_params(estimator):
 
 
 def check_fit_returns_self_and_defines_state(estimator):
-    """fit returns self; n_features_in_, the counters and model_ exist afterwards."""
+    """fit returns self; n_features_in_, the counters, resolved_params_ and model_ exist afterwards."""
     kind = learner_kind(estimator)
     problem = make_problem(kind)
     est = _fresh(estimator)
@@ -159,6 +159,11 @@ def check_fit_returns_self_and_defines_state(estimator):
     counters = ("n_triplets_seen_", "n_updates_", "train_seconds_") if "triplet" in kind else ("n_seen_", "n_mistakes_")
     for name in counters:
         assert hasattr(est, name), f"{type(est).__name__} has no {name} after fit"
+    # the contract of learners.base: read directly by the workflows (no getattr defaults)
+    assert isinstance(est.input_representation, str)
+    resolved = est.resolved_params_
+    assert isinstance(resolved, dict) or (resolved is None and kind.startswith("multitask")), \
+        f"{type(est).__name__}.resolved_params_ after fit is {resolved!r}"
     if "check_save_load_round_trip" not in skipped_checks(est):  # learners with a saved-model format
         assert est.model_ is not None
     problem.scores(est)

@@ -68,30 +68,45 @@ def test_sors_steps_are_the_signs_of_its_updates(corpus):
 
 def test_the_feedback_walk_checks_a_vector_query_once(corpus, monkeypatch):
     """POST /feedback -> snapshot: a vector query is checked entry by entry when the record is read
-    (records.py builds it in canonical form without a second check) and the stacked batch once,
-    by the learner's ``partial_fit_triplets``; the versions take the engine's steps."""
+    (records.py builds it in canonical form without a second check); the stacked batch (those
+    rows and stored corpus rows) goes to the learner's ``partial_fit_triplets`` as
+    ``CheckedRows``, not checked again; the versions take the engine's steps."""
     import sparsesim.feedback.learner as feedback_learner
     import sparsesim.feedback.records as records
     import sparsesim.learners.base as learner_base
+    import sparsesim.validation.settings as settings
 
     X, _, model = corpus
     index = build_index(model, X, kind="exact")
     assert not hasattr(records, "check_csr")  # the record reader does not import the CSR check at all
-    batch_checks = counting(monkeypatch, learner_base, "check_csr")
+    csr_checks = [counting(monkeypatch, module, "check_csr") for module in (learner_base, settings)]
+    batches = counting(monkeypatch, learner_base, "rows_of")
     norm_checks = counting(monkeypatch, records, "is_finite_number")
     factors = counting(monkeypatch, feedback_learner, "oasis_factors")
     with FeedbackLearner(index, learner=OASIS(C=0.5, compact=False), max_batch=64) as fl:
-        before_start = len(batch_checks)
+        before_start = [len(c) for c in csr_checks]
         fl.submit([{"query": {"indices": [1, 7, 7], "values": [1.0, 2.0, 0.5]}, "preferred": 11, "other": 12},
                    {"query": 0, "preferred": 3, "other": 4}])
         fl.flush(timeout=120)
-        assert len(batch_checks) - before_start == 1  # one batch: one check of its stacked rows
+        assert [len(c) for c in csr_checks] == before_start  # the batch's rows are not checked again
+        assert len(batches) == 1 and isinstance(batches[0][0][0], feedback_learner.CheckedRows)
         assert len(norm_checks) == 3  # each value of the vector once
         assert len(factors) == 1
         Q, Z, steps = factors[0][0]
         np.testing.assert_array_equal(steps, fl.learner.last_steps_)  # the engine's steps, as taken
         assert Q[0, 7] == 2.5 and Q[0].nnz == 2  # duplicates summed in the one conversion
         assert abs(fl.model.W - fl.learner.model_.W).max() < 1e-12
+    # a library caller's raw rows are checked once, by partial_fit_triplets; checked rows of
+    # another width are refused with the check's own message
+    est = OASIS(C=0.5, n_triplets=10, random_state=0, compact=False).fit(X, corpus[1])
+    before = len(csr_checks[1])
+    est.partial_fit_triplets(X[:6], np.array([[0, 1, 2]]))
+    assert len(csr_checks[1]) == before + 1
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.validation import check_rows
+
+    with pytest.raises(InvalidInputError, match="X has 5 features but 20 are expected"):
+        est.partial_fit_triplets(check_rows(X[:6, :5]), np.array([[0, 1, 2]]))
 
 
 def test_cli_param_values_are_range_checked_once(monkeypatch):
@@ -253,3 +268,161 @@ def test_tune_takes_the_same_checked_settings(tmp_path, monkeypatch, capsys):
     with pytest.raises(InvalidParameterError, match=r"--train-fraction must be a number in \(0, 1\), got 1.5"):
         models_mod.tune_model("oasis", "news20-sample", tmp_path / "u.npz", n_triplets=400, train_fraction=1.5)
     assert (len(lib_calls), len(reads)) == (1, 1)
+
+
+TEXTS = ["the striker scored a late goal", "the keeper saved the penalty", "a goal in extra time won the cup",
+         "the new phone has a faster chip", "the laptop battery lasts all day", "a chip maker opened a new plant",
+         "simmer the tomato sauce slowly", "add basil to the pasta sauce", "bake the bread for an hour"]
+
+
+@pytest.fixture(scope="module")
+def text_index(tmp_path_factory):
+    """An index directory over nine texts, served with a model that reads text."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    from sparsesim.models import BilinearSimilarity
+
+    pipe = make_pipeline(TfidfVectorizer(), OASIS(n_triplets=300, random_state=0)).fit(TEXTS, np.repeat([0, 1, 2], 3))
+    model = BilinearSimilarity.from_pipeline(pipe)
+    path = tmp_path_factory.mktemp("walks") / "idx"
+    build_index(model, model.transform(TEXTS)).save(path)
+    return path
+
+
+def test_query_index_checks_top_k_once(text_index, monkeypatch, capsys):
+    """`sparsesim query --index DIR --text T -k K`: the CLI checks that K is an integer >= 1 once,
+    before loading, into a ``CheckedTopK``; the index compares it with its size only. A library
+    caller's plain ``top_k`` is checked whole by the index, once."""
+    import json
+
+    import sparsesim.indexes.base as index_base
+    from sparsesim.cli import checks
+    from sparsesim.exceptions import InvalidInputError
+    from sparsesim.validation import CheckedTopK
+    from sparsesim.workflows import query_index
+    from clitools import run_cli
+
+    cli_checks = counting(monkeypatch, checks, "check_top_k_value")
+    index_checks = counting(monkeypatch, index_base, "check_top_k")
+    code, out, err = run_cli(["query", "--index", text_index, "--text", "tomato pasta sauce", "-k", "3", "--json"],
+                             monkeypatch, capsys)
+    assert code == 0, err
+    assert len(cli_checks) == 1 and len(index_checks) == 1
+    assert isinstance(index_checks[0][0][0], CheckedTopK)  # the index checks its size bound only
+    hits = [h["id"] for h in json.loads(out)["results"]]
+    records = query_index(text_index, texts=["tomato pasta sauce"], top_k=3)  # a library caller
+    assert len(index_checks) == 2 and type(index_checks[1][0][0]) is int
+    assert [h["id"] for h in records[0]["results"]] == hits
+    # the same refusals as before, each from the one place that checks it
+    code, _, err = run_cli(["query", "--index", text_index, "--text", "x", "-k", "0"], monkeypatch, capsys)
+    assert (code, err) == (2, "error: --top-k must be an integer in [1, inf), got 0\n")
+    assert len(index_checks) == 2  # refused before the index was opened
+    code, _, err = run_cli(["query", "--index", text_index, "--text", "x", "-k", "10"], monkeypatch, capsys)
+    assert (code, err) == (2, "error: top_k=10 is larger than the index (9 documents)\n")
+    with pytest.raises(InvalidInputError, match="top_k must be a positive integer, got 0"):
+        query_index(text_index, texts=["x"], top_k=0)
+
+
+def test_learning_query_beyond_exact_limit_checks_rows_once(corpus, monkeypatch):
+    """A learning index above ``exact_limit`` answers from its candidate index re-ranked exactly:
+    the candidate index takes the checked rows and the pool size as they are."""
+    import sparsesim.indexes.base as index_base
+    import sparsesim.validation.settings as settings
+    from sparsesim.validation import CheckedTopK, check_queries
+
+    X, _, model = corpus
+    with FeedbackLearner(build_index(model, X, kind="exact"), learner=OASIS(C=0.5, compact=False), exact_limit=10,
+                         candidate_pool=25, drift_check_every=10**6) as fl:
+        row_checks = counting(monkeypatch, settings, "check_csr")
+        k_checks = counting(monkeypatch, index_base, "check_top_k")
+        checked = check_queries(X[:3], 4, X.shape[1], X.shape[0])
+        ids, scores, _ = fl.query(checked)
+        assert len(row_checks) == 1  # check_queries only: not again by the candidate index
+        assert len(k_checks) == 1 and k_checks[0][0][0] == 25 and isinstance(k_checks[0][0][0], CheckedTopK)
+        raw_ids, raw_scores, _ = fl.query(X[:3], 4)  # a library caller's raw rows: checked once, by the learner
+        assert len(row_checks) == 2
+        np.testing.assert_array_equal(np.asarray(ids), np.asarray(raw_ids))
+        np.testing.assert_array_equal(scores, raw_scores)
+        exact_rows, exact_scores = fl._top_rows(fl._published, checked.rows, 4, exact=True)
+        np.testing.assert_allclose(scores, exact_scores, rtol=1e-12)  # a pool of 25 of 40 finds these
+
+
+def test_plain_query_service_checks_once(corpus, tmp_path, monkeypatch):
+    """`POST /query` on a server that does not learn: the request parser's ``CheckedQueries`` goes
+    to the index as it is (rows not checked again, ``top_k`` compared with the index's size)."""
+    pytest.importorskip("starlette", reason="the service needs the [serve] extra")
+    pytest.importorskip("httpx", reason="the test client needs httpx")
+    from starlette.testclient import TestClient
+
+    import sparsesim.indexes.base as index_base
+    import sparsesim.validation.settings as settings
+    from sparsesim.service import QueryService, create_app
+    from sparsesim.validation import CheckedTopK
+
+    X, _, model = corpus
+    index = build_index(model, X, kind="exact")
+    index.save(tmp_path / "idx")
+    row_checks = counting(monkeypatch, settings, "check_csr")
+    service = QueryService(tmp_path / "idx")
+    try:
+        with TestClient(create_app(service)) as client:
+            k_checks = counting(monkeypatch, index_base, "check_top_k")
+            before = len(row_checks)
+            r = client.post("/query", json={"vectors": [{"indices": [3, 1, 3], "values": [1.0, 2.0, 0.5]}], "top_k": 4})
+            assert r.status_code == 200, r.text
+            assert len(row_checks) == before
+            assert len(k_checks) == 1 and isinstance(k_checks[0][0][0], CheckedTopK)
+            q = sp.csr_matrix((np.array([2.0, 1.5]), np.array([1, 3]), np.array([0, 2])), shape=(1, X.shape[1]))
+            ids, scores = index.query(q, 4)
+            assert [h["id"] for h in r.json()["results"][0]] == [int(i) for i in ids[0]]
+            r = client.post("/query", json={"vectors": [{"indices": [2, 2], "values": [1e308, 1e308]}]})
+            assert r.status_code == 422 and "summing duplicate entries overflows" in r.json()["error"]
+    finally:
+        service.close()
+
+
+def test_model_metadata_fields_are_each_decided_once(tmp_path, monkeypatch):
+    """`sparsesim train`: the model's metadata comes from two builders with no field in common
+    (the estimator's export: what was learned; ``training_metadata``: the data and the split),
+    each called once."""
+    import sparsesim.workflows.models as models_mod
+    from sparsesim.models import BilinearSimilarity
+
+    seen = []
+    real = models_mod.record_training
+
+    def record(model, data, meta):
+        seen.append((set(model.metadata), set(meta)))
+        return real(model, data, meta)
+
+    monkeypatch.setattr(models_mod, "record_training", record)
+    built = counting(monkeypatch, models_mod, "training_metadata")
+    models_mod.train_model("oasis", "news20-sample", tmp_path / "m.npz", n_triplets=150, seed=0)
+    assert len(built) == 1 and len(seen) == 1
+    learned, data_facts = seen[0]
+    assert {"algorithm", "params", "resolved_params"} <= learned and {"dataset", "split_seed", "n_train"} <= data_facts
+    assert not learned & data_facts
+    assert learned | data_facts <= set(BilinearSimilarity.load(tmp_path / "m.npz").metadata)
+
+
+def test_no_feature_probes_above_indexes():
+    """Workflows, the service, the feedback learner and the CLI read the declared surfaces of the
+    index and estimator contracts: no ``hasattr`` and no ``getattr`` with a default there."""
+    import ast
+    from pathlib import Path
+
+    import sparsesim
+    import sparsesim.cli
+
+    root = Path(sparsesim.__file__).parent
+    files = [*root.glob("workflows/*.py"), *root.glob("service/*.py"), *root.glob("feedback/*.py"),
+             *Path(sparsesim.cli.__file__).parent.glob("*.py")]
+    assert len(files) > 20
+    probes = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                    node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) == 3)):
+                probes.append(f"{path.name}:{node.lineno}")
+    assert probes == []

@@ -44,7 +44,8 @@ from ..models import BilinearSimilarity
 from ..persistence import file_state, replacing_unchanged
 from ..registry import make_estimator
 from ..topk import top_k_rows
-from ..validation import CheckedQueries, check_csr, check_float, check_int, check_params, check_queries
+from ..validation import (CheckedQueries, CheckedRows, CheckedTopK, check_csr, check_float, check_int, check_params,
+                          check_queries)
 from .candidates import CandidateStage
 from .questions import ActiveQuestions
 from .records import FeedbackRecords
@@ -303,13 +304,15 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
     def _top_rows(self, version: ModelVersion, Q, k: int, exact: bool, candidates=None):
         """Row numbers and scores of the top ``k`` under ``version``: exhaustive, or the candidate
         index's pool re-ranked exactly. One query row at a time: its q M as one dense vector
-        of n_features, its scores ``X @ (q M)`` (never a queries x corpus block)."""
+        of n_features, its scores ``X @ (q M)`` (never a queries x corpus block). ``Q``: checked
+        rows (a query's, or stored corpus rows), which the candidate index takes as they are."""
         rows = np.empty((Q.shape[0], k), np.int64)
         vals = np.empty((Q.shape[0], k))
         cand = None
         if not exact:
             pool = max(k, min(self.candidate_pool, self.X.shape[0]))
-            cand, _ = (candidates or self._candidates).query_rows(Q, pool)
+            # the rows are checked and 1 <= pool <= the corpus the candidate index holds: not checked again
+            cand, _ = (candidates or self._candidates).query_rows(CheckedRows(Q), CheckedTopK(pool))
         for i in range(Q.shape[0]):
             qm = version.dense_query(Q[i])
             if exact:
@@ -396,7 +399,9 @@ class FeedbackLearner(FeedbackRecords, CandidateStage, ActiveQuestions):
             Q = sp.vstack([take_rows(self.X, [q]) if isinstance(q, int) else q for q in queries], format="csr")
         P = take_rows(self.X, [w[1] for w in work])
         N = take_rows(self.X, [w[2] for w in work])
-        Xs = sp.vstack([Q, P, N], format="csr")
+        # checked rows (stored corpus rows; vectors checked entry by entry when the record was read):
+        # the learner takes the stacked batch as it is
+        Xs = CheckedRows(sp.vstack([Q, P, N], format="csr"))
         triplets = np.arange(m, dtype=np.int64)[:, None] + np.array([0, m, 2 * m], np.int64)
         before = self.learner.n_updates_
         self.learner.partial_fit_triplets(Xs, triplets)

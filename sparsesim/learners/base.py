@@ -15,8 +15,9 @@ Two families share one root (the split metric-learn makes between tuple learners
 Every learner, after ``fit``:
 
 * has ``n_features_in_``, its counters (``n_triplets_seen_``, ``n_updates_``, ``train_seconds_``
-  for triplet learners; ``n_seen_``, ``n_mistakes_`` for classifiers) and, when the family has a
-  saved-model format, ``model_`` (an object of :mod:`sparsesim.models` with ``save``/``load``);
+  for triplet learners; ``n_seen_``, ``n_mistakes_`` for classifiers), ``resolved_params_`` (the
+  numbers its ``"auto"`` parameters took; ``{}`` for a learner without any) and, when the family
+  has a saved-model format, ``model_`` (an object of :mod:`sparsesim.models` with ``save``/``load``);
 * forgets everything a previous ``fit`` learned (the attributes in ``_state_attrs``);
 * declares sparse input in ``__sklearn_tags__``, together with the checks of
   :mod:`sparsesim.checks` and of scikit-learn that do not apply to it and why
@@ -35,7 +36,7 @@ from sklearn.utils import Tags
 from ..evaluation import evaluate_retrieval
 from ..exceptions import InvalidInputError, NotFittedError
 from ..triplets import usable_rows
-from ..validation import check_csr, check_fit_matrix, check_labels, check_params, check_triplets
+from ..validation import check_csr, check_fit_matrix, check_labels, check_params, check_triplets, rows_of
 
 __all__ = ["SparsesimTags", "SparsesimEstimator", "TripletLearner", "OnlineClassifier"]
 
@@ -70,9 +71,16 @@ class SparsesimEstimator(BaseEstimator):
 
     Subclasses list their fitted attributes in ``_state_attrs`` (``fit`` deletes them) and the
     checks that do not apply to them, with the reason, in ``_skipped_checks``.
+
+    Attributes
+    ----------
+    input_representation : str
+        The rows ``fit`` expects: ``"default"`` (the data set's own representation, e.g. TF-IDF)
+        or ``"raw"`` (term counts, e.g. BM25); what a workflow reads the data set as.
     """
 
     _algorithm = ""
+    input_representation = "default"
     _learner_kind = ""
     _state_attrs: tuple = ("n_features_in_",)
     _skipped_checks: dict = {}
@@ -86,6 +94,11 @@ class SparsesimEstimator(BaseEstimator):
         for attr in self._state_attrs:
             self.__dict__.pop(attr, None)
         self._model_cache = None
+
+    def model_bytes_bound(self, X) -> tuple[int, bool] | None:
+        """What the model this learner would save from corpus ``X`` may take, known before training:
+        ``(bytes, bounded)``, or ``None`` when the learner cannot tell ahead (the default)."""
+        return None
 
     @classmethod
     def _unit_test_params(cls) -> dict:
@@ -129,6 +142,9 @@ class TripletLearner(SparsesimEstimator):
         Triplets that changed the model (positive loss, and queried where labels are asked).
     train_seconds_ : float
         Wall time spent in the update rule.
+    resolved_params_ : dict
+        The numbers the ``"auto"`` parameters took (``{}`` without any; multi-task learners:
+        ``None`` until their first update).
     """
 
     _learner_kind = "triplet"
@@ -157,8 +173,10 @@ class TripletLearner(SparsesimEstimator):
 
         Parameters
         ----------
-        X : sparse matrix or array, shape (n_rows, n_features)
-            Documents the triplets index.
+        X : sparse matrix or array, shape (n_rows, n_features), or CheckedRows
+            Documents the triplets index: checked here, or rows checked already
+            (:class:`~sparsesim.validation.CheckedRows`, e.g. the feedback learner's batch) used
+            as they are.
         triplets : array of int, shape (n, 3)
             (anchor, first, second) row indices: with sign +1 the anchor should be more similar
             to the first document than to the second.
@@ -169,7 +187,7 @@ class TripletLearner(SparsesimEstimator):
         -------
         self
         """
-        X = check_csr(X, n_features=getattr(self, "n_features_in_", None))
+        X = rows_of(X, n_features=self.__dict__.get("n_features_in_"))  # CheckedRows: as they are
         if not self.__sklearn_is_fitted__():
             check_params(self)
             self._init_state(X.shape[1])
@@ -240,6 +258,7 @@ class TripletLearner(SparsesimEstimator):
             done += batch["triplets"].shape[0]
             if progress is not None:
                 progress(done)
+        self.__dict__.setdefault("resolved_params_", {})  # a learner without "auto" parameters
         return self
 
     # -- scoring ------------------------------------------------------------------------------
@@ -275,9 +294,13 @@ class OnlineClassifier(SparsesimEstimator):
     _learner_kind = "online-classifier"
 
     def fit(self, X, y, **views):
-        """Reset the online state and make one pass over ``X``, ``y`` (see :meth:`partial_fit`)."""
+        """Reset the online state and make one pass over ``X``, ``y`` (see :meth:`partial_fit`).
+        Afterwards ``resolved_params_`` holds the numbers the ``"auto"`` parameters took (``{}``
+        without any; ``None`` while a learner waits for streams to resolve them)."""
         self._reset()
-        return self.partial_fit(X, y, **views)
+        self.partial_fit(X, y, **views)
+        self.__dict__.setdefault("resolved_params_", {})
+        return self
 
     def partial_fit(self, X, y, **views):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -140,7 +140,7 @@ class _DenseMahalanobis(TripletLearner):
         return self._resolve(pair_statistics(check_csr(X)))
 
     def _update(self, X, triplets, signs):
-        if "resolved_params_" not in self.__dict__:
+        if not self.__dict__.get("resolved_params_"):  # ({} after a fit of zero triplets)
             self.resolved_params_ = self._resolve(pair_statistics(X))
         a, b, labels = pair_stream(triplets, signs)
         pair_losses = np.zeros(labels.size)

@@ -115,7 +115,7 @@ def create_app(service: QueryService):
         return answer(service.info())
 
     async def not_found(request, exc):
-        return error(getattr(exc, "status_code", 404), getattr(exc, "detail", "not found"))
+        return error(exc.status_code, exc.detail)  # registered for Starlette's HTTPException only
 
     async def server_error(request, exc):
         return internal(request, exc)

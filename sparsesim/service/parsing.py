@@ -179,6 +179,8 @@ class QueryParsing:
                                                                  np.asarray(cols, dtype=np.int64))),
                           shape=(len(vectors), d))
         Q.sum_duplicates()
+        if Q.nnz and not np.isfinite(Q.data).all():  # the one check of these rows: the index trusts them
+            raise RequestError(422, "queries: summing duplicate entries overflows to infinity")
         return Q
 
 

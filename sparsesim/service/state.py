@@ -185,10 +185,12 @@ class QueryService(QueryParsing):
         """
         if self.feedback is not None:
             ids, scores, version = self.feedback.query(Q, top_k, remember=remember)
+        elif isinstance(Q, CheckedQueries):  # rows and top_k as checked: the index compares sizes only
+            ids, scores = self._query(Q, Q.top_k)
+        else:
+            ids, scores = self._query(Q, top_k)
         if isinstance(Q, CheckedQueries):
             Q, top_k = Q.rows, Q.top_k
-        if self.feedback is None:
-            ids, scores = self._query(Q, top_k)
         if not np.isfinite(np.asarray(scores, dtype=np.float64)).all():
             raise RequestError(422, "the query's scores overflow float64 (values too large for this model); "
                                     "scale the query values down")

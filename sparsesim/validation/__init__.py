@@ -30,7 +30,8 @@ from .labels import check_labels, check_task_streams, check_triplets
 from .messages import MAX_MESSAGE, bounded, resolve_name
 from .params import check_bool, check_choice, check_float, check_int, check_random_state, is_finite_number
 from .specs import check_meta, check_params
-from .settings import CheckedQueries, TrainSettings, check_queries, check_train_settings
+from .settings import (CheckedQueries, CheckedRows, CheckedTopK, TrainSettings, check_queries, check_rows,
+                       check_top_k_value, check_train_settings, rows_of)
 
 # Importable from here as before, but (as before) outside ``__all__``: the ``as`` form marks them as
 # re-exports without changing what ``import *`` gives.
@@ -45,5 +46,6 @@ __all__ = [
     "check_float", "check_bool", "check_choice", "check_random_state", "check_params", "check_finite_array",
     "check_meta", "check_triplets", "check_task_streams", "memory_budget", "check_n_triplets", "check_n_jobs",
     "check_seed_count", "check_dense_request", "is_finite_number", "resolve_name",
-    "CheckedQueries", "TrainSettings", "check_queries", "check_train_settings",
+    "CheckedQueries", "CheckedRows", "CheckedTopK", "TrainSettings", "check_queries", "check_rows",
+    "check_top_k_value", "check_train_settings", "rows_of",
 ]

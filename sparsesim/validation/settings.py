@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import scipy.sparse as sp
 
+from ..exceptions import InvalidInputError
 from .arrays import check_csr
 from .budgets import check_n_triplets
 from .params import check_float, check_int
 
-__all__ = ["CheckedQueries", "TrainSettings", "check_queries", "check_train_settings"]
+__all__ = ["CheckedQueries", "CheckedRows", "CheckedTopK", "TrainSettings", "check_queries", "check_rows",
+           "check_top_k_value", "check_train_settings", "rows_of"]
 
 
 @dataclass(frozen=True)
@@ -58,21 +60,98 @@ def check_train_settings(n_triplets=100_000, seed=0, train_fraction=0.7) -> Trai
                                                     low_open=True, high_open=True))
 
 
+class CheckedTopK(int):
+    """A result count checked once to be an integer >= 1 (build it with :func:`check_top_k_value`).
+
+    An index given one checks only its own size bound (``top_k`` at most its documents), which
+    only the loaded index knows; any other value it checks whole.
+    """
+
+    __slots__ = ()
+
+
+def check_top_k_value(value, name: str = "top_k") -> CheckedTopK:
+    """Check a result count once: an integer >= 1 (the message names ``name``, e.g. ``--top-k``).
+
+    Examples
+    --------
+    >>> from sparsesim.validation import check_top_k_value
+    >>> check_top_k_value(5, "--top-k")
+    5
+    >>> check_top_k_value(0, "--top-k")
+    Traceback (most recent call last):
+    ...
+    sparsesim.exceptions.InvalidParameterError: --top-k must be an integer in [1, inf), got 0
+    """
+    return CheckedTopK(check_int(value, name, 1))
+
+
 @dataclass(frozen=True)
-class CheckedQueries:
+class CheckedRows:
+    """Rows checked once (build it with :func:`check_rows`, or from rows that were: stored
+    corpus rows, rows a request parser checked).
+
+    An entry point given one (:func:`rows_of`: the learners' ``partial_fit_triplets``, an
+    index's queries) compares only its width with its own and uses the rows as they are.
+
+    Attributes
+    ----------
+    rows : scipy.sparse.csr_matrix
+        Canonical float64 CSR: sorted indices, no duplicates, finite values.
+    """
+
+    rows: sp.csr_matrix
+
+
+def check_rows(X, name: str = "X", n_features: int | None = None) -> CheckedRows:
+    """:func:`~sparsesim.validation.check_csr` once, as a :class:`CheckedRows`."""
+    return CheckedRows(check_csr(X, name=name, n_features=n_features))
+
+
+def rows_of(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
+    """The canonical rows of ``X``: a :class:`CheckedRows` as it is (its width compared with
+    ``n_features``), anything else checked by :func:`~sparsesim.validation.check_csr`.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from sparsesim.validation import check_rows, rows_of
+    >>> checked = check_rows(sp.csr_matrix([[0.0, 2.0, 1.0]]), n_features=3)
+    >>> rows_of(checked, n_features=3) is checked.rows
+    True
+    >>> rows_of(checked, n_features=4)
+    Traceback (most recent call last):
+    ...
+    sparsesim.exceptions.InvalidInputError: X has 3 features but 4 are expected (feature-count mismatch)
+    """
+    if not isinstance(X, CheckedRows):
+        return check_csr(X, name=name, n_features=n_features)
+    if n_features is not None and X.rows.shape[1] != n_features:
+        raise InvalidInputError(f"{name} has {X.rows.shape[1]} features but {n_features} are expected "
+                                "(feature-count mismatch)")
+    return X.rows
+
+
+@dataclass(frozen=True)
+class CheckedQueries(CheckedRows):
     """Query rows and a result count checked against one corpus (build it with
     :func:`check_queries`, or a request parser that checks the same things).
+
+    An index takes it as its rows (``index.query(checked, checked.top_k)``): its ``top_k`` is a
+    :class:`CheckedTopK`, of which the index checks only its size bound.
 
     Attributes
     ----------
     rows : scipy.sparse.csr_matrix
         Canonical float64 CSR (sorted indices, no duplicates, finite values) of the corpus's width.
-    top_k : int
+    top_k : CheckedTopK
         Results per query, in [1, number of documents].
     """
 
-    rows: sp.csr_matrix
     top_k: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "top_k", CheckedTopK(self.top_k))
 
 
 def check_queries(Q, top_k, n_features: int, n_documents: int) -> CheckedQueries:

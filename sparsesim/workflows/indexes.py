@@ -15,7 +15,7 @@ from ..data import looks_like_path
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
 from ..indexes import OWN_OPTIONS, build_index, index_bytes, open_index
-from ..indexes.document_facts import FACT_NAMES, extend_facts, facts_of
+from ..indexes.document_facts import extend_facts, facts_of, held_facts, set_facts
 from ..indexes.sharded import ShardedIndex
 from ..indexes.storage import check_index_target
 from ..compact import CompactSimilarity
@@ -170,8 +170,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
         index.target_recall = target
         if target is not None and index.n_documents > 11:
             index.calibrate(strata=labels)
-    for name, values in document_facts(data).items():
-        setattr(index, name + "_", values)
+    set_facts(index, document_facts(data))
     seconds = time.perf_counter() - start
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
@@ -266,7 +265,7 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
             data = load_corpus(corpus, model=index.model, options=data_options)
             start = time.perf_counter()
             before = index.n_documents
-            held = {name: getattr(index, name + "_") for name in FACT_NAMES}  # the contract's snippets_, labels_
+            held = held_facts(index)
             index.add(data.X, ids=data.ids)
             extend_facts(index, held, data.n_documents, document_facts(data))
             if refit and index.supports_refit and index.n_fit_documents_ < index.n_documents:
@@ -360,7 +359,7 @@ def document_facts(data) -> dict:
         facts["snippets"] = snippets_of(data.texts)
     elif titles is not None and len(titles) == data.n_documents:
         facts["snippets"] = snippets_of(titles)
-    y = getattr(data, "y", None)
+    y = data.y
     if y is not None and np.ndim(y) == 1 and len(y) == data.n_documents and len(np.unique(y)) >= 2:
         names = data.class_names or {}
         facts["labels"] = np.array([str(names.get(v.item(), v.item())) for v in np.asarray(y)], dtype=str)

@@ -96,10 +96,10 @@ def _checked_settings(settings, n_triplets, seed, train_fraction) -> tuple[int, 
 def _model_size_warning(est, X) -> str | None:
     """Warn before training when the model ``est`` would save from corpus ``X`` may pass
     :data:`~sparsesim.memory.LARGE_OUTPUT_BYTES` (learners that know their size ahead)."""
-    bound = getattr(est, "model_bytes_bound", None)
+    bound = est.model_bytes_bound(X)
     if bound is None:
         return None
-    nbytes, bounded = bound(X)
+    nbytes, bounded = bound
     if bounded:
         return large_output_warning("the model", nbytes, "may take up to",
                                     "a smaller --max-model-bytes (or max_model_bytes) bounds it")
@@ -121,20 +121,21 @@ def _load_for(est, dataset, data_options, own: bool | None = None):
     """``dataset`` read the way estimator ``est`` reads rows (its ``input_representation``, e.g. raw term
     counts for BM25); returns the data and the representation. ``own``: the caller's
     :func:`~sparsesim.data.is_data_path` answer (None: decided here)."""
-    representation = getattr(est, "input_representation", "default")
+    representation = est.input_representation
     options = representation_options(dataset, representation, data_options, own=own)
     return load_labelled(dataset, own=own, **options), representation
 
 
 def _fit_summary(algorithm, dataset, out, train, est, model) -> dict:
-    seen = int(getattr(est, "n_triplets_seen_", 0))
-    seconds = float(getattr(est, "train_seconds_", 0.0))
+    """The summary of a fitted similarity learner: its counters and resolved parameters are the
+    fitted attributes every one has (``learners.base``)."""
+    seen, seconds = int(est.n_triplets_seen_), float(est.train_seconds_)
     return {
         "algorithm": algorithm, "dataset": str(dataset), "model": str(out), "n_train": int(train.size),
-        "n_triplets": seen, "n_updates": int(getattr(est, "n_updates_", 0)), "train_seconds": seconds,
+        "n_triplets": seen, "n_updates": int(est.n_updates_), "train_seconds": seconds,
         "updates_per_second": seen / seconds if seen and seconds > 0 else None,
         **model_size(model),
-        "resolved_params": dict(getattr(est, "resolved_params_", {})),
+        "resolved_params": dict(est.resolved_params_),
     }
 
 
@@ -264,7 +265,7 @@ def _tune_online_model(algorithm, dataset, n_triplets, seed, grid, params, n_job
                                   "best_validation": result.best_score, "n_trials": len(result.trials),
                                   "rungs": result.rungs})
     summary = {"algorithm": algorithm, "dataset": str(dataset), "n_rounds": int(est.n_rounds_),
-               "resolved_params": dict(getattr(est, "resolved_params_", None) or {}), "metric": "error_rate",
+               "resolved_params": dict(est.resolved_params_ or {}), "metric": "error_rate",
                "best_params": result.best_params, "best_validation": result.best_score,
                "online_error_rate": error, "tuning": result.to_dict()}
     return summary, model
