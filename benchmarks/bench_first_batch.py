@@ -20,6 +20,13 @@ first call of each kernel (loading it from numba's cache) falls on the first bat
 ``warm_up`` ran. Times come from a shared machine (the load average is recorded).
 
     python benchmarks/bench_first_batch.py /tmp/first-batch --docs 100000
+
+``ROOT`` may also hold indexes built elsewhere (``ROOT/exact``, ``ROOT/ann``, ``ROOT/queries.npz``),
+e.g. news20 under an OASIS model with its calibrated ann index and four batches of 300 test-split
+documents::
+
+    SPARSESIM_DATA=/path/to/data python benchmarks/bench_calibration_strata.py news20 oasis --save /tmp/n20
+    python benchmarks/bench_first_batch.py /tmp/n20 --out benchmarks/out/bench_first_batch_news20.json
 """
 
 from __future__ import annotations
@@ -112,7 +119,7 @@ def main():
                 print(json.dumps({k: record[k] for k in ("kind", "mode", "first_over_warm", "load_seconds")},
                                  default=str), flush=True)
                 results.append(record)
-    pathlib.Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "docs": args.docs,
+    pathlib.Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "root": str(args.root), "docs": args.docs,
                                                   "results": results}, indent=2))
 
 

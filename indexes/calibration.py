@@ -7,9 +7,11 @@ How it works (:func:`calibrate`):
    split at random, seeded, into a selection half and a certification half), or two disjoint
    *stratified* samples of corpus documents, ``n_queries`` each: the strata are the labels when
    ``strata`` is given, else the clusters of a seeded k-means on a sparse random projection of
-   the corpus (:func:`corpus_strata`), and each sample takes the same number of documents from
-   every stratum (a smaller stratum gives all it has, the others share the rest;
-   :func:`stratified_split`). Corpus documents are used as *held-out* queries: the document
+   the corpus (:func:`corpus_strata`); half of each sample takes the same number of documents
+   from every stratum (a smaller stratum gives all it has, the others share the rest), the other
+   half takes them in proportion to the strata's sizes (:func:`stratified_split` with
+   ``proportional=0.5``), so that both estimates below have enough queries in every stratum
+   that matters to them. Corpus documents are used as *held-out* queries: the document
    itself is removed from both the exact and the approximate answer (a self-match is always
    found and would inflate the measured recall), so the measurement speaks for queries that are
    not in the corpus, and is conservative for self-queries.
@@ -21,9 +23,10 @@ How it works (:func:`calibrate`):
    meets the target. Recall@k counts a returned document as a hit when its exact score reaches
    the k-th exact score (ties count).
 4. **Choice, on the selection sample only.** Among the settings whose recall minus 2 x 1.645
-   standard errors of the per-query recall meets the target, both on the balanced sample as drawn
-   and on its *corpus-weighted* estimate (each stratum's recall weighted by the stratum's share of
-   the corpus, variance sum W_h^2 s_h^2 / n_h: the standard stratified-sampling estimator,
+   standard errors of the per-query recall meets the target, on the sample as drawn and on two
+   stratified estimates (sum W_h ybar_h, variance sum W_h^2 s_h^2 / n_h:
+   :func:`stratified_summary`): *balanced* (every stratum alike, as a balanced sample draws,
+   :func:`balanced_shares`) and *corpus-weighted* (W_h = the stratum's share of the corpus,
    :func:`corpus_weighted_summary`, so a dominant stratum with low recall cannot hide behind many
    small ones) (one 1.645 for the selection sample,
    one for the certification sample to come, so that a setting truly at the margin passes
@@ -32,13 +35,16 @@ How it works (:func:`calibrate`):
    setting with the highest recall is chosen.
 5. **Certification, on the certification sample only.** The chosen setting alone is measured on
    the second sample, which played no part in the choice; the recorded recall, its one-sided 95%
-   lower bound (mean - 1.645 standard errors), the corpus-weighted recall and its bound
-   (``corpus_weighted``), and ``met`` (both bounds >= target) come from this measurement. Being one pre-chosen setting on fresh queries, the bound needs no correction for
+   lower bound (mean - 1.645 standard errors), the balanced and the corpus-weighted recall and
+   their bounds (``balanced``, ``corpus_weighted``), and ``met`` (every bound >= target) come from
+   this measurement. Being one pre-chosen setting on fresh queries, the bound needs no correction for
    the number of settings tried (the best of ~60 settings measured on the same queries would
    overstate its recall: the winner's curse). The recall of each stratum and its share of the corpus are recorded too.
 
 The record (:class:`dict`, stored in the index manifest under ``state.calibration``) names the
-setting, the certified recall and its bound, the queries/s, the number and source of the
+setting, the certified recall and its bound, the queries/s (``qps_one_thread`` on the selection
+sample, best of three; ``qps_certification``), the fastest setting measured (``fastest``, with
+its recall: what the target costs), the number and source of the
 certification queries (and, for corpus samples, their rows and per-query hits, so a load-time
 check can replay them), the recall per stratum, what the selection sample measured, the target,
 k, and the checksum of the model the calibration was measured with.
@@ -374,8 +380,8 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     recall, lower = estimates["sample"]
     met = bool(all(lo >= target for _, lo in estimates.values()))
     if not met:
-        found = "; ".join(f"{name.replace('_', ' ')} {mean:.3f} (lower bound {lo:.3f})"
-                          for name, (mean, lo) in estimates.items())
+        label = {"sample": "as drawn", "balanced": "balanced", "corpus_weighted": "corpus-weighted"}
+        found = "; ".join(f"{label[name]} {mean:.3f} (lower bound {lo:.3f})" for name, (mean, lo) in estimates.items())
         warnings.warn(f"the search setting chosen for recall@{top_k} {target} reaches {found} on the certification "
                       f"queries; the target is not met (raise the target or give explicit search parameters)",
                       stacklevel=2)
