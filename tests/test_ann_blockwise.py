@@ -16,7 +16,7 @@ from sparsesim.indexes import load_index
 from sparsesim.indexes.ann import AnnIndex
 from sparsesim.csr_rows import take_rows
 from sparsesim.indexes.calibration import exact_top_k
-from sparsesim.indexes.ann_blockwise import build_ann_blockwise, memory_plan
+from sparsesim.indexes.ann_blockwise import build_ann_blockwise, exact_top_k_blocks, memory_plan
 from sparsesim.learners.bilinear import OASIS
 
 N = 1500
@@ -81,6 +81,26 @@ def test_blockwise_calibration_matches_in_memory(setup):
     Q = take_rows(fresh.X_, np.arange(0, N, 50))
     a, b = built.exact_rows(Q, 10, 1), exact_top_k(fresh, Q, 10)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_progress_reports_every_block_and_truth_reads_the_saved_corpus_a_block_at_a_time(setup):
+    tmp, corpus, X, _, model = setup
+    params = dict(target_recall=None, n_postings=32, sparse_pool=40)
+    calls = []
+    build_ann_blockwise(model, corpus, tmp / "progress", memory=small_budget(model, corpus, 512, **params),
+                        progress=lambda *call: calls.append(call), **params)
+    blocks = [512, 1024, N]
+    assert calls == ([("prepare_corpus", b, N) for b in blocks] + [("heavy_values_and_postings", b, N) for b in blocks]
+                     + [(stage, done, 1) for stage in ("encode_postings", "calibration", "save") for done in (0, 1)])
+    # the benchmark's truth: the saved index's corpus files read a block at a time (pread), any block size
+    vdir = next(p for p in (tmp / "progress").iterdir() if p.name.startswith("v-"))
+    stored = CorpusFiles.from_files(X.shape[1], *(vdir / f"corpus.{a}.npy" for a in ("indptr", "indices", "data")))
+    index = load_index(tmp / "progress", mmap=True)
+    Q = index.stored_queries(np.arange(3, N, 61))
+    whole = exact_top_k(index, Q, 10)
+    for block_rows in (7, 500, N):
+        rows, scores = exact_top_k_blocks(model, stored, Q, 10, block_rows)
+        assert np.array_equal(rows, whole[0]) and np.array_equal(scores, whole[1])
 
 
 def test_budget_too_small_is_refused_before_any_write(setup):
