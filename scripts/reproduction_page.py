@@ -28,7 +28,8 @@ BULKY = ("board", "learning_curve", "search", "points")
 
 def merge(old: dict, new: dict) -> dict:
     """``old`` with ``new``'s items added (an item run again replaces its earlier entry), in the order of
-    ``paper-all``; the totals and the list of items not run are recomputed."""
+    ``paper-all``; the totals, the seconds (the sum over the items kept) and the list of items not run
+    are recomputed."""
     if bool(old["quick"]) != bool(new["quick"]):
         raise SystemExit("--merge: the report in docs/ and this run differ in --quick")
     by_name = {it["name"]: it for it in old["items"]}
@@ -36,7 +37,7 @@ def merge(old: dict, new: dict) -> dict:
     every = load_experiment_file("paper-all")["include"]
     items = [by_name[n] for n in every if n in by_name]
     not_run = [n for n in every if n not in by_name]
-    return dict(new, items=items, counts=total_counts(items), seconds=old["seconds"] + new["seconds"],
+    return dict(new, items=items, counts=total_counts(items), seconds=sum(it["seconds"] for it in items),
                 not_run=not_run, full_size=full_size_notes(not_run))
 
 
