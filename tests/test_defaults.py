@@ -207,6 +207,8 @@ def test_sors_auto_schedule_without_labels_is_constant():
     triplets = np.array([[0, 1, 5], [3, 4, 9], [6, 7, 0]])
     est = SORS(random_state=0).partial_fit_triplets(X, triplets)
     assert est.schedule_ == "constant"
+    warm = SORS(random_state=0).start_from(est.model_, X).partial_fit_triplets(X, triplets)
+    assert warm.schedule_ == "constant" and warm.n_triplets_seen_ == 3
     assert SORS(schedule="invsqrt").fit(X, y).schedule_ == "invsqrt"
     with pytest.raises(InvalidInputError, match="schedule"):
         SORS(schedule="adaptive").fit(X, y)

@@ -464,6 +464,8 @@ class SORS(SampledFit, BaseBilinear):
         check_auto_positive("eta", self.eta)
         if self.schedule not in self._schedules:
             raise InvalidInputError(f"schedule must be one of {self._schedules}, got {self.schedule!r}")
+        if "schedule_" not in self.__dict__:  # (start_from: no labels)
+            self.schedule_ = resolve_schedule(self.schedule, None)
 
     @property
     def _algorithm(self):
