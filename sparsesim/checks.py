@@ -193,10 +193,9 @@ def _fix_auto(one, two, X) -> None:
     """Give both learners the numbers their "auto" parameters resolve to on all of ``X``: an online
     learner resolves them from the rows of its first call, which differ between one call and two
     chunks; the property checked is that chunks equal one call at the same parameter values."""
-    if hasattr(one, "resolve_params"):
-        values = one.resolve_params(X)
-        one.set_params(**values)
-        two.set_params(**values)
+    values = one.resolve_params(X)  # every learner declares it ({} without "auto" parameters)
+    one.set_params(**values)
+    two.set_params(**values)
 
 
 def check_partial_fit_chunks(estimator):

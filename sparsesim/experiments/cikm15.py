@@ -50,7 +50,6 @@ figure files are :mod:`sparsesim.experiments.runner`'s; the search ranks its can
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -142,13 +141,10 @@ def run_one(algorithm, params, X_train, y_train, X_test, y_test, triplets, rando
     est = make_estimator(algorithm, **params)
     if hasattr(est, "random_state"):
         est.set_params(random_state=random_state)
-    start = time.perf_counter()
     est.partial_fit_triplets(X_train, triplets)
-    wall = time.perf_counter() - start
     scores = evaluate_retrieval(est.model_.scorer(X_test), y_test, k=10)
-    seconds = float(getattr(est, "train_seconds_", wall))
-    n_updates = int(getattr(est, "n_updates_", 0))
-    n_seen = int(getattr(est, "n_triplets_seen_", triplets.shape[0]))
+    # the counters every triplet learner keeps (learners.base)
+    seconds, n_updates, n_seen = float(est.train_seconds_), int(est.n_updates_), int(est.n_triplets_seen_)
     n_queries = int(getattr(est, "n_queries_", n_seen))
     return {
         "algorithm": algorithm,

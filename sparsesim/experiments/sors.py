@@ -76,7 +76,7 @@ def _dataset(name: str, representation: str = "default"):
 
 def _representation(algorithm: str) -> str:
     """How ``algorithm`` reads rows: ``"raw"`` (term counts, e.g. BM25) or ``"default"``."""
-    return getattr(get_algorithm(algorithm).make(), "input_representation", "default")
+    return get_algorithm(algorithm).make().input_representation
 
 
 def _peak_rss_mb() -> float:
@@ -116,8 +116,7 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     if open_set and spec.make().get_params().get("validation") == "documents":
         kwargs.setdefault("validation", "classes")  # its own held-out choices: on classes it did not learn
     if scale:
-        resolve = getattr(spec.make(**kwargs), "resolve_params", None)
-        resolved = resolve(data.X[train]) if resolve is not None else {}
+        resolved = spec.make(**kwargs).resolve_params(data.X[train])  # {} without "auto" parameters
         unknown = sorted(set(scale) - set(resolved))
         if unknown:
             raise InvalidInputError(f"option 'scale': {algorithm} resolves no 'auto' value of {', '.join(unknown)} "
@@ -135,9 +134,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         est.fit(data.X[train], data.y[train])
     wall = time.perf_counter() - start
     model = est.model_
-    train_seconds = float(getattr(est, "train_seconds_", wall))
-    seen = int(getattr(est, "n_triplets_seen_", 0))
-    n_updates = int(getattr(est, "n_updates_", 0))
+    # the counters every similarity learner keeps (learners.base; asserted by the common checks)
+    train_seconds, seen, n_updates = float(est.train_seconds_), int(est.n_triplets_seen_), int(est.n_updates_)
     store_mb = getattr(est, "store_nbytes_", 0) / 2**20
     resolved = dict(getattr(est, "resolved_params_", {}))
     del est  # free the training store before evaluating (it can be the largest object)

@@ -77,10 +77,14 @@ class SparsesimEstimator(BaseEstimator):
     input_representation : str
         The rows ``fit`` expects: ``"default"`` (the data set's own representation, e.g. TF-IDF)
         or ``"raw"`` (term counts, e.g. BM25); what a workflow reads the data set as.
+    tune_by_fit : bool
+        ``sparsesim tune`` searches this learner by whole ``fit`` calls (learners that make their
+        own passes over the labels) instead of by continuing on triplets.
     """
 
     _algorithm = ""
     input_representation = "default"
+    tune_by_fit = False
     _learner_kind = ""
     _state_attrs: tuple = ("n_features_in_",)
     _skipped_checks: dict = {}
@@ -94,6 +98,11 @@ class SparsesimEstimator(BaseEstimator):
         for attr in self._state_attrs:
             self.__dict__.pop(attr, None)
         self._model_cache = None
+
+    def resolve_params(self, X) -> dict:
+        """The numbers this learner's ``"auto"`` parameters take on the documents ``X`` (no
+        training); ``{}`` for a learner without any (the default)."""
+        return {}
 
     def model_bytes_bound(self, X) -> tuple[int, bool] | None:
         """What the model this learner would save from corpus ``X`` may take, known before training:

@@ -88,7 +88,7 @@ def resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict
     spec = get_algorithm(algorithm)
     budget = {"n_triplets": n_triplets} if "n_triplets" in spec.make().get_params() else {}
     est = spec.make(**dict(base_params, **budget))
-    return dict(est.resolve_params(X)) if hasattr(est, "resolve_params") else {}
+    return dict(est.resolve_params(X))  # {} for a learner without "auto" parameters
 
 
 def default_grid(algorithm: str, resolved: dict) -> dict:

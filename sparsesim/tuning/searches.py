@@ -103,7 +103,7 @@ def tune_similarity(algorithm: str, X, y, n_triplets: int, grid: dict | None = N
     keep = usable_rows(y_fit, warn=False)
     if keep is not None:
         X_fit, y_fit = X_fit[keep], y_fit[keep]
-    if getattr(spec.make(), "tune_by_fit", False):
+    if spec.make().tune_by_fit:
         return _fit_search(algorithm, base, params, grid, validation, X, y, X_fit, y_fit, X_val, y_val, progress,
                            final, start_all)
     triplets = sors_triplets(y_fit, int(n_triplets), seed=seed)
