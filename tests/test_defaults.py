@@ -200,6 +200,12 @@ def test_sors_auto_schedule_follows_the_classes_fit_sees(n_classes, expected):
     other = SORS(n_triplets=400, random_state=1, compact=False,
                  schedule="constant" if expected == "pa" else "pa").fit(X, y)
     assert np.abs(other.model_.M - auto.model_.M).max() > 1e-6  # the schedule changes the model
+    pa, constant = (auto, other) if expected == "pa" else (other, auto)
+    assert pa.resolved_params_["eta"] == constant.resolved_params_["eta"]  # (the cap under "pa")
+    ratio = defaults.L1_SURVIVAL_PA / defaults.L1_SURVIVAL
+    assert pa.resolved_params_["lam"] == pytest.approx(ratio * constant.resolved_params_["lam"], rel=1e-12)
+    resolved = {k: v for k, v in pa.resolved_params_.items() if k != "max_model_bytes"}
+    assert SORS(schedule="pa", n_triplets=400).resolve_params(X) == resolved
 
 
 def test_sors_auto_schedule_without_labels_is_constant():

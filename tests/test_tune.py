@@ -144,10 +144,13 @@ def test_default_grid_brackets_the_auto_values_and_final_model_uses_the_winner()
     res = tune_similarity("sors-l1", X, y, 900, seed=0, min_budget=100)
     auto = res.info["auto_values"]
     assert res.info["grid"] == default_grid("sors-l1", auto)
-    assert len(res.trials) == 9 and auto["eta"] in res.info["grid"]["eta"]
+    assert len(res.trials) == 18 and auto["eta"] in res.info["grid"]["eta"]
+    assert res.info["grid"]["sampler"] == ["uniform", "semihard"]
     est = res.estimator
     steps = {k: v for k, v in est.resolved_params_.items() if k != "max_model_bytes"}  # (a bound of its own corpus)
-    assert est.n_triplets_seen_ == 900 and steps == pytest.approx(res.best_params)
+    chosen = dict(res.best_params)
+    assert est.sampler == chosen.pop("sampler")
+    assert est.n_triplets_seen_ == 900 and steps == pytest.approx(chosen)
     assert all(len(t["rungs"]) >= 1 for t in res.trials)
 
 
@@ -258,6 +261,12 @@ def test_sors_grid_without_tune_is_reported_as_a_sweep_not_a_selection():
     assert "a sweep, not a selection" in sors.format_table(report)
     single = run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["oasis"], triplets=200))
     assert "selection" not in single and "sweep" not in sors.format_table(single)
+
+
+@pytest.mark.parametrize("algorithm", ["oasis", "sors-l1", "sors-offdiag", "adasors-l1", "adasors-offdiag"])
+def test_the_default_tune_space_of_the_sampled_learners_holds_the_sampler(algorithm):
+    grid = default_grid(algorithm, {"C": 1.0, "eta": 1.0, "lam": 1e-6, "delta": 0.01})
+    assert grid["sampler"] == ["uniform", "semihard"] and len(grid) >= 2
 
 
 def test_a_mining_sampler_is_a_dimension_the_trials_train_with(monkeypatch):

@@ -395,7 +395,8 @@ class SORS(SampledFit, BaseBilinear):
     regularizer : {"l1", "offdiag"}
     lam : float or "auto", default "auto"
         L1 weight lambda. ``"auto"``: ``3 * mean|x_i| * mean|z_j| / n_triplets`` (an entry must
-        be written about three times in the run to survive; see :mod:`sparsesim.defaults`).
+        be written about three times in the run to survive; see :mod:`sparsesim.defaults`), 9
+        instead of 3 with the per-triplet step (``schedule="pa"``).
     eta : float or "auto", default "auto"
         Step size eta (``schedule="constant"``), eta_0 of eta_t = eta_0 / sqrt(t) (``"invsqrt"``),
         or the cap of the per-triplet step (``"pa"``).
@@ -416,8 +417,14 @@ class SORS(SampledFit, BaseBilinear):
     """
 
     identity = True  # M_1 = I (Algorithm 1, line 2)
-    _auto_kind = "sors"
     _auto_names = ("eta", "lam")
+
+    @property
+    def _auto_kind(self):
+        """The default rule of the schedule in use (``resolve_params`` before a fit: without labels)."""
+        schedule = self.__dict__.get("schedule_") or resolve_schedule(self.schedule, None)
+        return "sors-pa" if schedule == "pa" else "sors"
+
     _schedules = ("auto", "constant", "invsqrt", "pa")
     _state_attrs = BaseBilinear._state_attrs + ("schedule_",)
 

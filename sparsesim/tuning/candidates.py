@@ -43,6 +43,10 @@ DEFAULT_GRIDS = {
     "proxy-ssi": {"scale": [2.5, 4.0, 6.0]},
     # ssi-dwuv: the step of the low-rank (SSI) part, around its default 0.3
     "ssi-dwuv": {"learning_rate": [0.1, 0.3, 1.0]},
+    # OASIS, SORS, AdaSORS: the SORS protocol's uniform negatives or semi-hard ones mined by the
+    # trial's own model (docs/quality.md, "The sampler in tune")
+    **{name: {"sampler": ["uniform", "semihard"]}
+       for name in ("oasis", "sors-l1", "sors-offdiag", "adasors-l1", "adasors-offdiag")},
 }
 TUNABLE_KINDS = ("similarity", "baseline")
 
