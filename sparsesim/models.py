@@ -334,6 +334,10 @@ class MultiTaskSimilarity:
             self._cache[k] = BilinearSimilarity(W, identity=True, metadata=meta)
         return self._cache[k]
 
+    def nnz(self) -> None:
+        """``None``: one M per task, no single sparse matrix (see :meth:`model_for`)."""
+        return None
+
     def score_pairs(self, task, A, B) -> np.ndarray:
         """Row-wise S^task(A[i], B[i])."""
         return self.model_for(task).score_pairs(A, B)
@@ -452,6 +456,10 @@ class MultiTaskLinearModel:
     @property
     def n_tasks(self) -> int:
         return self.coef.shape[1]
+
+    def nnz(self) -> None:
+        """``None``: a linear classifier, no similarity matrix M."""
+        return None
 
     def decision_function(self, X, task: int) -> np.ndarray:
         """Margins of the rows of ``X`` (CSR or dense, ``n_features`` columns) for ``task``."""

@@ -58,6 +58,14 @@ class SimilarityModel(TextQueries):
         if featurizer is not None:
             self.set_featurizer(featurizer)
 
+    def nnz(self) -> int | None:
+        """Stored entries of the model's sparse matrix M; ``None`` for a model without one."""
+        return None
+
+    def sparsity(self) -> float | None:
+        """Share of M's d x d entries that are zero; ``None`` for a model without a sparse M."""
+        return None
+
     # -- scoring --------------------------------------------------------------------------
     def score(self, x, x2) -> float:
         """S(x, x2) for two single documents (1-D arrays or 1-row matrices)."""

@@ -139,13 +139,13 @@ def load_cikm15_data(dataset, scale="auto"):
 def run_one(algorithm, params, X_train, y_train, X_test, y_test, triplets, random_state):
     """Train ``algorithm`` on ``triplets`` over the training rows and evaluate on the test rows."""
     est = make_estimator(algorithm, **params)
-    if hasattr(est, "random_state"):
+    if "random_state" in est.get_params():  # dot and cosine draw nothing
         est.set_params(random_state=random_state)
     est.partial_fit_triplets(X_train, triplets)
     scores = evaluate_retrieval(est.model_.scorer(X_test), y_test, k=10)
     # the counters every triplet learner keeps (learners.base)
     seconds, n_updates, n_seen = float(est.train_seconds_), int(est.n_updates_), int(est.n_triplets_seen_)
-    n_queries = int(getattr(est, "n_queries_", n_seen))
+    n_queries = est.queried_labels()
     return {
         "algorithm": algorithm,
         "ap@10": float(scores["ap@10"]),

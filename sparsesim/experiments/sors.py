@@ -136,8 +136,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     model = est.model_
     # the counters every similarity learner keeps (learners.base; asserted by the common checks)
     train_seconds, seen, n_updates = float(est.train_seconds_), int(est.n_triplets_seen_), int(est.n_updates_)
-    store_mb = getattr(est, "store_nbytes_", 0) / 2**20
-    resolved = dict(getattr(est, "resolved_params_", {}))
+    store_mb = est.store_nbytes_ / 2**20
+    resolved = dict(est.resolved_params_)
     del est  # free the training store before evaluating (it can be the largest object)
     start = time.perf_counter()
     scores = evaluate_retrieval(model.scorer(data.X[test]), data.y[test], k=k,
@@ -151,8 +151,8 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
         f"ap@{k}": float(scores[f"ap@{k}"]),
         f"map@{k}": float(scores[f"map@{k}"]),
         f"map@{k}_hits": float(scores[f"map@{k}_hits"]),
-        "sparsity": float(model.sparsity()) if hasattr(model, "sparsity") else None,
-        "nnz": int(model.nnz()) if hasattr(model, "nnz") else None,
+        "sparsity": model.sparsity(),
+        "nnz": model.nnz(),
         "model_bytes": model_nbytes(model),
         "train_seconds": train_seconds,
         "query_seconds": query_seconds,

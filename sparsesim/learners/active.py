@@ -133,6 +133,10 @@ class SelectiveBilinear(BaseBilinear):
     _state_attrs = BaseBilinear._state_attrs + ("n_queries_", "_rng", "last_queried_", "last_margins_",
                                                  "last_labels_")
 
+    def queried_labels(self) -> int:
+        """The labels this learner asked for (``n_queries_``), not every triplet it saw."""
+        return int(self.n_queries_)
+
     def _init_state(self, d):
         super()._init_state(d)
         self.n_queries_ = 0

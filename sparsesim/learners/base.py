@@ -104,6 +104,11 @@ class SparsesimEstimator(BaseEstimator):
         training); ``{}`` for a learner without any (the default)."""
         return {}
 
+    @property
+    def store_nbytes_(self) -> int:
+        """Bytes the learner's working store holds now (0 for a learner without one)."""
+        return 0
+
     def model_bytes_bound(self, X) -> tuple[int, bool] | None:
         """What the model this learner would save from corpus ``X`` may take, known before training:
         ``(bytes, bounded)``, or ``None`` when the learner cannot tell ahead (the default)."""
@@ -200,7 +205,13 @@ class TripletLearner(SparsesimEstimator):
         if not self.__sklearn_is_fitted__():
             check_params(self)
             self._init_state(X.shape[1])
+            self.__dict__.setdefault("resolved_params_", {})  # a learner without "auto" parameters
         return self._learn(X, triplets, signs)
+
+    def queried_labels(self) -> int:
+        """How many triplet labels the learner asked for: every triplet it saw, unless it chooses
+        which to ask (the active learners count their queries)."""
+        return int(self.n_triplets_seen_)
 
     def _learn(self, X, triplets, signs=None, **extra):
         """Check the triplets, run the update rule on an already checked ``X``, count."""

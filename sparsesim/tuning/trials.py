@@ -50,8 +50,8 @@ class TripletProblem:
     continues = True  # a survivor continues on the next triplets
 
     def feed(self, est, start, stop):
-        sampler = getattr(est, "sampler", "uniform")
-        if sampler == "uniform" or self.y is None or not hasattr(est, "current_scores"):
+        sampler = est.get_params().get("sampler", "uniform")  # the mining learners take a sampler
+        if sampler == "uniform" or self.y is None:
             est.partial_fit_triplets(self.X, self.triplets[start:stop])
             return
 
@@ -190,9 +190,10 @@ def run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *
                             "train_seconds": time.perf_counter() - t0, "resolved_params": {}}
     seconds = time.perf_counter() - t0
     row = {"budget": int(stop), problem.metric: problem.measure(est)}
-    nnz = getattr(est.model_, "nnz", None)
-    if callable(nnz):
-        row["nnz"] = int(nnz())
+    nnz = est.model_.nnz()
+    if nnz is not None:
+        row["nnz"] = int(nnz)
+    # after partial_fit_triplets alone a learner may not have resolved its "auto" parameters yet
     row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
     if keep_bytes is not None and state_nbytes(est) > keep_bytes:
@@ -211,7 +212,4 @@ def state_nbytes(est) -> int:
     -------
     int
     """
-    try:
-        return int(getattr(est, "store_nbytes_", 0) or 0)
-    except Exception:  # noqa: BLE001 - a learner without a store, or not fitted yet
-        return 0
+    return int(est.store_nbytes_) if est.__sklearn_is_fitted__() else 0
