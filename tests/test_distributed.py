@@ -10,6 +10,7 @@ from sparsesim.distributed import SCHEDULER_ENV, dask_jobs, resolve_scheduler
 from sparsesim.exceptions import ClusterError, InvalidInputError
 from sparsesim.topk import top_k_rows
 from sparsesim.parallel import run_parallel
+from clustertools import two_worker_cluster  # noqa: E402
 
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
 
@@ -17,8 +18,7 @@ distributed = pytest.importorskip("distributed", reason="the dask extra is not i
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread each, small memory (shared by the module's tests)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                                  dashboard_address=":0", host="127.0.0.1") as local:
+    with two_worker_cluster() as local:
         yield local
 
 

@@ -24,13 +24,13 @@ distributed = pytest.importorskip("distributed", reason="the dask extra is not i
 
 from clitools import start_server, stop_server  # noqa: E402
 from sparsesim.distributed import SCHEDULER_ENV  # noqa: E402
+from clustertools import two_worker_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes (one thread each) behind nannies that restart a killed worker."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                                  dashboard_address=":0", host="127.0.0.1") as local, \
+    with two_worker_cluster() as local, \
             distributed.Client(local, set_as_default=False) as client:
         yield local, client
 

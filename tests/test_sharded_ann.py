@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from clustertools import two_worker_cluster  # noqa: E402
 
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
 
@@ -19,8 +20,7 @@ APPROX = {"target_recall": None, "n_postings": 6, "sparse_pool": 12}  # cheap: i
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread each, small memory (as tests/test_distributed.py)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
-                                  dashboard_address=":0", host="127.0.0.1") as local:
+    with two_worker_cluster() as local:
         yield local
 
 
