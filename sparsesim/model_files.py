@@ -56,8 +56,4 @@ def load_similarity_model(path: str | os.PathLike):
 
 def model_nbytes(model) -> int:
     """Bytes of a similarity model's arrays (a bilinear model: W's CSR arrays; the text featuriser not counted)."""
-    nbytes = getattr(model, "nbytes", None)
-    if nbytes is not None:
-        return int(nbytes)
-    W = model.W
-    return int(W.data.nbytes + W.indices.nbytes + W.indptr.nbytes)
+    return int(model.nbytes)

@@ -129,6 +129,12 @@ class BilinearSimilarity(SimilarityModel):
         off = int(np.count_nonzero(self.W.data)) - int(np.count_nonzero(diag_w))
         return off + int(np.count_nonzero(1.0 + diag_w))
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of W's CSR arrays (the text featuriser not counted)."""
+        W = self.W
+        return int(W.data.nbytes + W.indices.nbytes + W.indptr.nbytes)
+
     def sparsity(self) -> float:
         """1 - nnz(M) / d^2, counted over all d^2 entries of M."""
         d = self.n_features

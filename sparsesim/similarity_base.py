@@ -58,6 +58,11 @@ class SimilarityModel(TextQueries):
         if featurizer is not None:
             self.set_featurizer(featurizer)
 
+    @property
+    def nbytes(self) -> int:  # pragma: no cover - every model class defines it
+        """Bytes of the model's arrays (the text featuriser not counted)."""
+        raise NotImplementedError
+
     def nnz(self) -> int | None:
         """Stored entries of the model's sparse matrix M; ``None`` for a model without one."""
         return None

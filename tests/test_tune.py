@@ -315,3 +315,11 @@ def test_mined_survivors_set_aside_are_rebuilt_exactly():
     assert [r["budget"] for r in rebuilt.rungs] == [225, 450, 900]  # (not multiples of the mining chunk)
     assert [[r["map"] for r in t["rungs"]] for t in rebuilt.trials] == \
         [[r["map"] for r in t["rungs"]] for t in held.trials]
+
+
+def test_a_parameter_the_caller_sets_is_not_searched_by_the_default_grid():
+    """Explicit parameters win: a paper run's ``sampler="uniform"`` keeps the uniform stream in tune."""
+    resolved = {"C": 1.0}
+    assert "sampler" in default_grid("oasis", resolved)
+    assert "sampler" not in default_grid("oasis", resolved, fixed={"sampler": "uniform"})
+    assert default_grid("oasis", resolved, fixed={"sampler": "uniform"})["C"] == default_grid("oasis", resolved)["C"]

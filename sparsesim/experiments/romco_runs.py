@@ -108,8 +108,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
                 "train_seconds": time.perf_counter() - t0, "params": dict(params), "per_task": [],
                 "curve": None}
     seconds = time.perf_counter() - t0
-    extra = {k.rstrip("_"): int(getattr(est, k)) for k in ("n_updates_", "n_materialized_", "n_corrected_", "rank_")
-             if hasattr(est, k)}
+    extra = est.training_counters()
     per_task = online_metrics(est.online_margins_, s.y)
     for name, row in zip(s.task_names, per_task):
         row["task"] = name
@@ -127,7 +126,7 @@ def run_stream(streams: MultiTaskStreams, algorithm: str, params: dict, seed: in
         **margin_split(est.online_margins_, s.y),
         "train_seconds": seconds,
         "params": {k: (v.item() if hasattr(v, "item") else v) for k, v in params.items()},
-        "resolved_params": dict(getattr(est, "resolved_params_", None) or {}),
+        "resolved_params": dict(est.resolved_params_ or {}),
         **({"factors": dict(factors)} if factors else {}),
         **extra,
         "per_task": per_task,

@@ -88,6 +88,8 @@ class SparsesimEstimator(BaseEstimator):
     _learner_kind = ""
     _state_attrs: tuple = ("n_features_in_",)
     _skipped_checks: dict = {}
+    #: counters a learner keeps besides the common ones, reported by :meth:`training_counters`
+    _counters: tuple = ()
 
     def _reset(self) -> None:
         """Forget everything learned: the attributes of ``_state_attrs`` and the cached model.
@@ -103,6 +105,11 @@ class SparsesimEstimator(BaseEstimator):
         """The numbers this learner's ``"auto"`` parameters take on the documents ``X`` (no
         training); ``{}`` for a learner without any (the default)."""
         return {}
+
+    def training_counters(self) -> dict:
+        """The learner's own counters after fitting (``{}`` for a learner without any), by name
+        without the trailing underscore (e.g. ROMCO's ``n_materialized``)."""
+        return {name.rstrip("_"): int(self.__dict__[name]) for name in self._counters}
 
     @property
     def store_nbytes_(self) -> int:
@@ -174,6 +181,7 @@ class TripletLearner(SparsesimEstimator):
         self.n_triplets_seen_ = 0
         self.n_updates_ = 0
         self.train_seconds_ = 0.0
+        self.__dict__.setdefault("resolved_params_", {})  # a learner with "auto" parameters sets its own
 
     def _update(self, X, triplets, signs, **extra):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -205,7 +213,6 @@ class TripletLearner(SparsesimEstimator):
         if not self.__sklearn_is_fitted__():
             check_params(self)
             self._init_state(X.shape[1])
-            self.__dict__.setdefault("resolved_params_", {})  # a learner without "auto" parameters
         return self._learn(X, triplets, signs)
 
     def queried_labels(self) -> int:

@@ -175,6 +175,7 @@ class _MultitaskPerceptron(OnlineMultiTaskClassifier):
 
     _state_attrs = OnlineMultiTaskClassifier._state_attrs + ("_Wt", "A_inv_", "_wtw", "n_updates_",
                                                              "_since_refresh", "_n_instances")
+    _counters = ("n_updates_",)
 
     def _weights(self) -> np.ndarray:
         return self._Wt

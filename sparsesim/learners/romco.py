@@ -251,6 +251,7 @@ class ROMCO(OnlineMultiTaskClassifier):
     _state_attrs = OnlineMultiTaskClassifier._state_attrs + (
         "_Ut", "_Ubuf", "_N", "_Ninv", "_Vr", "_vscale", "_vnorm", "_gram", "n_updates_", "rank_",
         "n_materialized_", "n_corrected_", "_since_refresh")
+    _counters = ("n_updates_", "n_materialized_", "n_corrected_", "rank_")
 
     _auto_kind = "romco"
     _auto_names = ("eta1", "eta2", "lam1", "lam2")

@@ -95,13 +95,14 @@ def resolved_auto(algorithm: str, base_params: dict, X, n_triplets: int) -> dict
     return dict(est.resolve_params(X))  # {} for a learner without "auto" parameters
 
 
-def default_grid(algorithm: str, resolved: dict) -> dict:
+def default_grid(algorithm: str, resolved: dict, fixed=()) -> dict:
     """The default grid of ``algorithm``: multiples of its resolved ``"auto"`` values
     (:data:`DEFAULT_FACTORS`) and the absolute values of :data:`DEFAULT_GRIDS` (empty for
-    baselines)."""
+    baselines), but for the parameters the caller set (``fixed``: e.g. a paper run's
+    ``sampler="uniform"``), which keep their value."""
     grid = {k: [float(resolved[k]) * f for f in fs] for k, fs in DEFAULT_FACTORS.get(algorithm, {}).items()
             if k in resolved}
-    grid.update({k: list(v) for k, v in DEFAULT_GRIDS.get(algorithm, {}).items()})
+    grid.update({k: list(v) for k, v in DEFAULT_GRIDS.get(algorithm, {}).items() if k not in fixed})
     return grid
 
 

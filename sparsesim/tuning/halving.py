@@ -69,7 +69,7 @@ def halving_search(algorithm, problem, X_resolve, base, params, grid, n_total, f
     spec = get_algorithm(algorithm)
     resolved = resolved_auto(algorithm, base, X_resolve, n_total)
     user_grid = grid is not None and len(grid) > 0
-    grid = {k: list(v) for k, v in (grid or default_grid(algorithm, resolved)).items()}
+    grid = {k: list(v) for k, v in (grid or default_grid(algorithm, resolved, fixed=params or {})).items()}
     for key in grid:
         if key in ("n_triplets", "random_state"):
             raise InvalidInputError(f"--grid cannot vary {key!r} (the budget and seed are the search's own)")

@@ -133,7 +133,7 @@ def _fit_search(algorithm, base, params, grid, validation, X, y, X_fit, y_fit, X
     base = {k: v for k, v in base.items() if k in spec.make().get_params()}
     if validation == "classes" and "validation" in spec.make().get_params():
         base.setdefault("validation", "classes")  # the learner's own choices hold classes out too
-    grid = {k: list(v) for k, v in (grid or default_grid(algorithm, {})).items()}
+    grid = {k: list(v) for k, v in (grid or default_grid(algorithm, {}, fixed=params or {})).items()}
     points = grid_points(grid)
     trials = []
     for i, point in enumerate(points):

@@ -193,8 +193,7 @@ def run_trial(algorithm, params, state, problem_type, start, stop, keep_bytes, *
     nnz = est.model_.nnz()
     if nnz is not None:
         row["nnz"] = int(nnz)
-    # after partial_fit_triplets alone a learner may not have resolved its "auto" parameters yet
-    row.update(train_seconds=seconds, resolved_params=dict(getattr(est, "resolved_params_", None) or {}))
+    row.update(train_seconds=seconds, resolved_params=dict(est.resolved_params_ or {}))
     est._model_cache = None  # the exported model is rebuilt when needed; do not carry it
     if keep_bytes is not None and state_nbytes(est) > keep_bytes:
         return Replay(int(stop)), row
