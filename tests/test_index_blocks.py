@@ -238,8 +238,8 @@ def test_background_verification_checks_every_block_and_records_it(saved, corpus
 
 def test_load_warms_the_kernels_up_reading_only_a_small_batch(saved, corpus, tmp_path, monkeypatch):
     """``load_index`` answers one small batch of the index's own documents before returning (the
-    kernels' first call in a process falls there, not on the user's first batch); a corrupt block
-    among what it reads is still refused by the query that reads it, not by the load."""
+    kernels' first call in a process falls there, not on the user's first batch); it reads the blocks
+    of those rows only, and a corrupt block there is still refused by the query that reads it."""
     from sparsesim.indexes.base import CorpusIndex
 
     calls = []
@@ -248,6 +248,8 @@ def test_load_warms_the_kernels_up_reading_only_a_small_batch(saved, corpus, tmp
     path, data = _copy(saved, tmp_path, "heavy")
     index = load_index(path, mmap=True)
     assert calls == [index]
+    z = index._guards["corpus.data"]
+    assert 0 < z.n_blocks - z.pending < z.n_blocks or z.n_blocks == 1
     load_index(path, mmap=True, warm_up=False)
     assert len(calls) == 1
     bad, bad_data = _copy(saved, tmp_path / "bad", "light")
