@@ -10,10 +10,10 @@ batch (wall and CPU):
   reads is hashed and checked first (what every fresh process did before files were recorded as
   verified; what a copied index still does on its first load);
 * ``verified``: the user's cache as the build left it (the files were written by this user's
-  sparsesim), so the mapped arrays need no block checks; loaded with ``warm_up=False``;
-* ``verified+warm_up``: the same, loaded as ``load_index`` does by default (``warm_up=True``,
-  counted in the load time): the compiled kernels are loaded before the first batch (``sparsesim
-  serve`` does it in a background thread after loading).
+  sparsesim), so the mapped arrays need no block checks;
+* ``verified+warm_up``: the same, and ``index.warm_up()`` after the load (counted in the load
+  time): the compiled kernels are loaded before the first batch (what ``sparsesim serve`` does
+  in the background after loading).
 
 All answer the same; numba is imported before the load in all (its import is not counted); the
 first call of each kernel (loading it from numba's cache) falls on the first batch unless
@@ -52,7 +52,9 @@ from sparsesim.indexes import numba_kernels  # noqa: F401
 path, queries, batch, batches, warm = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 Q = sp.load_npz(queries).tocsr()
 start = time.perf_counter()
-index = load_index(path, mmap=True, warm_up=warm)
+index = load_index(path, mmap=True)
+if warm:
+    index.warm_up()
 out = {"load_seconds": time.perf_counter() - start, "guards": sorted(index._guards), "batches": []}
 for b in range(batches):
     rows = Q[(b * batch) % Q.shape[0]:][:batch]

@@ -15,7 +15,7 @@ __all__ = ["load_index"]
 
 
 def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
-               check_calibration: bool = True, verify_in_background: bool = False, warm_up: bool = True) -> Index:
+               check_calibration: bool = True, verify_in_background: bool = False) -> Index:
     """Read an index directory written by :meth:`Index.save`.
 
     Parameters
@@ -27,8 +27,7 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     mmap : bool, default False
         Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
         an index answers queries but refuses :meth:`Index.add`. The large arrays (corpus,
-        postings, re-ranking table, the stored model's W) are then not read at load (but for the
-        rows ``warm_up`` answers): each 64 KiB
+        postings, re-ranking table, the stored model's W) are then not read at load: each 64 KiB
         block is checked against its sha256 and for out-of-range or non-finite values the first
         time a query is about to read it (:mod:`sparsesim.indexes.blocks`), so loading costs
         the same whatever the index size and corruption is still refused before an answer is
@@ -48,12 +47,6 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         file is checked whole it is recorded as verified,
         so the next process loads it without block checks. A corrupt block it finds is kept in
         ``index.background_error_`` (and refused when a query reads it).
-    warm_up : bool, default True
-        Load the query kernels before returning (:meth:`Index.warm_up`: one small batch of the
-        index's own documents), so the first batch of queries runs at the warm speed (news20, a
-        fresh process: first batch of 300 within 1.1–1.4× the warm batch, against 2–6× without;
-        ``benchmarks/bench_first_batch.py``). With ``verify_in_background`` the background thread
-        does it instead.
     check_calibration : bool, default True
         Ann: replay the stored calibration record and probe the recall it claims
         (:mod:`sparsesim.indexes.recall_check`). False is for a caller that replaces the record
@@ -105,11 +98,6 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     index.background_error_ = None
     if verify_in_background:
         check_in_background(index)
-    elif warm_up:
-        try:
-            index.warm_up()
-        except FileFormatError:
-            pass  # a corrupt block stays unchecked: the query that reads it refuses it, as without warm-up
     return index
 
 
