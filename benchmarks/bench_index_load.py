@@ -10,12 +10,14 @@ each in ``--repeats`` fresh processes (median, min and max of the wall time from
 process to its exit, and of its user + sys CPU time, which depends less on other load; the page
 cache is warm after the first run, the caches are not dropped):
 
-* ``lazy``: ``import sparsesim.indexes``, ``load_index(DIR, mmap=True)`` and the first query
+* ``lazy``: ``import sparsesim.indexes``, ``load_index(DIR, mmap=True, warm_up=False)`` (the
+  load of ``sparsesim query --index``) and the first query
   (one corpus document, top 10), each phase timed; the large arrays are checked block by block
   as the query reads them (:mod:`sparsesim.indexes.blocks`); the first queries of a process go
   through numpy (:mod:`sparsesim.indexes.small_batch`), so numba is never loaded;
 * ``compiled``: the same with numba imported first, so the query goes through the compiled
-  kernels (their first call loads numba's compiler and the kernels from its disk cache);
+  kernels (their first call loads numba's compiler and the kernels from its disk cache; the
+  default ``load_index(DIR, mmap=True)`` does that work at load, ``warm_up=True``);
 * ``eager``: the same load followed by ``verify_all()`` (every block hashed and checked, the work
   a load did before per-block checksums) and the same query;
 * ``cli``: ``sparsesim query --index DIR --queries q.svm --top-k 10 --json``, the whole command
@@ -57,7 +59,7 @@ if sys.argv[2] == "compiled":
 import numpy as np
 from sparsesim.indexes import load_index
 t1 = time.perf_counter()
-index = load_index(sys.argv[1], mmap=True)
+index = load_index(sys.argv[1], mmap=True, warm_up=False)  # each phase's own cost: the kernels on first use
 t2 = time.perf_counter()
 if sys.argv[2] == "eager":
     index.verify_all()

@@ -15,7 +15,7 @@ __all__ = ["load_index"]
 
 
 def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n_jobs: int | None = 1,
-               check_calibration: bool = True, verify_in_background: bool = False) -> Index:
+               check_calibration: bool = True, verify_in_background: bool = False, warm_up: bool = True) -> Index:
     """Read an index directory written by :meth:`Index.save`.
 
     Parameters
@@ -27,7 +27,8 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     mmap : bool, default False
         Memory-map the arrays read-only and the FAISS index with ``faiss.IO_FLAG_MMAP``; such
         an index answers queries but refuses :meth:`Index.add`. The large arrays (corpus,
-        postings, re-ranking table, the stored model's W) are then not read at load: each 64 KiB
+        postings, re-ranking table, the stored model's W) are then not read at load (but for
+        the few rows ``warm_up`` answers): each 64 KiB
         block is checked against its sha256 and for out-of-range or non-finite values the first
         time a query is about to read it (:mod:`sparsesim.indexes.blocks`), so loading costs
         the same whatever the index size and corruption is still refused before an answer is
@@ -47,6 +48,17 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
         file is checked whole it is recorded as verified,
         so the next process loads it without block checks. A corrupt block it finds is kept in
         ``index.background_error_`` (and refused when a query reads it).
+    warm_up : bool, default True
+        Load the compiled query kernels before returning (:meth:`Index.warm_up`: one small batch
+        of the index's own documents), so that the first batch of queries runs at the warm speed.
+        A process's first kernel call imports numba and sets up its compiler registries even
+        when the kernels come from numba's disk cache (about 0.5 s of CPU); this moves it into
+        the load. ``False`` leaves it to the first batch of more than a few queries: for a
+        process that answers one small batch and exits (``sparsesim query --index`` passes
+        ``False``), whose few queries are answered by numpy code that needs no kernels
+        (:mod:`sparsesim.indexes.small_batch`). With ``verify_in_background`` the background
+        thread warms the kernels up instead. A corrupt block among the rows the warm-up reads
+        is not reported by the load: the query that reads it refuses it.
     check_calibration : bool, default True
         Ann: replay the stored calibration record and probe the recall it claims
         (:mod:`sparsesim.indexes.recall_check`). False is for a caller that replaces the record
@@ -98,7 +110,19 @@ def load_index(directory, model=None, mmap: bool = False, verify: bool = True, n
     index.background_error_ = None
     if verify_in_background:
         check_in_background(index)
+    elif warm_up:
+        warm_kernels(index)
     return index
+
+
+def warm_kernels(index) -> None:
+    """:meth:`Index.warm_up` for a freshly loaded ``index``: a corrupt block among the rows it reads
+    stays unchecked (not recorded as checked), so the query that reads it refuses it, as without
+    the warm-up."""
+    try:
+        index.warm_up()
+    except FileFormatError:
+        pass
 
 
 def check_in_background(index) -> None:

@@ -47,7 +47,7 @@ def index_bytes(directory) -> int:
 
 
 def open_index(directory, model=None, mmap: bool = False, scheduler: str | None = None, n_jobs: int | None = 1,
-               verify_in_background: bool = False, check_calibration: bool = True) -> Index:
+               verify_in_background: bool = False, check_calibration: bool = True, warm_up: bool = True) -> Index:
     """Load the index a directory holds, whatever its form: :func:`load_index` for a
     single-process index, :func:`~sparsesim.indexes.sharded.load_sharded` for a sharded one.
 
@@ -66,6 +66,8 @@ def open_index(directory, model=None, mmap: bool = False, scheduler: str | None 
     n_jobs : int, default 1
     verify_in_background, check_calibration : bool
         As :func:`load_index` (single-process indexes).
+    warm_up : bool, default True
+        As :func:`load_index` (for a sharded index, every shard where it is loaded).
 
     Raises
     ------
@@ -81,12 +83,12 @@ def open_index(directory, model=None, mmap: bool = False, scheduler: str | None 
             raise InvalidInputError(f"{directory} is a single-process index; a scheduler serves sharded indexes "
                                     f"(build one with `index build --shards N`), or drop --scheduler")
         return load_index(directory, model=model, mmap=mmap, n_jobs=n_jobs, check_calibration=check_calibration,
-                          verify_in_background=verify_in_background)
+                          verify_in_background=verify_in_background, warm_up=warm_up)
     from sparsesim.distributed import connect
 
     with contextlib.ExitStack() as stack:
         client = stack.enter_context(connect(scheduler)) if scheduler is not None else None
         index = load_sharded(directory, client=client, model=model, mmap=mmap and client is None,
-                             n_jobs=1 if n_jobs is None else n_jobs)
+                             n_jobs=1 if n_jobs is None else n_jobs, warm_up=warm_up)
         index.own(stack.pop_all())  # the connection lives as long as the index (closed by release)
     return index

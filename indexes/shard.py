@@ -164,8 +164,8 @@ def build_shard_from_file(model, path, loader, kind, params, n_jobs):
     return build_shard(model, X, ids, 0, kind, params, n_jobs)
 
 
-def load_shard(shard_dir, positions_file, model, mmap, verify, n_jobs):
-    index = load_index(shard_dir, model=model, mmap=mmap, verify=verify, n_jobs=n_jobs)
+def load_shard(shard_dir, positions_file, model, mmap, verify, n_jobs, warm_up=True):
+    index = load_index(shard_dir, model=model, mmap=mmap, verify=verify, n_jobs=n_jobs, warm_up=warm_up)
     try:
         positions = np.load(positions_file, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:

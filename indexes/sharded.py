@@ -430,7 +430,7 @@ def _free_memory_bytes() -> int | None:
 
 
 def load_sharded(directory, client=None, model: BilinearSimilarity | None = None, mmap: bool = False,
-                 verify: bool = True, n_jobs: int = 1) -> ShardedIndex:
+                 verify: bool = True, n_jobs: int = 1, warm_up: bool = True) -> ShardedIndex:
     """Read a sharded index directory onto a Dask cluster, or into this process.
 
     Parameters
@@ -449,6 +449,8 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
         Check every file's sha256.
     n_jobs : int, default 1
         Threads per shard search.
+    warm_up : bool, default True
+        Load each shard's query kernels where it is loaded (see :func:`~sparsesim.indexes.load_index`).
 
     Raises
     ------
@@ -476,7 +478,7 @@ def load_sharded(directory, client=None, model: BilinearSimilarity | None = None
                          n_jobs=n_jobs, model_file=directory / _MODEL if model_given is None else None,
                          **manifest["params"])
     builders = [(load_shard, (str(directory / s["dir"]), str(directory / s["positions"]), model, mmap,
-                               verify, resolve_jobs(n_jobs))) for s in manifest["shards"]]
+                               verify, resolve_jobs(n_jobs), warm_up)) for s in manifest["shards"]]
     index._do_place(builders)
     index.shard_sizes_ = [int(s["n_documents"]) for s in manifest["shards"]]
     index._placed_sizes = list(index.shard_sizes_)

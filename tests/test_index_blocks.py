@@ -58,7 +58,7 @@ def _poke(path, value, dtype):
 
 def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus, tmp_path):
     path, _ = _copy(saved, tmp_path, "heavy")  # a copy: files this process has not verified or written
-    index = load_index(path, mmap=True)
+    index = load_index(path, mmap=True, warm_up=False)  # the warm-up would read a few rows
     guards = index._guards
     assert {"corpus.data", "corpus.indices", "postings.codes", "postings.ids", "heavy.Z",
             "model.W.data", "model.W.indices"} <= set(guards)
@@ -234,3 +234,30 @@ def test_background_verification_checks_every_block_and_records_it(saved, corpus
     with pytest.raises(FileFormatError, match="sha256 mismatch"):
         index.query(corpus, top_k=10)
     assert "corpus.data" in load_index(bad, mmap=True)._guards  # never recorded as verified
+
+
+def test_load_warms_the_kernels_up_and_a_corrupt_warm_row_is_refused_by_the_query(saved, corpus, tmp_path,
+                                                                                   monkeypatch):
+    """``load_index`` answers one small batch of the index's own documents before returning (the
+    kernels' first call in a process falls there, not on the user's first batch); a corrupt block
+    among what it reads is not reported by the load, and the query that reads it refuses it."""
+    from sparsesim.indexes.base import CorpusIndex
+
+    calls = []
+    original = CorpusIndex.warm_up
+    monkeypatch.setattr(CorpusIndex, "warm_up", lambda self: calls.append(self) or original(self))
+    path, _ = _copy(saved, tmp_path, "heavy")
+    index = load_index(path, mmap=True)
+    assert calls == [index]
+    load_index(path, mmap=True, warm_up=False)
+    assert len(calls) == 1
+    bad, bad_data = _copy(saved, tmp_path / "bad", "light")
+    raw = bytearray((bad_data / "corpus.data.npy").read_bytes())
+    raw[200:264] = bytes(64)  # the first rows: the ones the warm-up reads
+    raw[len(raw) // 2] ^= 0x01
+    (bad_data / "corpus.data.npy").write_bytes(bytes(raw))
+    loaded = load_index(bad, mmap=True)  # the warm-up's error is not the load's
+    assert len(calls) == 2
+    assert loaded._guards["corpus.data"].pending  # the bad blocks were not recorded as checked
+    with pytest.raises(FileFormatError, match="sha256 mismatch"):
+        loaded.query(corpus, top_k=10)

@@ -258,7 +258,7 @@ def add_to_index(index_dir, corpus: str, refit: bool = False, data_options: dict
     check_index_target(index_dir, overwrite=True)
     # the lock spans read, add and write: concurrent adds are serialised, none is lost
     with target_lock(index_dir):
-        index = open_index(index_dir, scheduler=scheduler)
+        index = open_index(index_dir, scheduler=scheduler, warm_up=False)  # answers no query
         try:
             if refit and not index.supports_refit and not index.exact:  # exact: an add already equals a rebuild
                 raise index.unsupported("--refit", "it re-learns a single ann index")
@@ -311,8 +311,9 @@ def query_index(index_dir, queries_path=None, top_k: int = 10, model_path=None, 
     scheduler = resolve_scheduler(scheduler)
     model = load_similarity_model(model_path) if model_path is not None else None
     options = dict(options or {})
-    # memory-mapped: the large arrays are checked block by block as the queries read them
-    index = open_index(index_dir, model=model, mmap=True, scheduler=scheduler)
+    # memory-mapped: the large arrays are checked block by block as the queries read them; one
+    # batch and exit: no kernel warm-up (a few queries take the numpy path, numba is not imported)
+    index = open_index(index_dir, model=model, mmap=True, scheduler=scheduler, warm_up=False)
     try:
         search = index.search_metadata(**options)
         if query_ids is not None:
