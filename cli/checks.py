@@ -9,8 +9,8 @@ library are the registered spellings.
 
 from __future__ import annotations
 
-from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs,
-                                  check_params, check_top_k_value, check_train_settings, resolve_name)
+from sparsesim.validation import (COMMON_PARAM_SPEC, check_float, check_int, check_n_jobs, check_param_values,
+                                  check_top_k_value, check_train_settings, resolve_name)
 
 __all__ = ["algorithm_name", "dataset_name", "index_kind", "fast_param_values", "algorithm_params",
            "positive", "top_k", "fraction", "train_settings", "jobs", "check_port_free"]
@@ -42,32 +42,32 @@ def index_kind(kind: str) -> str:
     return resolve_name(kind, INDEX_KINDS, "index kind")
 
 
-class _Values:
-    """Parameter values as attributes, for :func:`~sparsesim.validation.check_params`."""
-
-    def __init__(self, values: dict):
-        self.__dict__.update(values)
-
-
-def fast_param_values(params: dict) -> None:
+def fast_param_values(params: dict):
     """Check the values of the parameters every registered algorithm shares (``C``, ``eta``,
     ``lam``, ``n_triplets``, ...: :data:`~sparsesim.validation.COMMON_PARAM_SPEC`), by name
-    (case-insensitive), without importing any learner. ``"auto"`` values are left to the learner."""
+    (case-insensitive), without importing any learner. ``"auto"`` values are left to the learner.
+
+    Returns the values as :class:`~sparsesim.validation.CheckedParams`: handed on (through
+    :func:`algorithm_params`) to the workflow, whose estimator does not check them again."""
     known = {k.lower(): k for k in COMMON_PARAM_SPEC}
-    for key, value in params.items():
-        name = known.get(str(key).lower())
-        if name is None or value == "auto":
-            continue
-        check_params(_Values({name: value}), {name: COMMON_PARAM_SPEC[name]})
+    names = {key: known[str(key).lower()] for key, value in params.items()
+             if str(key).lower() in known and not (isinstance(value, str) and value == "auto")}
+    return check_param_values(params, {key: COMMON_PARAM_SPEC[name] for key, name in names.items()}, names)
 
 
-def algorithm_params(algorithm: str, params: dict) -> dict:
-    """``params`` checked against the algorithm's constructor: names in its spelling (an unknown
-    name lists the valid ones, with "did you mean"). The shared values are range-checked once,
-    by :func:`fast_param_values`, which the commands call first (before any other import)."""
+def algorithm_params(algorithm: str, params):
+    """``params`` (a dict, or :func:`fast_param_values`' checked values) checked against the
+    algorithm's constructor: names in its spelling (an unknown name lists the valid ones, with
+    "did you mean"); the values and what was checked of them are kept. The shared values are
+    range-checked once, by :func:`fast_param_values`, which the commands call first (before any
+    other import)."""
     from sparsesim.registry import get_algorithm
+    from sparsesim.validation import CheckedParams
 
-    return get_algorithm(algorithm).resolve_params(params)
+    spec = get_algorithm(algorithm)
+    if not isinstance(params, CheckedParams):
+        return spec.resolve_params(params)
+    return params.renamed({key: name for key in params for name in spec.resolve_params({key: None})})
 
 
 def model_bytes(algorithm: str, value: str, params: dict):

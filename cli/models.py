@@ -45,18 +45,18 @@ def train(
     if set(params) - {"*"}:
         raise InvalidInputError("train takes plain --param KEY=VALUE (no ALGORITHM. prefix)")
     algorithm = checks.algorithm_name(algorithm)
-    checks.fast_param_values(params.get("*", {}))
+    values = checks.fast_param_values(params.get("*", {}))  # checked once: the estimator takes them as they are
     settings = checks.train_settings(triplets, seed, train_fraction)
     dataset = checks.dataset_name(dataset)
     if max_model_bytes is not None:
-        params.setdefault("*", {})["max_model_bytes"] = checks.model_bytes(algorithm, max_model_bytes, params.get("*", {}))
-    params["*"] = checks.algorithm_params(algorithm, params.get("*", {}))
+        values = values.updated({"max_model_bytes": checks.model_bytes(algorithm, max_model_bytes, values)})
+    values = checks.algorithm_params(algorithm, values)
     from sparsesim.workflows import train_model
 
     bar, advance = progress_bar(triplets, f"training {algorithm}", show_progress(json_out),
                              loading=f"loading {dataset}")
     with bar:
-        summary = train_model(algorithm, dataset, out, settings=settings, params=params.get("*", {}), progress=advance,
+        summary = train_model(algorithm, dataset, out, settings=settings, params=values, progress=advance,
                               data_options=data_file_options(zero_based, text_column, label_column, id_column),
                               overwrite=overwrite)
     if json_out:

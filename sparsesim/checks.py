@@ -41,6 +41,7 @@ from .exceptions import SparsesimError
 from .model_files import SIMILARITY_MODEL_CLASSES
 from .models import MultiTaskLinearModel, MultiTaskSimilarity
 from .triplets import omtrsl_triplets, sors_triplets
+from .validation import param_spec
 
 __all__ = ["Problem", "make_problem", "common_checks", "fast_params"]
 
@@ -55,7 +56,7 @@ def learner_kind(estimator) -> str:
 
 
 def skipped_checks(estimator) -> dict:
-    return dict(getattr(estimator.__sklearn_tags__(), "skipped_checks", {}))
+    return dict(estimator.__sklearn_tags__().skipped_checks)
 
 
 @dataclass
@@ -297,6 +298,29 @@ def check_bad_input_errors(estimator):
         raise AssertionError(f"{type(estimator).__name__} scored input of the wrong width")
 
 
+def check_fit_checks_changed_params(estimator):
+    """scikit-learn's contract: ``fit`` checks the parameters for every caller, and a value
+    changed by ``set_params`` after a fit (whose values ``fit`` does not check twice) is checked
+    at the next ``fit``: a number parameter set to a string is refused with a sparsesim error;
+    set back, the estimator fits again (an estimator without parameters has nothing to change)."""
+    problem = make_problem(learner_kind(estimator))
+    est = _fresh(estimator).fit(*problem.fit_args, **problem.fit_kwargs)
+    params = est.get_params()
+    numeric = [name for name, (kind, *_) in param_spec(est).items()
+               if name in params and kind.rstrip("?") in ("int", "float", "n_triplets", "random_state")]
+    assert numeric or not params, f"{type(est).__name__} declares no number parameter in its spec"
+    for name in numeric:
+        est.set_params(**{name: "not a number"})
+        try:
+            est.fit(*problem.fit_args, **problem.fit_kwargs)
+        except SparsesimError as exc:
+            assert name in str(exc), f"the refusal of {name} does not name it: {exc}"
+        else:
+            raise AssertionError(f"{type(est).__name__}.fit accepted {name}='not a number' set after a fit")
+        est.set_params(**{name: params[name]})
+    est.fit(*problem.fit_args, **problem.fit_kwargs)
+
+
 CHECKS = (
     check_clone_params,
     check_fit_returns_self_and_defines_state,
@@ -305,6 +329,7 @@ CHECKS = (
     check_partial_fit_chunks,
     check_save_load_round_trip,
     check_bad_input_errors,
+    check_fit_checks_changed_params,
 )
 
 

@@ -111,15 +111,136 @@ def test_the_feedback_walk_checks_a_vector_query_once(corpus, monkeypatch):
 
 def test_cli_param_values_are_range_checked_once(monkeypatch):
     """`train` / `tune`: ``--param`` values are range-checked by ``fast_param_values`` (before any
-    import of the library); ``algorithm_params`` then only resolves the names."""
+    import of the library), which hands them on checked; ``algorithm_params`` then only resolves
+    the names (and keeps what was checked)."""
+    import sparsesim.validation.specs as specs
     from sparsesim.cli import checks
 
-    calls = counting(monkeypatch, checks, "check_params")
-    params = {"C": 0.5, "n_triplets": 100}
-    checks.fast_param_values(params)
+    calls = counting(monkeypatch, specs, "check_param")
+    params = {"c": 1, "n_triplets": 100, "sampler": "uniform"}
+    values = checks.fast_param_values(params)
+    assert [args[1] for args, _ in calls] == ["C", "n_triplets"]  # the shared ones, by their names
+    assert dict(values) == params and values.checked["c"][1] == 1.0 and type(values["c"]) is int  # values as given
+    resolved = checks.algorithm_params("oasis", values)
+    assert dict(resolved) == {"C": 1, "n_triplets": 100, "sampler": "uniform"}
+    assert set(resolved.checked) == {"C", "n_triplets"} and resolved.checked["C"] == values.checked["c"]
     assert len(calls) == 2
-    assert checks.algorithm_params("oasis", params) == {"C": 0.5, "n_triplets": 100}
-    assert len(calls) == 2
+    assert checks.fast_param_values({"C": "auto"}).checked == {}  # "auto" is the learner's to resolve
+
+
+def _checks_by_name(monkeypatch):
+    """Count every value check (:func:`sparsesim.validation.check_param`, the one per-value check
+    of the specs, the train settings and the CLI) by the name it checks."""
+    import sparsesim.validation.settings as settings
+    import sparsesim.validation.specs as specs
+
+    names = []
+    real = specs.check_param
+
+    def wrapper(value, name, entry):
+        names.append(name)
+        return real(value, name, entry)
+
+    for module in (specs, settings):
+        monkeypatch.setattr(module, "check_param", wrapper)
+    return names
+
+
+def test_train_walk_checks_triplets_seed_and_params_once(tmp_path, monkeypatch, capsys):
+    """`sparsesim train ... -n N --seed S -p C=...`: the CLI checks ``--triplets``, ``--seed`` and
+    the ``--param`` values before the library is imported and hands them on checked; the
+    estimator's ``fit`` does not check them again (its other parameters it checks, once). The
+    model is the one a library caller's raw values give, bit for bit."""
+    from sparsesim.workflows import train_model
+    from clitools import run_cli
+
+    names = _checks_by_name(monkeypatch)
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "a.npz", "-n", "150",
+                            "--seed", "3", "-p", "C=0.5", "-p", "sampler=uniform", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    checked = {"--triplets": 1, "--seed": 1, "C": 1}
+    assert {name: names.count(name) for name in checked} == checked
+    assert "n_triplets" not in names and "random_state" not in names  # fit takes them as they are
+    assert names.count("--train-fraction") == 1
+    assert len(names) == len(set(names))  # and every other value is checked once too
+    # a library caller's raw values: the settings by train_model, C by fit; each once
+    names.clear()
+    train_model("oasis", "news20-sample", tmp_path / "b.npz", n_triplets=150, seed=3, params={"C": 0.5,
+                "sampler": "uniform"})
+    assert {name: names.count(name) for name in checked} == checked and len(names) == len(set(names))
+    a, b = np.load(tmp_path / "a.npz", allow_pickle=False), np.load(tmp_path / "b.npz", allow_pickle=False)
+    assert a.files == b.files
+    for key in a.files:  # the same model (the JSON metadata holds the path and the time)
+        if a[key].dtype.kind in "fi":
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_cli_refusals_are_unchanged(tmp_path, monkeypatch, capsys):
+    """Each refused value gets the one message it had, from the CLI, before the data is read."""
+    import sparsesim.workflows.models as models_mod
+    from clitools import run_cli
+
+    reads = counting(monkeypatch, models_mod, "load_labelled")
+    for args, message in [(["-n", "0"], "--triplets must be an integer in [1, inf), got 0"),
+                          (["-n", "-5"], "--triplets must be an integer in [1, inf), got -5"),
+                          (["--seed", "-1"], "--seed must be an integer in [0, 4294967295], got -1"),
+                          (["-p", "C=-1"], "C must be positive (a finite number in (0, inf)), got -1.0"),
+                          (["-p", "c=0"], "C must be positive (a finite number in (0, inf)), got 0.0"),
+                          (["-p", "n_triplets=-2"], "n_triplets must be an integer in [0, inf), got -2")]:
+        code, _, err = run_cli(["train", "-a", "oasis", "-d", "news20-sample", "-o", tmp_path / "m.npz", *args],
+                               monkeypatch, capsys)
+        assert (code, err) == (2, f"error: {message}\n")
+    assert reads == []
+
+
+def test_fit_checks_what_set_params_changed():
+    """scikit-learn's contract holds for library callers: ``fit`` checks every parameter value it
+    did not check before, so a value changed by ``set_params`` (or set by hand) after a check is
+    checked at the next ``fit``; an unchanged one is not checked twice."""
+    from sparsesim.exceptions import InvalidParameterError
+    from sparsesim.validation import check_param_values, check_train_settings, record_checked
+
+    X = sp.random(30, 10, density=0.3, random_state=0, format="csr")
+    y = np.arange(30) % 3
+    names = []
+    import sparsesim.validation.specs as specs
+
+    real = specs.check_param
+    specs.check_param = lambda value, name, entry: names.append(name) or real(value, name, entry)
+    try:
+        est = OASIS(C=0.5, n_triplets=40, random_state=1)
+        record_checked(est, check_train_settings(40, seed=1).estimator_params())
+        record_checked(est, check_param_values({"C": 0.5}, {"C": ("float", 0, None, {"low_open": True})}))
+        names.clear()
+        est.fit(X, y)
+        assert not {"C", "n_triplets", "random_state"} & set(names)  # handed on checked
+        est.set_params(C=-1.0)
+        with pytest.raises(InvalidParameterError, match="C must be positive"):
+            est.fit(X, y)
+        est.set_params(C=0.25, n_triplets=-3)
+        with pytest.raises(InvalidParameterError, match=r"n_triplets must be an integer in \[0, inf\), got -3"):
+            est.fit(X, y)
+        est.n_triplets = 2.5  # set by hand, not through set_params: the same
+        with pytest.raises(InvalidParameterError, match="n_triplets must be an integer"):
+            est.fit(X, y)
+        est.set_params(n_triplets=40, random_state=np.int64(1))  # 40 passed before; an np.int64 seed did not
+        names.clear()
+        est.fit(X, y)
+        assert names.count("random_state") == 1 and names.count("n_triplets") == 0
+        names.clear()
+        est.fit(X, y)  # nothing changed: nothing checked again
+        assert not {"C", "n_triplets", "random_state"} & set(names)
+        # a value checked against another range is not taken: the estimator's own entry decides
+        other = OASIS(C=0.5)
+        record_checked(other, check_param_values({"C": 0.5}, {"C": ("float", 0, 1)}))
+        names.clear()
+        other.set_params(n_triplets=20).fit(X, y)
+        assert names.count("C") == 1
+    finally:
+        specs.check_param = real
+    # same seed, same model whether the values were handed on checked or checked by fit
+    plain = OASIS(C=0.25, n_triplets=40, random_state=1).fit(X, y)
+    np.testing.assert_array_equal(est.model_.W.toarray(), plain.model_.W.toarray())
 
 
 @pytest.mark.parametrize("own", [False, True])

@@ -94,7 +94,8 @@ class SparsesimEstimator(BaseEstimator):
     def _reset(self) -> None:
         """Forget everything learned: the attributes of ``_state_attrs`` and the cached model.
 
-        First checks every hyper-parameter (type and range, :func:`sparsesim.validation.check_params`).
+        First checks every hyper-parameter (type and range, :func:`sparsesim.validation.check_params`;
+        a value checked before for this estimator and unchanged since is taken as it is).
         """
         check_params(self)
         for attr in self._state_attrs:

@@ -11,7 +11,9 @@
   :func:`check_choice`, :func:`check_random_state` -- labels and hyper-parameters: type and
   range, with the parameter's name and the accepted range in the message.
 * :func:`check_params` -- a declarative per-class parameter spec (``_param_spec``) checked in
-  one place, called from ``fit``.
+  one place, called from ``fit``; each value once (:func:`check_param` checks one value; values
+  checked before the estimator exists are handed on as :class:`CheckedParams` and recorded on it
+  with :func:`record_checked`).
 * :func:`bounded` -- error messages cut to a bounded length (a hostile file cannot make a
   one-line error hundreds of megabytes long).
 
@@ -28,10 +30,11 @@ from .arrays import MAX_FEATURES, check_csr, check_csr_arrays, check_finite_arra
 from .budgets import check_dense_request, check_n_jobs, check_n_triplets, check_seed_count, memory_budget
 from .labels import check_labels, check_task_streams, check_triplets
 from .messages import MAX_MESSAGE, bounded, resolve_name
-from .params import check_bool, check_choice, check_float, check_int, check_random_state, is_finite_number
-from .specs import check_meta, check_params
-from .settings import (CheckedQueries, CheckedRows, CheckedTopK, TrainSettings, check_queries, check_rows,
-                       check_top_k_value, check_train_settings, rows_of)
+from .params import MAX_SEED, check_bool, check_choice, check_float, check_int, check_random_state, is_finite_number
+from .specs import (CheckedParams, check_meta, check_param, check_param_values, check_params, param_spec,
+                    record_checked)
+from .settings import (TRAIN_SETTINGS_SPEC, CheckedQueries, CheckedRows, CheckedTopK, TrainSettings, check_queries,
+                       check_rows, check_top_k_value, check_train_settings, rows_of)
 
 # Importable from here as before, but (as before) outside ``__all__``: the ``as`` form marks them as
 # re-exports without changing what ``import *`` gives.
@@ -47,5 +50,6 @@ __all__ = [
     "check_meta", "check_triplets", "check_task_streams", "memory_budget", "check_n_triplets", "check_n_jobs",
     "check_seed_count", "check_dense_request", "is_finite_number", "resolve_name",
     "CheckedQueries", "CheckedRows", "CheckedTopK", "TrainSettings", "check_queries", "check_rows",
-    "check_top_k_value", "check_train_settings", "rows_of",
+    "check_top_k_value", "check_train_settings", "rows_of", "MAX_SEED", "CheckedParams", "check_param",
+    "check_param_values", "param_spec", "record_checked", "TRAIN_SETTINGS_SPEC",
 ]

@@ -14,7 +14,7 @@ from .messages import bounded
 from .params import check_int
 
 __all__ = ["DEFAULT_MAX_RUNS", "DEFAULT_MAX_TRIPLETS", "available_cores", "check_dense_request", "check_n_jobs",
-           "check_n_triplets", "check_seed_count", "memory_budget"]
+           "check_n_triplets", "check_seed_count", "memory_budget", "triplet_limit"]
 
 
 def _env_int(name: str, default: int) -> int:
@@ -49,9 +49,14 @@ DEFAULT_MAX_TRIPLETS = 10**8
 DEFAULT_MAX_RUNS = 1000
 
 
+def triplet_limit() -> int:
+    """The most triplets one run may request: ``$SPARSESIM_MAX_TRIPLETS``, default :data:`DEFAULT_MAX_TRIPLETS`."""
+    return _env_int("SPARSESIM_MAX_TRIPLETS", DEFAULT_MAX_TRIPLETS)
+
+
 def check_n_triplets(value, name: str = "n_triplets", allow_zero: bool = False) -> int:
-    """A triplet count in [1, limit] (the limit: ``$SPARSESIM_MAX_TRIPLETS``, default 10^8)."""
-    limit = _env_int("SPARSESIM_MAX_TRIPLETS", DEFAULT_MAX_TRIPLETS)
+    """A triplet count in [1, limit] (the limit: :func:`triplet_limit`, default 10^8)."""
+    limit = triplet_limit()
     value = check_int(value, name, 0 if allow_zero else 1)
     if value > limit:
         raise ResourceLimitError(f"{name}={value} is more than the {limit} triplets one run may request "

@@ -13,7 +13,11 @@ import numpy as np
 from ..exceptions import InvalidParameterError
 from .messages import bounded
 
-__all__ = ["check_bool", "check_choice", "check_float", "check_int", "check_random_state", "is_finite_number"]
+__all__ = ["MAX_SEED", "check_bool", "check_choice", "check_float", "check_int", "check_random_state",
+           "is_finite_number"]
+
+#: The largest seed (``random_state``, ``--seed``): numpy's legacy seeding takes [0, 2**32 - 1].
+MAX_SEED = 2**32 - 1
 
 
 def is_finite_number(v) -> bool:
@@ -113,7 +117,7 @@ def check_choice(value, name: str, choices):
 
 
 def check_random_state(value, name: str = "random_state"):
-    """``None``, an int in [0, 2^32 - 1] or a :class:`numpy.random.Generator`/``RandomState``."""
+    """``None``, an int in [0, :data:`MAX_SEED`] or a :class:`numpy.random.Generator`/``RandomState``."""
     if value is None or isinstance(value, (np.random.Generator, np.random.RandomState)):
         return value
-    return check_int(value, name, 0, 2**32 - 1)
+    return check_int(value, name, 0, MAX_SEED)

@@ -13,11 +13,19 @@ import scipy.sparse as sp
 
 from ..exceptions import InvalidInputError
 from .arrays import check_csr
-from .budgets import check_n_triplets
-from .params import check_float, check_int
+from .params import MAX_SEED, check_int
+from .specs import CheckedParams, check_param
 
-__all__ = ["CheckedQueries", "CheckedRows", "CheckedTopK", "TrainSettings", "check_queries", "check_rows",
-           "check_top_k_value", "check_train_settings", "rows_of"]
+__all__ = ["CheckedQueries", "CheckedRows", "CheckedTopK", "TRAIN_SETTINGS_SPEC", "TrainSettings", "check_queries",
+           "check_rows", "check_top_k_value", "check_train_settings", "rows_of"]
+
+#: The spec entries of a training run's settings (see :func:`~sparsesim.validation.check_param`):
+#: at least one triplet (up to the limit), a seed numpy takes, a share strictly inside (0, 1).
+TRAIN_SETTINGS_SPEC = {
+    "n_triplets": ("n_triplets", {"allow_zero": False}),
+    "seed": ("int", 0, MAX_SEED),
+    "train_fraction": ("float", 0, 1, {"low_open": True, "high_open": True}),
+}
 
 
 @dataclass(frozen=True)
@@ -38,11 +46,21 @@ class TrainSettings:
     seed: int
     train_fraction: float
 
+    def estimator_params(self) -> CheckedParams:
+        """``n_triplets`` and ``random_state`` (the seed) as checked values, for
+        :func:`~sparsesim.validation.record_checked`: the estimator built with them does not
+        check them again at ``fit`` (their ranges lie within the estimators' own)."""
+        spec = TRAIN_SETTINGS_SPEC
+        return CheckedParams({"n_triplets": self.n_triplets, "random_state": self.seed},
+                             {"n_triplets": (spec["n_triplets"], self.n_triplets),
+                              "random_state": (spec["seed"], self.seed)})
+
 
 def check_train_settings(n_triplets=100_000, seed=0, train_fraction=0.7) -> TrainSettings:
     """Check the triplet count, seed and training share of a run once; the checked object.
 
-    The messages name the CLI options (``--triplets``, ``--seed``, ``--train-fraction``).
+    The messages name the CLI options (``--triplets``, ``--seed``, ``--train-fraction``); the
+    ranges are :data:`TRAIN_SETTINGS_SPEC`'s.
 
     Examples
     --------
@@ -54,10 +72,10 @@ def check_train_settings(n_triplets=100_000, seed=0, train_fraction=0.7) -> Trai
     ...
     sparsesim.exceptions.InvalidParameterError: --train-fraction must be a number in (0, 1), got 1.0
     """
-    return TrainSettings(n_triplets=check_n_triplets(n_triplets, "--triplets"),
-                         seed=check_int(seed, "--seed", 0, 2**32 - 1),
-                         train_fraction=check_float(train_fraction, "--train-fraction", 0, 1,
-                                                    low_open=True, high_open=True))
+    spec = TRAIN_SETTINGS_SPEC
+    return TrainSettings(n_triplets=check_param(n_triplets, "--triplets", spec["n_triplets"]),
+                         seed=check_param(seed, "--seed", spec["seed"]),
+                         train_fraction=check_param(train_fraction, "--train-fraction", spec["train_fraction"]))
 
 
 class CheckedTopK(int):

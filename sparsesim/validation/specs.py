@@ -1,15 +1,28 @@
 """Declarative checks: an estimator's hyper-parameters against a spec (:func:`check_params`,
-:data:`COMMON_PARAM_SPEC`) and file metadata against a schema (:func:`check_meta`).
+:data:`COMMON_PARAM_SPEC`, one value: :func:`check_param`) and file metadata against a schema
+(:func:`check_meta`).
+
+A parameter value is checked once: :func:`check_params` remembers, on the estimator, each value
+it checked (name, spec entry, value) and takes it as it is while the estimator holds it; values
+checked before the estimator exists (a command's options) are handed on as
+:class:`CheckedParams` and recorded with :func:`record_checked`.
 """
 
 from __future__ import annotations
 
-from ..exceptions import FileFormatError, InvalidParameterError
-from .budgets import check_n_triplets
-from .messages import bounded
-from .params import check_bool, check_choice, check_float, check_int, check_random_state
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["COMMON_PARAM_SPEC", "check_meta", "check_params"]
+import numpy as np
+
+from ..exceptions import FileFormatError, InvalidParameterError
+from .budgets import check_n_triplets, triplet_limit
+from .messages import bounded
+from .params import MAX_SEED, check_bool, check_choice, check_float, check_int, check_random_state
+
+__all__ = ["COMMON_PARAM_SPEC", "CheckedParams", "check_meta", "check_param", "check_param_values", "check_params",
+           "param_spec", "record_checked"]
 
 
 _POS = {"low_open": True}
@@ -33,6 +46,12 @@ COMMON_PARAM_SPEC = {
     "storage": ("str",), "variant": ("str",),
 }
 
+# where an estimator keeps what check_params and record_checked found valid: name -> (entry,
+# fingerprint of the value, checked value); private (leading underscore, no trailing one: not a
+# fitted attribute) and not a parameter, so clone starts without it
+_RECORD = "_checked_params"
+
+
 def _default_of(estimator, pname):
     import inspect
 
@@ -47,10 +66,168 @@ _CHECKERS = {"int": check_int, "float": check_float, "bool": check_bool, "choice
              "random_state": check_random_state}
 
 
+def param_spec(estimator) -> dict:
+    """The spec :func:`check_params` checks ``estimator`` against by default:
+    :data:`COMMON_PARAM_SPEC` updated with the class's own ``_param_spec``."""
+    spec = dict(COMMON_PARAM_SPEC)
+    spec.update(getattr(type(estimator), "_param_spec", None) or {})
+    return spec
+
+
+def check_param(value, name: str, entry: tuple):
+    """Check one value against one spec entry; the checked value (plain Python types).
+
+    ``entry`` is ``(kind, *args)`` as in :func:`check_params`; ``name`` is what the message calls
+    the value (a parameter, or a command option such as ``--triplets``).
+
+    Examples
+    --------
+    >>> from sparsesim.validation import check_param
+    >>> check_param(2, "C", ("float", 0, None, {"low_open": True}))
+    2.0
+    >>> check_param(0, "--triplets", ("n_triplets", {"allow_zero": False}))
+    Traceback (most recent call last):
+    ...
+    sparsesim.exceptions.InvalidParameterError: --triplets must be an integer in [1, inf), got 0
+    """
+    kind, *args = entry
+    kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+    if kind.endswith("?"):
+        kind = kind[:-1]
+        if value is None:
+            return None
+    if kind == "str":
+        if not isinstance(value, str):
+            raise InvalidParameterError(f"{name} must be a string naming an option, got {bounded(repr(value), 80)}")
+        return value
+    if kind == "n_triplets":  # zero allowed unless the entry says otherwise (a fit of no triplets)
+        return check_n_triplets(value, name, **{"allow_zero": True, **kwargs})
+    if kind == "choice":
+        return check_choice(value, name, *args)
+    return _CHECKERS[kind](value, name, *args, **kwargs)
+
+
+def _fingerprint(value):
+    """``(type, value)`` of an immutable scalar (equal fingerprints pass the same checks), else None."""
+    if type(value) in (int, float, bool, str, type(None)) or isinstance(value, (np.integer, np.floating, np.bool_)):
+        return type(value), value
+    return None
+
+
+def _int_range(entry):
+    """The integers an entry accepts, as ``(low, high)`` (None: not an integer kind)."""
+    kind, *args = entry
+    kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
+    if kind == "n_triplets":
+        return (0 if kwargs.get("allow_zero", True) else 1), triplet_limit()
+    if kind == "random_state":
+        return 0, MAX_SEED
+    if kind in ("int", "int?"):
+        low, high = (list(args) + [None, None])[:2]
+        return (-math.inf if low is None else low), (math.inf if high is None else high)
+    return None
+
+
+def _covers(entry, checked_entry, value) -> bool:
+    """Whether ``value``, which passed ``checked_entry``, passes ``entry`` without evaluating it:
+    the same entry, or an integer and an integer range within ``entry``'s."""
+    if entry == checked_entry:
+        return True
+    if type(value) is bool or not isinstance(value, (int, np.integer)):
+        return False
+    inner, outer = _int_range(checked_entry), _int_range(entry)
+    return inner is not None and outer is not None and outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
+@dataclass(frozen=True, eq=False)
+class CheckedParams(Mapping):
+    """Parameter values, some of them checked once (build it with :func:`check_param_values`).
+
+    A mapping of the values as given (what the estimator is built with, unchanged); ``checked``
+    holds, for each value that was checked, the spec entry it passed and the checked value. Given
+    to :func:`record_checked` with the estimator built from them, the estimator's next
+    :func:`check_params` takes those values as they are.
+
+    Attributes
+    ----------
+    values : dict
+        Every value, by name, as given.
+    checked : dict
+        Name -> ``(spec entry, checked value)`` for the values that were checked.
+    """
+
+    values: dict
+    checked: dict = field(default_factory=dict)
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def renamed(self, names: Mapping) -> "CheckedParams":
+        """The same values under new names (``names``: old -> new; a later value wins a name)."""
+        values, checked = {}, {}
+        for old, value in self.values.items():
+            new = names.get(old, old)
+            values[new] = value
+            checked.pop(new, None)
+            if old in self.checked:
+                checked[new] = self.checked[old]
+        return CheckedParams(values, checked)
+
+    def updated(self, values: Mapping) -> "CheckedParams":
+        """These values with ``values`` added (or replaced), unchecked."""
+        return CheckedParams({**self.values, **values}, {k: v for k, v in self.checked.items() if k not in values})
+
+
+def check_param_values(values: Mapping, spec: Mapping, names: Mapping | None = None) -> CheckedParams:
+    """Check the values whose name has an entry in ``spec`` (:func:`check_param`), once.
+
+    Values without an entry are kept, unchecked (the estimator checks them at ``fit``);
+    ``names`` maps a key to the name the messages use (default: the key).
+
+    Examples
+    --------
+    >>> from sparsesim.validation import COMMON_PARAM_SPEC, check_param_values
+    >>> params = check_param_values({"C": 1, "sampler": "uniform"}, COMMON_PARAM_SPEC)
+    >>> dict(params), params.checked["C"][1]
+    ({'C': 1, 'sampler': 'uniform'}, 1.0)
+    """
+    checked = {}
+    for key, value in values.items():
+        entry = spec.get(key)
+        if entry is not None:
+            checked[key] = (entry, check_param(value, (names or {}).get(key, key), entry))
+    return CheckedParams(dict(values), checked)
+
+
+def record_checked(estimator, params: CheckedParams) -> None:
+    """Record on ``estimator`` the values of ``params`` that were checked and that it holds, so
+    that its next :func:`check_params` takes them as they are.
+
+    A value is recorded only when the estimator holds it (same type, equal) and the entry it
+    passed is the estimator's own for that name, or an integer range within it (a ``--triplets``
+    count in [1, limit] passes ``n_triplets``'s [0, limit]); anything else is checked at ``fit``.
+    """
+    spec = param_spec(estimator)
+    record = estimator.__dict__.setdefault(_RECORD, {})
+    for name, (checked_entry, value) in params.checked.items():
+        entry = spec.get(name)
+        if entry is None or not hasattr(estimator, name):
+            continue
+        held = _fingerprint(getattr(estimator, name))
+        if held is not None and held == _fingerprint(params.values[name]) and _covers(entry, checked_entry, value):
+            record[name] = (entry, held, value)
+
+
 def check_params(estimator, spec: dict | None = None) -> dict:
     """Check the hyper-parameters of ``estimator`` against a declarative spec, in one place.
 
-    ``spec`` (default: ``type(estimator)._param_spec``) maps a parameter name to a tuple
+    ``spec`` (default: :func:`param_spec`) maps a parameter name to a tuple
     ``(kind, *args)`` with ``kind`` one of ``"int"``, ``"float"``, ``"bool"``, ``"choice"``,
     ``"random_state"``, ``"str"``, ``"n_triplets"`` and the arguments of the matching ``check_*``
     function, plus an optional trailing dict of keyword arguments, e.g. ``{"C": ("float", 0, None,
@@ -59,39 +236,34 @@ def check_params(estimator, spec: dict | None = None) -> dict:
     algorithms, by name) updated with the class's own ``_param_spec``. Parameters missing on the
     estimator are skipped.
 
+    Each value is checked once: a value checked before for this estimator (here, or handed on
+    by :func:`record_checked`) under the same entry is taken as it is while the estimator holds
+    it; a value changed since (``set_params``, an attribute set) is checked.
+
     Returns
     -------
     dict
         The checked values (plain Python types).
     """
     if spec is None:
-        spec = dict(COMMON_PARAM_SPEC)
-        spec.update(getattr(type(estimator), "_param_spec", None) or {})
+        spec = param_spec(estimator)
+    record = estimator.__dict__.setdefault(_RECORD, {})
     out = {}
     for pname, entry in (spec or {}).items():
         if not hasattr(estimator, pname):
             continue
-        kind, *args = entry
-        kwargs = args.pop() if args and isinstance(args[-1], dict) else {}
         value = getattr(estimator, pname)
         if isinstance(value, str) and value == "auto" and _default_of(estimator, pname) == "auto":
             out[pname] = value  # resolved from the data by the estimator (see its docstring)
             continue
-        if kind.endswith("?"):
-            kind = kind[:-1]
-            if value is None:
-                out[pname] = None
-                continue
-        if kind == "str":
-            if not isinstance(value, str):
-                raise InvalidParameterError(f"{pname} must be a string naming an option, got {bounded(repr(value), 80)}")
-            out[pname] = value
-        elif kind == "n_triplets":
-            out[pname] = check_n_triplets(value, pname, allow_zero=True)
-        elif kind == "choice":
-            out[pname] = check_choice(value, pname, *args)
-        else:
-            out[pname] = _CHECKERS[kind](value, pname, *args, **kwargs)
+        held = _fingerprint(value)
+        seen = record.get(pname)
+        if held is not None and seen is not None and seen[0] == entry and seen[1] == held:
+            out[pname] = seen[2]  # checked before, unchanged since
+            continue
+        out[pname] = check_param(value, pname, entry)
+        if held is not None:
+            record[pname] = (entry, held, out[pname])
     return out
 
 

@@ -19,7 +19,8 @@ from ..model_files import load_similarity_model, model_nbytes
 from ..persistence import check_output_path, file_state, replacing_unchanged
 from ..registry import get_algorithm, make_estimator
 from ..topk import top_k_rows
-from ..validation import TrainSettings, check_int, check_n_triplets, check_train_settings
+from ..validation import (CheckedParams, TrainSettings, check_int, check_n_triplets, check_train_settings,
+                          record_checked)
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
 from ..data import is_data_path
@@ -43,7 +44,9 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
 
     ``n_triplets``, ``seed`` and ``train_fraction`` are checked here; a caller that checked them
     already passes ``settings`` (:func:`~sparsesim.validation.check_train_settings`) instead,
-    which is used as it is.
+    which is used as it is. ``params`` may be
+    :class:`~sparsesim.validation.CheckedParams` (:func:`~sparsesim.validation.check_param_values`):
+    the values checked there, like the settings, are not checked again by the estimator's ``fit``.
 
     Returns
     -------
@@ -55,7 +58,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind not in ("similarity", "baseline"):
         raise InvalidInputError(f"`train` learns single-task similarities; {algorithm!r} is a {spec.kind} "
                                 "algorithm (use `sparsesim experiment`)")
-    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
+    settings = _checked_settings(settings, n_triplets, seed, train_fraction)
+    n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
     own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
@@ -66,6 +70,10 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     if spec.kind == "similarity" or "random_state" in spec.make().get_params():
         kwargs.setdefault("random_state", seed)
     est = spec.make(**kwargs)
+    # the values checked already are not checked again by fit (a value another source replaced is)
+    record_checked(est, settings.estimator_params())
+    if isinstance(params, CheckedParams):
+        record_checked(est, params)
     data, representation = _load_for(est, dataset, data_options if own_file else {}, own_file)
     # built once, before anything else (a model file must hold the data's facts: refused here)
     meta = training_metadata(data, data_options, **_split_facts(dataset, seed, train_fraction, representation))
@@ -83,14 +91,14 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
     return summary
 
 
-def _checked_settings(settings, n_triplets, seed, train_fraction) -> tuple[int, int, float]:
+def _checked_settings(settings, n_triplets, seed, train_fraction) -> TrainSettings:
     """The run's triplets, seed and training share: ``settings`` as they are (checked by the
     caller), else the raw values checked once here."""
     if settings is None:
-        settings = check_train_settings(n_triplets, seed, train_fraction)
-    elif (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
+        return check_train_settings(n_triplets, seed, train_fraction)
+    if (n_triplets, seed, train_fraction) != (100_000, 0, 0.7):
         raise InvalidInputError("give n_triplets, seed and train_fraction either as values or in settings, not both")
-    return settings.n_triplets, settings.seed, settings.train_fraction
+    return settings
 
 
 def _model_size_warning(est, X) -> str | None:
@@ -180,7 +188,9 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     if spec.kind not in ("similarity", "baseline", "multitask-similarity", "multitask-classifier"):
         raise InvalidInputError(f"tune_model has no search for {spec.kind} algorithms such as {algorithm!r}; the oht "
                                 "protocol searches them (sparsesim.experiments.oht.tune_transfer, `sparsesim tune`)")
-    n_triplets, seed, train_fraction = _checked_settings(settings, n_triplets, seed, train_fraction)
+    settings = _checked_settings(settings, n_triplets, seed, train_fraction)
+    n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
+    params = dict(params or {})  # the search builds its own estimators: each checks its values
     own_file = is_data_path(dataset)  # decided once
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
