@@ -7,6 +7,8 @@ the engine took (not recomputed beside it).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -173,6 +175,30 @@ def test_train_walk_checks_triplets_seed_and_params_once(tmp_path, monkeypatch, 
     for key in a.files:  # the same model (the JSON metadata holds the path and the time)
         if a[key].dtype.kind in "fi":
             np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_bilinear_steps_are_checked_once_on_the_train_walk(tmp_path, monkeypatch, capsys):
+    """SORS's ``eta``/``lam`` and AdaSORS's ``delta`` given with ``-p`` are checked once (by the
+    CLI); the learners' ``"auto"`` rule only resolves what ``check_params`` accepted."""
+    import sparsesim.defaults as defaults
+    import sparsesim.learners.bilinear  # noqa: F401  (the learners' modules loaded, so their names are patched)
+    from clitools import run_cli
+
+    names = _checks_by_name(monkeypatch)
+    rule = []
+    real_rule = defaults.check_auto_positive
+    for module in [m for m in list(sys.modules.values()) if getattr(m, "check_auto_positive", None) is real_rule]:
+        monkeypatch.setattr(module, "check_auto_positive", lambda *a, **k: rule.append(a[0]) or real_rule(*a, **k))
+    for algorithm, params in [("sors-l1", ["eta=0.5", "lam=1e-6"]), ("adasors-l1", ["eta=0.5", "delta=0.1"]),
+                              ("oasis", ["C=0.5"])]:
+        names.clear()
+        args = [x for p in params for x in ("-p", p)]
+        code, _, err = run_cli(["train", "-a", algorithm, "-d", "news20-sample", "-o", tmp_path / f"{algorithm}.npz",
+                                "-n", "100", *args], monkeypatch, capsys)
+        assert code == 0, err
+        given = [p.split("=")[0] for p in params]
+        assert {name: names.count(name) for name in given} == dict.fromkeys(given, 1), (algorithm, names)
+    assert rule == []
 
 
 def test_cli_refusals_are_unchanged(tmp_path, monkeypatch, capsys):

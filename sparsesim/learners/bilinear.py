@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..defaults import AUTO, check_auto_positive, data_statistics, resolve_bilinear, resolve_schedule
+from ..defaults import AUTO, data_statistics, resolve_bilinear, resolve_schedule
 from ..engine.bilinear import ADASORS, OASIS as OASIS_MODE, SORS as SORS_MODE, BilinearEngine, StepSchedule
 from ..engine.truncation import keep_largest_offdiag
 from ..exceptions import InvalidInputError
@@ -61,8 +61,8 @@ class BaseBilinear(TripletLearner):
         With ``"auto"`` parameters the engine is created by the first update, which resolves
         them from its triplets (:meth:`_resolve_auto`).
         """
-        for name in self._auto_names:
-            check_auto_positive(name, getattr(self, name), allow_zero=name == "lam")
+        # C / eta / lam / delta were checked by check_params before any state is set (fit,
+        # partial_fit and start_from reset first): "auto" or a number in range
         parse_model_bytes(self._max_model_bytes)
         if self._auto_pending():
             super()._init_state(d)
@@ -93,9 +93,7 @@ class BaseBilinear(TripletLearner):
         self.engine_ = self._make_engine(self.n_features_in_)
 
     def _resolved(self, X):
-        params = {name: getattr(self, name) for name in self._auto_names}
-        for name, value in params.items():
-            check_auto_positive(name, value, allow_zero=name == "lam")
+        params = {name: getattr(self, name) for name in self._auto_names}  # checked by check_params
         if not self._auto_pending():
             return {k: float(v) for k, v in params.items()}, {}
         stats = data_statistics(X) if X is not None and X.shape[0] >= 2 else {"s": 1.0, "g": 1.0, "n_pairs": 0}
@@ -467,8 +465,6 @@ class SORS(SampledFit, BaseBilinear):
     def _check_common(self):
         if self.regularizer not in _REGULARIZERS:
             raise InvalidInputError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
-        check_auto_positive("lam", self.lam, allow_zero=True)
-        check_auto_positive("eta", self.eta)
         if self.schedule not in self._schedules:
             raise InvalidInputError(f"schedule must be one of {self._schedules}, got {self.schedule!r}")
         if "schedule_" not in self.__dict__:  # (start_from: no labels)
@@ -533,7 +529,6 @@ class AdaSORS(SORS):
 
     def _make_engine(self, d):
         self._check_common()
-        check_auto_positive("delta", self.delta)
         return BilinearEngine(d, ADASORS, lam=self._param("lam"), delta=self._param("delta"),
                               prox_diag=self.regularizer == "l1",
                               schedule=StepSchedule(self._param("eta"), self.schedule_),
