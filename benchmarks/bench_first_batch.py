@@ -1,23 +1,27 @@
 """The first batch of queries of a fresh process against the warm batches (issue 43, item 2).
 
 Builds (once per ``ROOT``) an exact and an ann index over a synthetic RCV1-like corpus under a
-sparse W, saves them, then for each index runs fresh processes that load it memory-mapped and
-answer ``--batches`` batches of ``--batch`` queries (documents not in the index), timing each
-batch (wall and CPU):
+sparse W, saves them, then for each index runs fresh processes that load it and answer
+``--batches`` batches of ``--batch`` queries (documents not in the index), timing the load and
+each batch (wall and CPU):
 
-* ``blocks-on-use``: ``XDG_CACHE_HOME`` pointed at a directory holding the user's numba cache
-  and record of checked indexes but no record of verified files: every 64 KiB block a query
-  reads is hashed and checked first (what every fresh process did before files were recorded as
-  verified; what a copied index still does on its first load);
-* ``verified``: the user's cache as the build left it (the files were written by this user's
-  sparsesim), so the mapped arrays need no block checks;
-* ``verified+warm_up``: the same, and ``index.warm_up()`` after the load (counted in the load
-  time): the compiled kernels are loaded before the first batch (what ``sparsesim serve`` does
-  in the background after loading).
+* ``blocks-on-use``: memory-mapped, ``XDG_CACHE_HOME`` pointed at a directory holding the
+  user's numba cache and record of checked indexes but no record of verified files: every
+  64 KiB block a query reads is hashed and checked first (what a copied index does on its first
+  load);
+* ``verified``: memory-mapped, the user's cache as the build left it (the files were written by
+  this user's sparsesim), so the mapped arrays need no block checks: ``load_index(DIR,
+  mmap=True)``;
+* ``verified, no warm-up``: the same with ``warm_up=False`` (the load of the one-shot
+  ``sparsesim query --index``): the kernels' first call falls on the first batch;
+* ``in memory``: ``load_index(DIR)``, every file read and hashed whole at load.
 
-All answer the same; numba is imported before the load in all (its import is not counted); the
-first call of each kernel (loading it from numba's cache) falls on the first batch unless
-``warm_up`` ran. Times come from a shared machine (the load average is recorded).
+All but ``verified, no warm-up`` load the compiled kernels at load (``load_index``'s default
+``warm_up=True``). Nothing is imported before the load but scipy and :mod:`sparsesim.indexes`, so
+the load time includes importing numba where the load does it (and the first batch does where
+it does not). All answer the same. Times come from a shared machine (the load average is
+recorded); ``first_over_warm`` divides the first batch by the fastest later batch of the same
+process (wall, and ``first_over_warm_cpu`` for CPU time).
 
     python benchmarks/bench_first_batch.py /tmp/first-batch --docs 100000
 
@@ -45,17 +49,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, sys, time
-import numba  # noqa: F401  (the kernels' start-up is not what is measured)
 import scipy.sparse as sp
 from sparsesim.indexes import load_index
-from sparsesim.indexes import numba_kernels  # noqa: F401
-path, queries, batch, batches, warm = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+path, queries, batch, batches = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+mmap, warm = sys.argv[5] == "1", sys.argv[6] == "1"
 Q = sp.load_npz(queries).tocsr()
-start = time.perf_counter()
-index = load_index(path, mmap=True)
-if warm:
-    index.warm_up()
-out = {"load_seconds": time.perf_counter() - start, "guards": sorted(index._guards), "batches": []}
+start, cpu = time.perf_counter(), time.process_time()
+index = load_index(path, mmap=mmap, warm_up=warm)
+out = {"load_seconds": time.perf_counter() - start, "load_cpu": time.process_time() - cpu,
+       "numba_at_load": "numba" in sys.modules, "guards": sorted(index._guards), "batches": []}
 for b in range(batches):
     rows = Q[(b * batch) % Q.shape[0]:][:batch]
     w, c = time.perf_counter(), time.process_time()
@@ -63,6 +65,10 @@ for b in range(batches):
     out["batches"].append({"wall": time.perf_counter() - w, "cpu": time.process_time() - c})
 print(json.dumps(out))
 """
+
+#: mode -> (memory-mapped, warm_up, the user's record of verified files)
+MODES = {"blocks-on-use": (True, True, False), "verified": (True, True, True),
+         "verified, no warm-up": (True, False, True), "in memory": (False, True, True)}
 
 
 def build(root: pathlib.Path, n_docs: int):
@@ -92,17 +98,17 @@ def main():
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=300)
     parser.add_argument("--batches", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_first_batch.json"))
     args = parser.parse_args()
     build(args.root, args.docs)
     results = []
     for kind in ("exact", "ann"):
-        for mode in ("blocks-on-use", "verified", "verified+warm_up"):
+        for mode, (mmap, warm, verified) in MODES.items():
             for _ in range(args.repeats):
                 env = dict(os.environ)
                 with tempfile.TemporaryDirectory() as cache:
-                    if mode == "blocks-on-use":
+                    if not verified:
                         user = pathlib.Path(user_cache_dir("sparsesim"))
                         (pathlib.Path(cache) / "sparsesim").mkdir()
                         for name in ("numba", "checked-indexes"):
@@ -110,13 +116,16 @@ def main():
                         env["XDG_CACHE_HOME"] = cache
                     proc = subprocess.run([sys.executable, "-c", CHILD, str(args.root / kind),
                                            str(args.root / "queries.npz"), str(args.batch), str(args.batches),
-                                           "1" if mode.endswith("warm_up") else "0"],
+                                           "1" if mmap else "0", "1" if warm else "0"],
                                           env=env, capture_output=True, text=True, check=True)
                 record = {"kind": kind, "mode": mode, **json.loads(proc.stdout.splitlines()[-1]),
                           "load_average": os.getloadavg()}
                 walls = [b["wall"] for b in record["batches"]]
+                cpus = [b["cpu"] for b in record["batches"]]
                 record["first_over_warm"] = walls[0] / min(walls[1:])
-                print(json.dumps({k: record[k] for k in ("kind", "mode", "first_over_warm", "load_seconds")},
+                record["first_over_warm_cpu"] = cpus[0] / min(cpus[1:])
+                print(json.dumps({k: record[k] for k in ("kind", "mode", "first_over_warm", "first_over_warm_cpu",
+                                                         "load_seconds", "load_cpu", "load_average")},
                                  default=str), flush=True)
                 results.append(record)
     pathlib.Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "root": str(args.root), "docs": args.docs,

@@ -85,8 +85,10 @@ class CorpusIndex(Index):
 
     def warm_up(self):
         """Load the compiled kernels this index's queries use, by answering one small batch of its
-        own documents through them: their first call in a process loads them from numba's disk
-        cache (about a second), which would otherwise fall on the first batch of queries."""
+        own documents through them: the first kernel call in a process imports numba and sets up
+        its compiler (about 0.5 s of CPU, even with the kernels in numba's disk cache), which would
+        otherwise fall on the first batch of queries. :func:`~sparsesim.indexes.load_index` calls it
+        before returning unless given ``warm_up=False``."""
         n = self.n_documents
         if n:
             from . import small_batch

@@ -33,8 +33,8 @@ def kernels():
     """The compiled (numba) kernels, :mod:`.numba_kernels`, imported on first use.
 
     Not imported at the top of the modules that call them: importing numba costs about 0.15 s of
-    CPU, and a process that loads an index and answers a few queries through the numpy path
-    (:mod:`.small_batch`) never needs it.
+    CPU, and a process that loads an index with ``warm_up=False`` and answers a few queries
+    through the numpy path (:mod:`.small_batch`) never needs it.
     """
     from . import numba_kernels
 
