@@ -23,16 +23,17 @@ def algorithm_name(name: str) -> str:
     return get_algorithm(name).name
 
 
-def dataset_name(name: str) -> str:
+def dataset_name(name: str):
     """The registered spelling of a data set name; a path (existing, or with a directory part
-    or a file suffix) is returned as given."""
-    from sparsesim.data import is_data_path
+    or a file suffix) is returned as given. Returned as a :class:`~sparsesim.data.DataSource`:
+    the path-or-name answer (the one rule, :func:`sparsesim.data.is_data_path`) is handed on."""
+    from sparsesim.data import DataSource, data_source
     from sparsesim.data.catalog import get_dataset_spec
 
-    if is_data_path(name):  # the one rule (sparsesim.data.is_data_path) load_dataset applies
-        return name
-
-    return get_dataset_spec(name).name
+    source = data_source(name)
+    if source.own:
+        return source
+    return DataSource(get_dataset_spec(name).name, own=False)
 
 
 def index_kind(kind: str) -> str:

@@ -274,8 +274,6 @@ def test_train_decides_path_or_name_once(own, tmp_path, monkeypatch):
     """`train_model` asks ``is_data_path`` once and hands the answer to the output-path check, the
     reading options and the reader (registered name and own file alike)."""
     import sparsesim.data as data_pkg
-    import sparsesim.workflows.corpus as corpus_mod
-    import sparsesim.workflows.models as models_mod
     from sparsesim.data import load_dataset
     from sparsesim.workflows import train_model
 
@@ -287,11 +285,33 @@ def test_train_decides_path_or_name_once(own, tmp_path, monkeypatch):
         dataset = str(tmp_path / "sample.svm")
         dump_svmlight_file(sample.X, sample.y, dataset, zero_based=True)
     calls = []
-    for module in (data_pkg, corpus_mod, models_mod):
-        real = module.is_data_path
-        monkeypatch.setattr(module, "is_data_path", lambda name, _real=real: calls.append(name) or _real(name))
+    real = data_pkg.is_data_path  # the one rule; data_source (workflows, CLI) asks it
+    monkeypatch.setattr(data_pkg, "is_data_path", lambda name: calls.append(name) or real(name))
     summary = train_model("oasis", dataset, tmp_path / "m.npz", n_triplets=200, seed=0)
     assert summary["n_train"] > 0 and (tmp_path / "m.npz").is_file()
+    assert calls == [dataset]
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_cli_train_decides_path_or_name_once(own, tmp_path, monkeypatch, capsys):
+    """On `sparsesim train -d DATASET` the CLI decides path-or-name (to spell a registered name
+    before the library is imported) and hands the answer on: ``is_data_path`` runs once."""
+    import sparsesim.data as data_pkg
+    from clitools import run_cli
+
+    dataset = "News20-Sample"
+    if own:
+        from sklearn.datasets import dump_svmlight_file
+
+        sample = data_pkg.load_dataset("news20-sample")
+        dataset = str(tmp_path / "sample.svm")
+        dump_svmlight_file(sample.X, sample.y, dataset, zero_based=True)
+    calls = []
+    real = data_pkg.is_data_path
+    monkeypatch.setattr(data_pkg, "is_data_path", lambda name: calls.append(str(name)) or real(name))
+    code, _, err = run_cli(["train", "-a", "oasis", "-d", dataset, "-o", tmp_path / "m.npz", "-n", "100"],
+                           monkeypatch, capsys)
+    assert code == 0, err
     assert calls == [dataset]
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "load_dataset",
     "load_own_data",
     "is_data_path",
+    "DataSource",
+    "data_source",
     "looks_like_path",
     "list_datasets",
     "dataset_info",
@@ -78,6 +80,36 @@ def is_data_path(name_or_path) -> bool:
     """
     name = str(os.fspath(name_or_path)) if isinstance(name_or_path, os.PathLike) else str(name_or_path)
     return looks_like_path(name) and name not in all_datasets()  # the catalog is read only for a path-like name
+
+
+class DataSource(str):
+    """A data set argument whose path-or-name question is answered: the name or path as a string,
+    and ``own`` (True: your own file or folder; False: a registered data set), as
+    :func:`is_data_path` decided it. Made by :func:`data_source`; a caller that receives one
+    (the CLI hands it to the workflows) uses ``own`` instead of deciding again."""
+
+    own: bool
+
+    def __new__(cls, value, own: bool):
+        obj = super().__new__(cls, value)
+        obj.own = bool(own)
+        return obj
+
+
+def data_source(name_or_path) -> DataSource:
+    """``name_or_path`` with its path-or-name answer (:func:`is_data_path`, asked here only when
+    it is not a :class:`DataSource` already).
+
+    Examples
+    --------
+    >>> source = data_source("news20-sample")
+    >>> source, source.own, data_source(source) is source
+    ('news20-sample', False, True)
+    """
+    if isinstance(name_or_path, DataSource):
+        return name_or_path
+    text = str(os.fspath(name_or_path)) if isinstance(name_or_path, os.PathLike) else str(name_or_path)
+    return DataSource(text, is_data_path(name_or_path))
 
 
 def load_dataset(name_or_path, **options) -> LabelledData:

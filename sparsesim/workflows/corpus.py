@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import LabelledData, is_data_path, load_dataset, load_own_data
+from ..data import LabelledData, data_source, load_dataset, load_own_data
 from ..data.catalog import load_registered
 from ..data.readers import detect_format
 from ..exceptions import InvalidInputError
@@ -53,7 +53,7 @@ def representation_options(name_or_path, representation: str = "default", option
     out = dict(options or {})
     if representation != "raw":
         return out
-    if not (is_data_path(name_or_path) if own is None else own):
+    if not (data_source(name_or_path).own if own is None else own):
         out["representation"] = "raw"
     elif Path(str(name_or_path)).exists() and (out.get("format") or detect_format(str(name_or_path))) in (
             "folder", "csv", "tsv", "jsonl"):
@@ -85,7 +85,7 @@ def load_corpus(name_or_path: str, n_features: int | None = None, model: Bilinea
     opts = model_data_options(model, options)
     if n_features is not None:
         opts.setdefault("n_features", n_features)
-    own = is_data_path(name_or_path)  # decided once for this corpus
+    own = data_source(name_or_path).own  # decided once for this corpus (or by the CLI)
     if not own:
         opts = {}
     if model is not None and model.metadata.get("input_representation") == "raw":

@@ -23,7 +23,7 @@ from ..validation import (CheckedParams, TrainSettings, check_int, check_n_tripl
                           record_checked)
 from ..triplets import stratified_split
 from ..tuning import task_mean_ap, tune_multitask, tune_online, tune_similarity
-from ..data import is_data_path
+from ..data import data_source
 from .corpus import (load_labelled, load_corpus, record_training, training_metadata,
                      representation_options)
 
@@ -60,7 +60,8 @@ def train_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets
                                 "algorithm (use `sparsesim experiment`)")
     settings = _checked_settings(settings, n_triplets, seed, train_fraction)
     n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
-    own_file = is_data_path(dataset)  # decided once: a file or folder of yours, or a registered data set
+    dataset = data_source(dataset)  # decided once (or by the CLI): a file or folder of yours, or a registered data set
+    own_file = dataset.own
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
     data_options = {k: v for k, v in (data_options or {}).items() if v is not None}
@@ -191,7 +192,8 @@ def tune_model(algorithm: str, dataset: str, out: str | os.PathLike, n_triplets:
     settings = _checked_settings(settings, n_triplets, seed, train_fraction)
     n_triplets, seed, train_fraction = settings.n_triplets, settings.seed, settings.train_fraction
     params = dict(params or {})  # the search builds its own estimators: each checks its values
-    own_file = is_data_path(dataset)  # decided once
+    dataset = data_source(dataset)  # decided once (or by the CLI)
+    own_file = dataset.own
     out = check_output_path(out, inputs=[dataset] if own_file else [], overwrite=overwrite, what="model")
     out_state = file_state(out)
     if spec.kind in ("multitask-similarity", "multitask-classifier"):
