@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from sparsesim.data.corpus_files import CorpusFiles
 from sparsesim.exceptions import FileFormatError, InvalidInputError, MemoryBudgetError
 from sparsesim.memory import format_bytes, parse_memory
-from sparsesim.persistence import make_temp_dir, read_npy
+from sparsesim.persistence import make_temp_dir, read_npy, sweep_stale_temps
 from sparsesim.persistence.npy_stream import NpyAppender
 
 from . import ann_build
@@ -266,6 +266,7 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
             return job.run(stage, None, ids, directory, overwrite, calibration_queries, strata)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+    sweep_stale_temps(parent, directory.name + ".blocks")  # staging of an unresumable build whose process died
     fingerprint = build_fingerprint(index.model_checksum(), corpus, n,
                                     {"block_rows": plan["block_rows"], "postings_length": L,
                                      "heavy_rows_bound": h_bound, "postings": postings_on}, index.params())

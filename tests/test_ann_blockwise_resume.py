@@ -180,6 +180,15 @@ def test_without_resume_or_before_the_first_checkpoint_nothing_is_left(setup):
         build_ann_blockwise(model, corpus, tmp / "early", memory=budget, resume=True,
                             progress=stop_at("prepare_corpus", 512), **PARAMS)
     assert leftovers(tmp, "early") == []
+    # the staging of a build without resume whose process was killed: a resumable build of the target removes it
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp / f".early.blocks.sparsesim-{int(dead.stdout)}-abc.tmp"
+    stale.mkdir()
+    os.utime(stale, (1e9, 1e9))
+    with pytest.raises(Stop):
+        build_ann_blockwise(model, corpus, tmp / "early", memory=budget, resume=True,
+                            progress=stop_at("prepare_corpus", 512), **PARAMS)
+    assert leftovers(tmp, "early") == []
 
 
 def test_staging_directory_of_someone_else_or_in_use_is_refused(setup):
