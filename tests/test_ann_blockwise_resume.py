@@ -103,6 +103,24 @@ def test_stopped_before_saving_and_calibrated_resumes_to_the_same_index(setup):
         assert built.calibration_[key] == fresh.calibration_[key], key
 
 
+def test_stopped_while_saving_resumes_from_the_staged_files(setup, monkeypatch):
+    from sparsesim.indexes import storage_write
+
+    tmp, corpus, model, _, budget = setup
+
+    def stop(*args, **kwargs):  # the writer has moved the staged arrays into its version directory
+        raise Stop("saving")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(storage_write, "file_digests", stop)
+        with pytest.raises(Stop):
+            build_ann_blockwise(model, corpus, tmp / "saving", memory=budget, resume=True, **PARAMS)
+    assert not (tmp / "saving").exists() and (tmp / "saving.partial" / "heavy.Z.npy").is_file()
+    built = build_ann_blockwise(model, corpus, tmp / "saving", memory=budget, resume=True, **PARAMS)
+    assert built.resume_["resumed_at"] == N
+    assert version_files(tmp / "saving") == version_files(tmp / "reference")
+
+
 def test_another_model_corpus_plan_or_parameters_start_over(setup):
     tmp, corpus, model, other, _ = setup
     target = tmp / "changed"
