@@ -20,6 +20,10 @@ exact top-k and its corpus strata are computed a block at a time as well, and it
 queries read the rows of their candidates from the written files (memory-mapped).
 
 Only the sparse candidate stage is built this way (``dim=0``, the default).
+
+With ``resume=True`` the build checkpoints itself after the corpus pass and after every block of
+its second pass (:mod:`~sparsesim.indexes.ann_checkpoint`), and a call with the same arguments
+after it stopped continues from the last checkpoint to the same index.
 """
 
 from __future__ import annotations
