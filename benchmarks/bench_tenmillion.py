@@ -13,7 +13,10 @@ Steps (one process; run it under ``/usr/bin/time -v`` for the whole process's pe
    ``build_peak_gib`` is the build's own peak (interpreter, libraries and model included);
    the build's record (the JSON's build fields) is written to ``<index>.build.json``; with
    ``--resume`` an index directory that has that record is not built again (restart after the
-   build: only the queries run);
+   build: only the queries run), and an unfinished build continues from its last checkpoint
+   (``build_ann_blockwise(..., resume=True)``: staged in ``<index>.partial/``, checkpointed after
+   the corpus pass and after every block of the second pass; ``build_peak_gib`` is then the
+   largest peak of the processes that worked on it, kept in ``<index>.build-peak.json``);
 4. queries: the exact top-10 of the 300 held-out documents and 300 corpus documents (other than
    the calibration's, their own document removed from both answers) computed a block at a time
    over the index's stored corpus files (``exact_top_k_blocks``, read with ``pread``); then the
@@ -81,8 +84,25 @@ def log(message: str) -> None:
           f"file {status_gib('RssFile'):.2f} GiB | {message}", flush=True)
 
 
-def build_progress(stage: str, done: int, total: int) -> None:
-    log(f"build {stage}: {done:,} / {total:,}")
+class BuildProgress:
+    """Logs every block of the build and keeps the largest peak resident memory of the processes
+    that worked on one resumable build in ``path`` (a JSON file, rewritten after every block)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.before = 0.0
+        if path.is_file():
+            try:
+                self.before = float(json.loads(path.read_text())["build_peak_gib"])
+            except (ValueError, KeyError, TypeError):
+                self.before = 0.0
+
+    def peak_gib(self) -> float:
+        return max(self.before, gib(peak_resident_bytes()))
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        log(f"build {stage}: {done:,} / {total:,}")
+        write_json(self.path, {"build_peak_gib": self.peak_gib()})
 
 
 def write_json(path: pathlib.Path, record: dict) -> None:
@@ -127,7 +147,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--model-cache", default=str(ROOT / "benchmarks" / "out" / "models"))
     parser.add_argument("--keep-index", action="store_true")
     parser.add_argument("--resume", action="store_true",
-                        help="reuse an index directory whose build record <index>.build.json exists")
+                        help="reuse an index directory whose build record <index>.build.json exists; otherwise "
+                             "continue an unfinished build from its last checkpoint in <index>.partial/ (written "
+                             "after the corpus pass and after every block of the second pass; a checkpoint of "
+                             "another model, corpus, --docs, --memory or parameters is reported and the build "
+                             "starts over). Without --resume a build starts from scratch")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "bench_tenmillion.json"))
     args = parser.parse_args(argv)
 
@@ -180,23 +204,30 @@ def main(argv=None) -> dict:
     index_dir = pathlib.Path(args.index)
     record_path = index_dir.with_name(index_dir.name + ".build.json")
     build_keys = ("rss_before_build_gib", "build_seconds", "build_peak_gib", "plan", "build_phases_seconds",
-                  "calibration", "calibration_rows", "disk_gib")
+                  "calibration", "calibration_rows", "disk_gib", "build_resume")
     if args.resume and index_dir.is_dir() and record_path.is_file():
         record = json.loads(record_path.read_text())
-        out.update({key: record[key] for key in build_keys})
+        out.update({key: record[key] for key in build_keys if key in record})
         out["resumed_after_build"] = True
         log(f"resume: {index_dir} built before ({record['build_seconds']:.0f}s), queries only")
     else:
         if index_dir.exists():
             shutil.rmtree(index_dir)
         record_path.unlink(missing_ok=True)
+        peak_path = index_dir.with_name(index_dir.name + ".build-peak.json")
+        if not args.resume:
+            peak_path.unlink(missing_ok=True)
         reset_peak_resident()
         out["rss_before_build_gib"] = gib(resident_bytes())
+        progress = BuildProgress(peak_path)
         t = time.perf_counter()
         built = build_ann_blockwise(model, corpus, index_dir, memory=args.memory, n_documents=n,
-                                    n_jobs=args.build_jobs, progress=build_progress)
-        out["build_seconds"] = time.perf_counter() - t
-        out["build_peak_gib"] = gib(peak_resident_bytes())
+                                    n_jobs=args.build_jobs, progress=progress, resume=args.resume)
+        # wall clock, plus the seconds of the passes done by earlier processes of a resumed build
+        out["build_seconds"] = time.perf_counter() - t + built.resume_["seconds_before"]
+        out["build_peak_gib"] = progress.peak_gib()
+        out["build_resume"] = built.resume_
+        peak_path.unlink(missing_ok=True)
         out["plan"] = built.plan_
         out["build_phases_seconds"] = {k: round(v, 1) for k, v in built.build_phases_.items()}
         out["calibration"] = {k: built.calibration_[k] for k in ("setting", "recall", "recall_lower_bound", "met",

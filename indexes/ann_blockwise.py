@@ -20,25 +20,31 @@ exact top-k and its corpus strata are computed a block at a time as well, and it
 queries read the rows of their candidates from the written files (memory-mapped).
 
 Only the sparse candidate stage is built this way (``dim=0``, the default).
+
+With ``resume=True`` the build checkpoints itself after the corpus pass and after every block of
+its second pass (:mod:`~sparsesim.indexes.ann_checkpoint`), and a call with the same arguments
+after it stopped continues from the last checkpoint to the same index.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from sparsesim.data.corpus_files import CorpusFiles
-from sparsesim.exceptions import InvalidInputError, MemoryBudgetError
+from sparsesim.exceptions import FileFormatError, InvalidInputError, MemoryBudgetError
 from sparsesim.memory import format_bytes, parse_memory
-from sparsesim.persistence import make_temp_dir, read_npy
+from sparsesim.persistence import make_temp_dir, read_npy, sweep_stale_temps
 from sparsesim.persistence.npy_stream import NpyAppender
 
 from . import ann_build
 from .ann import AnnIndex
+from .ann_checkpoint import BuildCheckpoint, build_fingerprint, staging_path
 from .ann_postings import CompactPostings
 from .base import merge_top_k, normalize_ids, prepare_rows
 from .calibration import exact_top_k
@@ -159,7 +165,7 @@ def _mapped_csr(paths: dict, n: int, d: int) -> sp.csr_matrix:
 
 def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_documents: int | None = None,
                         overwrite: bool = False, calibration_queries=None, strata=None, n_jobs: int = 1,
-                        progress=None, **params) -> BlockwiseAnnIndex:
+                        progress=None, resume: bool = False, **params) -> BlockwiseAnnIndex:
     """Build an ann index over a corpus on disk a block of documents at a time and save it to ``directory``.
 
     Parameters
@@ -186,6 +192,18 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         ``"prepare_corpus"`` or ``"heavy_values_and_postings"``, ``done`` and ``total`` count
         documents) and at the start and end of ``"encode_postings"``, ``"calibration"`` and
         ``"save"`` (``done`` 0 then 1 of ``total`` 1): a long build can report where it is.
+        With ``resume``, ``("resume", done, total)`` first when the build continues from a
+        checkpoint (``done`` documents of the second pass were finished before), or
+        ``("restart", 0, total)`` when a checkpoint was found but cannot be used.
+    resume : bool, default False
+        Stage the build's files in ``<directory>.partial/`` and checkpoint it after the corpus
+        pass and after every block of the second pass; a later call with the same model, corpus,
+        documents, memory plan and parameters continues after the last checkpoint (``n_jobs``
+        may differ) and writes the same index as an uninterrupted build. A checkpoint of another
+        build, or a damaged one, is reported (a warning and a ``"restart"`` progress call) and
+        the build starts over. The staging directory is removed once the index is saved (and
+        when the build fails before its first checkpoint). Without ``resume``, files are staged
+        in a temporary directory removed when the call ends.
     **params
         :class:`AnnIndex` parameters (``dim`` must stay 0).
 
@@ -193,12 +211,18 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
     -------
     BlockwiseAnnIndex
         The built index (its corpus and Z memory-mapped from the saved files); ``plan_`` holds
-        the memory plan, ``build_phases_`` the seconds of each phase.
+        the memory plan, ``build_phases_`` the seconds of each phase (summed over the calls of a
+        resumed build), ``resume_`` what resuming did (``resumed_at``: documents of the second
+        pass done before this call, or None; ``restarted_because``; ``seconds_before``, the
+        seconds of the passes done before this call; ``checkpoints``,
+        ``checkpoint_seconds`` and ``checkpoint_bytes`` of this call).
 
     Raises
     ------
     MemoryBudgetError
         The fixed parts of the build do not fit ``memory`` (nothing is read or written).
+    ConcurrentWriteError
+        With ``resume``: another process is building the same index.
 
     Examples
     --------
@@ -210,10 +234,13 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
     >>> model = OASIS(n_triplets=300, random_state=0).fit(data.X[:300], data.y[:300]).model_
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> corpus = write_corpus(tmp / "corpus", data.X[:600], block=250)
-    >>> index = build_ann_blockwise(model, corpus, tmp / "index", memory="1GiB", target_recall=None)
+    >>> index = build_ann_blockwise(model, corpus, tmp / "index", memory="1GiB", target_recall=None,
+    ...                             resume=True)
     >>> fresh = AnnIndex(model, target_recall=None).fit(data.X[:600])
     >>> bool(np.array_equal(index.query_rows(data.X[:5], 10)[0], fresh.query_rows(data.X[:5], 10)[0]))
     True
+    >>> (tmp / "index.partial").exists()  # removed once the index is saved
+    False
     """
     start = time.perf_counter()
     report = progress if progress is not None else (lambda stage, done, total: None)
@@ -229,41 +256,75 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         raise InvalidInputError("cannot build an index over an empty corpus")
     directory = check_index_target(directory, overwrite)
     d = model.n_features
-    jobs = max(1, int(n_jobs or 1))
     postings_on = not (index.n_postings == 0 or index.sparse_pool == 0)
     L = ann_build.postings_length(index, n) if postings_on else 1
     # the plan before reading anything: Z's row width is bounded by the re-ranking budget
     h_bound = int(min(d, ann_build.rerank_budget(_shell(index, L), _Facts(n, d, corpus.indptr[n])) // (8 * n)))
     plan = memory_plan(model, n, int(corpus.indptr[n]), limit, h_bound, L, postings_on)
-    B = plan["block_rows"]
     parent = directory.parent if str(directory.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
-    stage = make_temp_dir(parent, directory.name + ".blocks")
-    paths = {name: stage / f"{name}.npy" for name in ("corpus.indptr", "corpus.indices", "corpus.data", "heavy.Z")}
-    try:
-        # pass 1: check and prepare every block once, write the stored corpus, count document frequencies
-        indices_out = NpyAppender(paths["corpus.indices"], np.int32)
-        data_out = NpyAppender(paths["corpus.data"], np.float64)
-        indptr = [np.zeros(1, dtype=np.int64)]
-        df = np.zeros(d, dtype=np.int64)
-        nnz = 0
-        for lo in range(0, n, B):
-            Xb = prepare_rows(model, corpus.rows(lo, min(lo + B, n)), "corpus", score_limit=index.score_limit)
-            indices_out.append(Xb.indices)
-            data_out.append(Xb.data)
-            indptr.append(Xb.indptr[1:] + nnz)
-            nnz += int(Xb.indptr[-1])
-            df += np.bincount(Xb.indices, minlength=d)
-            report("prepare_corpus", min(lo + B, n), n)
-            del Xb
-        indices_out.close()
-        data_out.close()
-        ptr = NpyAppender(paths["corpus.indptr"], np.int64)
-        ptr.append(np.concatenate(indptr))
-        ptr.close()
-        del indptr
+    job = _Build(index, corpus, n, L, postings_on, plan, limit, report, start)
+    if not resume:
+        stage = make_temp_dir(parent, directory.name + ".blocks")
+        try:
+            return job.run(stage, None, ids, directory, overwrite, calibration_queries, strata)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    sweep_stale_temps(parent, directory.name + ".blocks")  # staging of an unresumable build whose process died
+    fingerprint = build_fingerprint(index.model_checksum(), corpus, n,
+                                    {"block_rows": plan["block_rows"], "postings_length": L,
+                                     "heavy_rows_bound": h_bound, "postings": postings_on}, index.params())
+    with BuildCheckpoint(staging_path(directory), fingerprint) as checkpoint:
+        done = False
+        try:
+            out = job.run(checkpoint.path, checkpoint, ids, directory, overwrite, calibration_queries, strata)
+            done = True
+        finally:
+            if done or not checkpoint.has_checkpoint():
+                checkpoint.remove()
+    return out
+
+
+class _Build:
+    """The two passes, encoding, calibration and save of one block-wise build."""
+
+    def __init__(self, index, corpus, n, L, postings_on, plan, limit, report, start):
+        self.index, self.corpus, self.n, self.L, self.postings_on = index, corpus, n, L, postings_on
+        self.plan, self.limit, self.report, self.start = plan, limit, report, start
+
+    def _resume_state(self, checkpoint):
+        """The checkpointed state to continue from (None: start from the corpus pass), reporting it."""
+        if checkpoint is None:
+            return None
+        state, reason = checkpoint.load(self.index.model.n_features, self.L, self.postings_on)
+        self.resume = {"resumed_at": None if state is None else state["done"], "restarted_because": reason,
+                       "seconds_before": 0.0 if state is None else sum(state["phases"].values())}
+        if reason is not None:
+            warnings.warn(f"build_ann_blockwise: not resuming from {checkpoint.path}: {reason}; starting over",
+                          stacklevel=4)
+            self.report("restart", 0, self.n)
+        if state is None:
+            checkpoint.reset()
+        else:
+            self.report("resume", state["done"], self.n)
+        return state
+
+    def run(self, stage, checkpoint, ids, directory, overwrite, calibration_queries, strata):
+        index, corpus, n, L, report = self.index, self.corpus, self.n, self.L, self.report
+        model, d, B, start = index.model, index.model.n_features, self.plan["block_rows"], self.start
+        jobs = max(1, int(index.n_jobs or 1))
+        self.resume = {"resumed_at": None, "restarted_because": None, "seconds_before": 0.0}
+        state = self._resume_state(checkpoint)
+        paths = {name: stage / f"{name}.npy" for name in ("corpus.indptr", "corpus.indices", "corpus.data", "heavy.Z")}
+        if state is None:
+            nnz, df = _prepare_corpus(model, corpus, n, B, index.score_limit, paths, report)
+            phases = {"prepare_corpus": time.perf_counter() - start}
+            if checkpoint is not None:
+                checkpoint.prepared(nnz, df, [paths[k] for k in ("corpus.indptr", "corpus.indices", "corpus.data")],
+                                    phases)
+        else:
+            nnz, df, phases = state["nnz"], state["df"], dict(state["phases"])
         stored = CorpusFiles.from_files(d, paths["corpus.indptr"], paths["corpus.indices"], paths["corpus.data"])
-        phases = {"prepare_corpus": time.perf_counter() - start}
 
         # the same choices fit() makes, from the counts
         index.X_ = _mapped_csr(paths, n, d)
@@ -276,26 +337,45 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         H = index.heavy_rows_
 
         # pass 2: Z and the expanded postings, a block at a time
-        z_out = NpyAppender(paths["heavy.Z"], np.float64, (H.size,))
-        if postings_on:
+        first = 0 if state is None else state["done"]
+        if first:
+            if state["z_width"] != H.size:
+                raise FileFormatError(f"{stage}: the checkpoint's Z rows hold {state['z_width']} values, the heavy "
+                                      f"rows chosen from its counts {H.size}; remove {stage} and build again")
+            z_out = NpyAppender.reopen(paths["heavy.Z"], np.float64, (H.size,), first)
+        else:
+            paths["heavy.Z"].unlink(missing_ok=True)
+            z_out = NpyAppender(paths["heavy.Z"], np.float64, (H.size,))
+        heaps = None
+        if self.postings_on:
             MT_light = light_transpose(model.W, H)
-            vals = np.zeros((d, L), dtype=np.float32)
-            docs = np.full((d, L), -1, dtype=np.int32)
-        for lo, Xb in stored.blocks(B):
-            Zb = ann_build.heavy_values(index, Xb, jobs)
-            z_out.append(Zb)
-            if postings_on:
-                expanded_postings(Xb, MT_light, H, Zb, L, jobs, heaps=(vals, docs), doc0=lo,
-                                  identity=model.identity)
-            report("heavy_values_and_postings", min(lo + B, n), n)
-            del Xb, Zb
+            heaps = state["heaps"] if first else (np.zeros((d, L), dtype=np.float32), np.full((d, L), -1, np.int32))
+        pass2_before, pass2_start = phases.get("heavy_values_and_postings", 0.0), time.perf_counter()
+        try:
+            for lo in range(first, n, B):
+                hi = min(lo + B, n)
+                Xb = stored.rows(lo, hi)
+                Zb = ann_build.heavy_values(index, Xb, jobs)
+                z_out.append(Zb)
+                if heaps is not None:
+                    expanded_postings(Xb, MT_light, H, Zb, L, jobs, heaps=heaps, doc0=lo, identity=model.identity)
+                del Xb, Zb
+                if checkpoint is not None:
+                    z_out.sync()
+                    phases["heavy_values_and_postings"] = pass2_before + time.perf_counter() - pass2_start
+                    checkpoint.block(hi, H.size, heaps, phases)
+                report("heavy_values_and_postings", hi, n)
+        except BaseException:
+            z_out.release()  # its rows up to the last checkpoint stay for a resumed build
+            raise
         z_out.close()
-        phases["heavy_values_and_postings"] = time.perf_counter() - start - sum(phases.values())
+        phases["heavy_values_and_postings"] = pass2_before + time.perf_counter() - pass2_start
+        mark = time.perf_counter()
         report("encode_postings", 0, 1)
-        if postings_on:
+        if heaps is not None:
             del MT_light
-            index.postings_ = _encode(vals, docs, n, limit - plan["fixed"])
-            del vals, docs
+            index.postings_ = _encode(heaps[0], heaps[1], n, self.limit - self.plan["fixed"])
+            del heaps
         else:
             index.postings_length_ = 1
             index.postings_ = CompactPostings.empty(d, n)
@@ -303,25 +383,58 @@ def build_ann_blockwise(model, corpus, directory, memory="4GiB", ids=None, n_doc
         index.Z_ = read_npy(paths["heavy.Z"], mmap=True)
         index.n_fit_documents_ = n
         index.calibration_ = None
-        index._source, index._block_rows, index._staged = stored, B, dict(paths)
-        phases["encode_postings"] = time.perf_counter() - start - sum(phases.values())
+        index._source, index._block_rows = stored, B
+        index._staged = checkpoint.links_for_save(paths) if checkpoint is not None else dict(paths)
+        phases["encode_postings"] = time.perf_counter() - mark
         report("encode_postings", 1, 1)
         report("calibration", 0, 1)
+        mark = time.perf_counter()
         if index.target_recall is not None and n > 11:
             index.calibrate(calibration_queries, strata=strata)
         report("calibration", 1, 1)
-        index.build_seconds_ = time.perf_counter() - start
-        phases["calibration"] = index.build_seconds_ - sum(phases.values())
+        phases["calibration"] = time.perf_counter() - mark
+        index.build_seconds_ = sum(phases.values())
         index.build_phases_ = phases
-        index.plan_ = dict(plan, memory=limit)
+        index.plan_ = dict(self.plan, memory=self.limit)
+        index.resume_ = dict(self.resume, checkpoints=checkpoint.written if checkpoint else 0,
+                             checkpoint_seconds=checkpoint.seconds if checkpoint else 0.0,
+                             checkpoint_bytes=checkpoint.nbytes if checkpoint else 0)
         report("save", 0, 1)
         index.save(directory, overwrite=overwrite)
         report("save", 1, 1)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    index._staged = None
-    # the arrays now live in the index directory (the same inodes, moved): keep reading them there
-    return index
+        index._staged = None
+        # the arrays now live in the index directory (the same inodes, moved): keep reading them there
+        return index
+
+
+def _prepare_corpus(model, corpus, n, B, score_limit, paths, report):
+    """Pass 1: check and prepare every block once, write the stored corpus, count document frequencies."""
+    d = model.n_features
+    indices_out = NpyAppender(paths["corpus.indices"], np.int32)
+    data_out = NpyAppender(paths["corpus.data"], np.float64)
+    indptr = [np.zeros(1, dtype=np.int64)]
+    df = np.zeros(d, dtype=np.int64)
+    nnz = 0
+    try:
+        for lo in range(0, n, B):
+            Xb = prepare_rows(model, corpus.rows(lo, min(lo + B, n)), "corpus", score_limit=score_limit)
+            indices_out.append(Xb.indices)
+            data_out.append(Xb.data)
+            indptr.append(Xb.indptr[1:] + nnz)
+            nnz += int(Xb.indptr[-1])
+            df += np.bincount(Xb.indices, minlength=d)
+            report("prepare_corpus", min(lo + B, n), n)
+            del Xb
+    except BaseException:
+        indices_out.abort()
+        data_out.abort()
+        raise
+    indices_out.close()
+    data_out.close()
+    ptr = NpyAppender(paths["corpus.indptr"], np.int64)
+    ptr.append(np.concatenate(indptr))
+    ptr.close()
+    return nnz, df
 
 
 def _shell(index, L):

@@ -150,6 +150,7 @@ class CorpusFiles:
 
     def _open(self, n: int, d: int, indptr, indices, data, labels):
         self.n_documents, self.n_features = n, d
+        self._paths = {"indptr": Path(indptr), "indices": Path(indices), "data": Path(data)}
         indptr_file = NpyRows(indptr, np.int64)
         self._indices = NpyRows(indices, np.int32)
         self._data = NpyRows(data, np.float64)
@@ -167,6 +168,11 @@ class CorpusFiles:
     @property
     def shape(self) -> tuple:
         return (self.n_documents, self.n_features)
+
+    @property
+    def files(self) -> dict:
+        """The paths of the ``indptr``, ``indices`` and ``data`` files read (name -> path)."""
+        return dict(self._paths)
 
     @property
     def nnz(self) -> int:

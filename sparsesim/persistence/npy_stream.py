@@ -65,6 +65,49 @@ class NpyAppender:
         self._file = os.fdopen(fd, "wb")
         self._file.write(b"\0" * self._head)
 
+    @staticmethod
+    def header_bytes(dtype, row_shape: tuple = ()) -> int:
+        """Bytes before the first row in a file this class writes (its placeholder header)."""
+        return len(_header(np.dtype(dtype), (_PLACEHOLDER_ROWS,) + tuple(int(v) for v in row_shape)))
+
+    @classmethod
+    def reopen(cls, path, dtype, row_shape: tuple = (), rows: int = 0) -> "NpyAppender":
+        """Continue a file this class was writing after its first ``rows`` rows (anything the
+        file holds past them is cut off): a build that stopped resumes appending where its last
+        :meth:`sync` left it.
+
+        Raises
+        ------
+        FileFormatError
+            The file is missing or holds fewer than ``rows`` rows.
+        """
+        out = cls.__new__(cls)
+        out.path = Path(path)
+        out.dtype = np.dtype(dtype)
+        out.row_shape = tuple(int(v) for v in row_shape)
+        out.rows = int(rows)
+        out._head = len(_header(out.dtype, (_PLACEHOLDER_ROWS,) + out.row_shape))
+        row_bytes = out.dtype.itemsize * int(np.prod(out.row_shape, dtype=np.int64))
+        end = out._head + out.rows * row_bytes
+        try:
+            fd = os.open(out.path, os.O_WRONLY)
+        except OSError as exc:
+            raise FileFormatError(f"{out.path}: cannot continue it ({exc.strerror or exc})") from None
+        size = os.fstat(fd).st_size
+        if out.rows < 0 or size < end:
+            os.close(fd)
+            raise FileFormatError(f"{out.path}: holds {size} bytes, fewer than the {end} of its first {rows} rows")
+        os.ftruncate(fd, end)
+        out._file = os.fdopen(fd, "wb")
+        out._file.seek(end)
+        return out
+
+    def sync(self) -> int:
+        """Flush and fsync the rows appended so far; returns their count (what :meth:`reopen` continues from)."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return self.rows
+
     def append(self, block) -> None:
         """Append rows (an array of this dtype and row shape)."""
         block = np.ascontiguousarray(block)
@@ -86,6 +129,10 @@ class NpyAppender:
         os.fsync(self._file.fileno())
         self._file.close()
         return self.path
+
+    def release(self) -> None:
+        """Close the file as it is, header not written (a stopped build: :meth:`reopen` continues it)."""
+        self._file.close()
 
     def abort(self) -> None:
         """Close and remove the partial file."""
