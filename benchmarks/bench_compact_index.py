@@ -9,13 +9,16 @@ configuration runs in its own subprocess, one after the other, so they share the
   and ``DIR/sparsesim/cli -> ../cli``, the package layout of pyproject.toml), default settings;
 * ``compact``: this tree's ann index, default settings;
 * ``compact-bigZ``: this tree's ann index with ``rerank_memory`` set to the budget the
-  baseline's default chooses (its re-ranking table), to separate the two levers.
+  baseline's default chooses (its re-ranking table), to separate the two levers (the stored
+  form of the model, the size of Z).
 
 Per configuration: build seconds, build peak RSS (VmHWM), size on disk (every file of the saved
 index directory), the calibrated setting, recall@10 against the exact top 10 (ties counted) on
 ``--queries`` corpus documents (not the calibration sample), and queries/s on one thread (best
-of ``--repeats`` after a warm-up call). Results: ``benchmarks/out/bench_indexes_compact_<corpus>.json``
-and a Markdown table on stdout.
+of ``--repeats`` after a warm-up call) of the built index and of the saved index loaded
+memory-mapped in the same process (``load_index(DIR, mmap=True)``, what ``sparsesim query --index``
+and ``serve`` answer with; its scores are checked equal to the built index's). Results:
+``benchmarks/out/bench_indexes_compact_<corpus>.json`` and a Markdown table on stdout.
 
 Usage::
 
@@ -41,13 +44,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def baseline_budget(X, model) -> int:
-    """The re-ranking budget the baseline's default chose: the index within 3x (corpus + model),
-    float32 postings of 8 bytes per entry, at most 2 GiB."""
+    """The re-ranking budget the baseline's default chose (sparsesim before the narrow W, commit
+    03ec73b): the index within 3x (corpus + model) with W stored as CSR (12 bytes per entry) and
+    compact postings, at most 2 GiB."""
+    from sparsesim.indexes.ann_build import entry_bytes
+
     n, d = X.shape
     corpus = 12 * X.nnz + 8 * (n + 1)
     mbytes = 12 * model.W.nnz + 8 * (d + 1)
     L = max(1, min(max(512, n // 200), (512 << 20) // (8 * d), n))
-    return int(max(0, min(2 << 30, 0.9 * (2 * (corpus + mbytes) - 8 * L * d - 8 * n))))
+    return int(max(0, min(2 << 30, 0.95 * (2 * (corpus + mbytes) - entry_bytes(n) * L * d - 16 * d - 8 * n))))
 
 
 def run_one(args) -> dict:
@@ -55,7 +61,7 @@ def run_one(args) -> dict:
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_indexes as B
-    from sparsesim.indexes import ExactIndex, build_index
+    from sparsesim.indexes import ExactIndex, build_index, load_index
     from sparsesim.indexes.base import prepare_rows
     from sparsesim.indexes.calibration import recall_counting_ties
     from sparsesim.memory import peak_resident_bytes, reset_peak_resident
@@ -72,27 +78,39 @@ def run_one(args) -> dict:
     index = build_index(model, X, kind="ann", **extra)
     build = time.perf_counter() - start
     peak = peak_resident_bytes() / 2**30
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-compact-"))
+    def rate(ix):
+        ix.query_rows(Q, 10, n_jobs=1)
+        best = np.inf
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            out = ix.query_rows(Q, 10, n_jobs=1)
+            best = min(best, time.perf_counter() - t)
+        return out, best
+
+    (_, scores), best = rate(index)
+    facts = {"rerank_memory": int(index.rerank_memory_ or 0), "n_heavy_rows": int(index.heavy_rows_.size),
+             "setting": index.search_setting(), "calibrated_recall": (index.calibration_ or {}).get("recall")}
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-compact-", dir=args.tmp))
     try:
         index.save(tmp / "idx")
         files = {f.name: f.stat().st_size for f in (tmp / "idx").rglob("*") if f.is_file()}
+        del index
+        loaded = load_index(tmp / "idx", mmap=True)
+        loaded.verify_all()
+        (_, loaded_scores), best_loaded = rate(loaded)
+        del loaded
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    index.query_rows(Q, 10, n_jobs=1)
-    best = np.inf
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        _, scores = index.query_rows(Q, 10, n_jobs=1)
-        best = min(best, time.perf_counter() - t)
-    corpus_bytes = 12 * X.nnz + 8 * (X.shape[0] + 1)
+    corpus_bytes = 12 * X.nnz + 8 * (X.shape[0] + 1)  # the corpus and the model as CSR files
     model_bytes = 12 * model.W.nnz + 8 * (X.shape[1] + 1)
     return {"config": args.config, "disk_gib": sum(files.values()) / 2**30,
             "ratio_to_corpus_plus_model": sum(files.values()) / (corpus_bytes + model_bytes),
             "largest_files_mib": {k: round(v / 2**20, 1) for k, v in sorted(files.items(), key=lambda kv: -kv[1])[:6]},
-            "build_seconds": build, "build_peak_gib": peak, "rerank_memory": int(index.rerank_memory_ or 0),
-            "n_heavy_rows": int(index.heavy_rows_.size), "setting": index.search_setting(),
-            "calibrated_recall": (index.calibration_ or {}).get("recall"),
+            "build_seconds": build, "build_peak_gib": peak, **facts,
             "recall_at_10": float(recall_counting_ties(scores, truth).mean()), "qps_1": Q.shape[0] / best,
+            "qps_1_loaded_mmap": Q.shape[0] / best_loaded,
+            "loaded_scores_equal_built": bool(np.array_equal(scores, loaded_scores)),
+            "model_w_files_mib": {k: round(v / 2**20, 1) for k, v in files.items() if k.startswith("model.W")},
             "n_documents": int(X.shape[0]), "nnz_W": int(model.W.nnz),
             "corpus_plus_model_gib": (corpus_bytes + model_bytes) / 2**30}
 
@@ -107,6 +125,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    parser.add_argument("--tmp", default=None, help="directory for the saved indexes (default: the system's)")
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -131,21 +150,21 @@ def main(argv=None):
             result_path = handle.name
         cmd = [sys.executable, __file__, "--case", args.case, "--queries", str(args.queries), "--repeats",
                str(args.repeats), "--seed", str(args.seed), "--model-cache", args.model_cache, "--config", config,
-               "--json", result_path]
+               "--json", result_path] + (["--tmp", args.tmp] if args.tmp else [])
         subprocess.run(cmd, check=True, env=env, cwd=str(ROOT))
         row = json.loads(pathlib.Path(result_path).read_text())
         os.unlink(result_path)
         rows.append(row)
         print(f"[{args.case}] {config}: disk {row['disk_gib']:.2f} GiB ({row['ratio_to_corpus_plus_model']:.2f}x), "
-              f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}, {row['qps_1']:.0f} q/s",
-              flush=True)
+              f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}, {row['qps_1']:.0f} q/s built, "
+              f"{row['qps_1_loaded_mmap']:.0f} q/s loaded", flush=True)
         out["loadavg_end"] = os.getloadavg()
         path.write_text(json.dumps(out, indent=1))  # after every configuration: a stopped run keeps its rows
-    print("| configuration | disk GiB | x (corpus + model) | build peak GiB | recall@10 | queries/s (1 thread) |")
-    print("|---|---|---|---|---|---|")
+    print("| configuration | disk GiB | x (corpus + model) | h | build peak GiB | recall@10 | queries/s built / loaded |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['config']} | {r['disk_gib']:.2f} | {r['ratio_to_corpus_plus_model']:.2f} | "
-              f"{r['build_peak_gib']:.2f} | {r['recall_at_10']:.3f} | {r['qps_1']:,.0f} |")
+        print(f"| {r['config']} | {r['disk_gib']:.2f} | {r['ratio_to_corpus_plus_model']:.2f} | {r['n_heavy_rows']:,} | "
+              f"{r['build_peak_gib']:.2f} | {r['recall_at_10']:.3f} | {r['qps_1']:,.0f} / {r['qps_1_loaded_mmap']:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -113,9 +113,7 @@ def _write_version(index, vdir: Path) -> dict:
     names = [MODEL_FILE]
     if isinstance(model, BilinearSimilarity):
         _model_shell(model).save(vdir / MODEL_FILE)
-        W = model.W
-        arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64),
-                  f"{MODEL_W}.indices": np.asarray(W.indices, np.int32), f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+        arrays = index._model_arrays()  # W as the kind stores it (the ann index: narrow, indexes/ann_rerank_w.py)
     else:  # an embedding or compact model: its own file (dense factors, read whole at load)
         model.save(vdir / MODEL_FILE)
         arrays = {}
