@@ -14,10 +14,12 @@ configuration runs in its own subprocess, one after the other, so they share the
 
 Per configuration: build seconds, build peak RSS (VmHWM), size on disk (every file of the saved
 index directory), the calibrated setting, recall@10 against the exact top 10 (ties counted) on
-``--queries`` corpus documents (not the calibration sample), and queries/s on one thread (best
-of ``--repeats`` after a warm-up call) of the built index and of the saved index loaded
-memory-mapped in the same process (``load_index(DIR, mmap=True)``, what ``sparsesim query --index``
-and ``serve`` answer with; its scores are checked equal to the built index's). Results:
+``--queries`` corpus documents (not the calibration sample), and queries/s on one thread of the
+saved index loaded memory-mapped (``load_index(DIR, mmap=True)``, what ``sparsesim query --index``
+and ``serve`` answer with). The saved indexes of all configurations are kept until the end, then
+one process of this tree loads them all and times them in turns (``--rounds`` rounds, best wall
+and process CPU time; with each index's own calibrated setting and with the first
+configuration's), so a load that changes during the run falls on every configuration alike. Results:
 ``benchmarks/out/bench_indexes_compact_<corpus>.json`` and a Markdown table on stdout.
 
 Usage::
@@ -57,11 +59,9 @@ def baseline_budget(X, model) -> int:
 
 
 def run_one(args) -> dict:
-    import numpy as np
-
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_indexes as B
-    from sparsesim.indexes import ExactIndex, build_index, load_index
+    from sparsesim.indexes import ExactIndex, build_index
     from sparsesim.indexes.base import prepare_rows
     from sparsesim.indexes.calibration import recall_counting_ties
     from sparsesim.memory import peak_resident_bytes, reset_peak_resident
@@ -78,41 +78,60 @@ def run_one(args) -> dict:
     index = build_index(model, X, kind="ann", **extra)
     build = time.perf_counter() - start
     peak = peak_resident_bytes() / 2**30
-    def rate(ix):
-        ix.query_rows(Q, 10, n_jobs=1)
-        best = np.inf
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            out = ix.query_rows(Q, 10, n_jobs=1)
-            best = min(best, time.perf_counter() - t)
-        return out, best
-
-    (_, scores), best = rate(index)
+    _, scores = index.query_rows(Q, 10, n_jobs=1)
     facts = {"rerank_memory": int(index.rerank_memory_ or 0), "n_heavy_rows": int(index.heavy_rows_.size),
              "setting": index.search_setting(), "calibrated_recall": (index.calibration_ or {}).get("recall")}
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-compact-", dir=args.tmp))
-    try:
-        index.save(tmp / "idx")
-        files = {f.name: f.stat().st_size for f in (tmp / "idx").rglob("*") if f.is_file()}
-        del index
-        loaded = load_index(tmp / "idx", mmap=True)
-        loaded.verify_all()
-        (_, loaded_scores), best_loaded = rate(loaded)
-        del loaded
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    target = pathlib.Path(args.keep) / args.config
+    index.save(target)
+    files = {f.name: f.stat().st_size for f in target.rglob("*") if f.is_file()}
     corpus_bytes = 12 * X.nnz + 8 * (X.shape[0] + 1)  # the corpus and the model as CSR files
     model_bytes = 12 * model.W.nnz + 8 * (X.shape[1] + 1)
     return {"config": args.config, "disk_gib": sum(files.values()) / 2**30,
             "ratio_to_corpus_plus_model": sum(files.values()) / (corpus_bytes + model_bytes),
             "largest_files_mib": {k: round(v / 2**20, 1) for k, v in sorted(files.items(), key=lambda kv: -kv[1])[:6]},
             "build_seconds": build, "build_peak_gib": peak, **facts,
-            "recall_at_10": float(recall_counting_ties(scores, truth).mean()), "qps_1": Q.shape[0] / best,
-            "qps_1_loaded_mmap": Q.shape[0] / best_loaded,
-            "loaded_scores_equal_built": bool(np.array_equal(scores, loaded_scores)),
+            "recall_at_10": float(recall_counting_ties(scores, truth).mean()),
             "model_w_files_mib": {k: round(v / 2**20, 1) for k, v in files.items() if k.startswith("model.W")},
             "n_documents": int(X.shape[0]), "nnz_W": int(model.W.nnz),
             "corpus_plus_model_gib": (corpus_bytes + model_bytes) / 2**30}
+
+
+def time_saved(args) -> dict:
+    """Queries/s of the saved indexes of every configuration, loaded memory-mapped by this tree
+    (it reads the baseline's format too) and timed in turns, so that the machine's load falls on
+    all of them alike: ``--rounds`` rounds, in each every index answers the ``--queries`` queries
+    once; the best wall and process CPU time per index, with its own calibrated setting and with
+    the first configuration's setting (the layouts at equal reads and pool)."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_indexes as B
+    from sparsesim.indexes import load_index
+    from sparsesim.indexes.base import prepare_rows
+
+    corpus = args.case.split(":")[0]
+    X, _, qrows, _, _ = B.load_corpus(corpus, args.queries, args.seed)
+    configs = [c for c in args.time_saved.split(",") if (pathlib.Path(args.keep) / c).is_dir()]
+    loaded = {c: load_index(pathlib.Path(args.keep) / c, mmap=True) for c in configs}
+    Q = prepare_rows(loaded[configs[0]].model, X, "corpus")[qrows]
+    common = loaded[configs[0]].search_setting()
+    out = {}
+    for c, index in loaded.items():
+        index.verify_all()
+        index.query_rows(Q, 10, n_jobs=1)  # warm: pages in, kernels loaded
+        index.query_rows(Q, 10, n_jobs=1, **common)
+        out[c] = {"own": [np.inf, np.inf], "common": [np.inf, np.inf]}
+    for _ in range(args.rounds):
+        for c, index in loaded.items():
+            for label, opts in (("own", {}), ("common", common)):
+                t, cpu = time.perf_counter(), time.process_time()
+                index.query_rows(Q, 10, n_jobs=1, **opts)
+                best = out[c][label]
+                best[0], best[1] = min(best[0], time.perf_counter() - t), min(best[1], time.process_time() - cpu)
+    nq = Q.shape[0]
+    return {c: {"qps_1_wall": nq / v["own"][0], "qps_1_cpu": nq / v["own"][1],
+                "qps_1_wall_common_setting": nq / v["common"][0], "qps_1_cpu_common_setting": nq / v["common"][1],
+                "common_setting": common} for c, v in out.items()}
 
 
 def main(argv=None):
@@ -121,16 +140,21 @@ def main(argv=None):
     parser.add_argument("--baseline-src", help="an earlier sparsesim source tree (see above); omitted: no baseline")
     parser.add_argument("--configs", default="baseline,compact,compact-bigZ")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     parser.add_argument("--tmp", default=None, help="directory for the saved indexes (default: the system's)")
+    parser.add_argument("--rounds", type=int, default=7, help="timing rounds (each index answers once per round)")
     parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--keep", help=argparse.SUPPRESS)
+    parser.add_argument("--time-saved", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.config:
         pathlib.Path(args.json).write_text(json.dumps(run_one(args)))
+        return
+    if args.time_saved:
+        pathlib.Path(args.json).write_text(json.dumps(time_saved(args)))
         return
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     rows = []
@@ -139,6 +163,9 @@ def main(argv=None):
     corpus = args.case.split(":")[0]
     path = pathlib.Path(args.out) / f"bench_indexes_compact_{corpus}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    keep = pathlib.Path(tempfile.mkdtemp(prefix="bench-compact-", dir=args.tmp))
+    common_args = ["--case", args.case, "--queries", str(args.queries), "--seed", str(args.seed),
+                   "--model-cache", args.model_cache, "--keep", str(keep)]
     for config in configs:
         if config == "baseline" and not args.baseline_src:
             continue
@@ -148,23 +175,35 @@ def main(argv=None):
                                                  env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
             result_path = handle.name
-        cmd = [sys.executable, __file__, "--case", args.case, "--queries", str(args.queries), "--repeats",
-               str(args.repeats), "--seed", str(args.seed), "--model-cache", args.model_cache, "--config", config,
-               "--json", result_path] + (["--tmp", args.tmp] if args.tmp else [])
+        cmd = [sys.executable, __file__, *common_args, "--config", config, "--json", result_path]
         subprocess.run(cmd, check=True, env=env, cwd=str(ROOT))
         row = json.loads(pathlib.Path(result_path).read_text())
         os.unlink(result_path)
         rows.append(row)
         print(f"[{args.case}] {config}: disk {row['disk_gib']:.2f} GiB ({row['ratio_to_corpus_plus_model']:.2f}x), "
-              f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}, {row['qps_1']:.0f} q/s built, "
-              f"{row['qps_1_loaded_mmap']:.0f} q/s loaded", flush=True)
+              f"peak {row['build_peak_gib']:.2f} GiB, recall {row['recall_at_10']:.3f}", flush=True)
         out["loadavg_end"] = os.getloadavg()
         path.write_text(json.dumps(out, indent=1))  # after every configuration: a stopped run keeps its rows
-    print("| configuration | disk GiB | x (corpus + model) | h | build peak GiB | recall@10 | queries/s built / loaded |")
-    print("|---|---|---|---|---|---|---|")
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        result_path = handle.name
+    try:  # the timing: this tree loads every saved index and times them in turns
+        subprocess.run([sys.executable, __file__, *common_args, "--rounds", str(args.rounds), "--time-saved",
+                        ",".join(r["config"] for r in rows), "--json", result_path], check=True, cwd=str(ROOT))
+        rates = json.loads(pathlib.Path(result_path).read_text())
+    finally:
+        os.unlink(result_path)
+        shutil.rmtree(keep, ignore_errors=True)
+    for r in rows:
+        r.update(rates.get(r["config"], {}))
+    out["loadavg_end"] = os.getloadavg()
+    path.write_text(json.dumps(out, indent=1))
+    print("| configuration | disk GiB | x (corpus + model) | h | build peak GiB | setting | recall@10 | "
+          "queries/s wall / CPU | at the first's setting |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['config']} | {r['disk_gib']:.2f} | {r['ratio_to_corpus_plus_model']:.2f} | {r['n_heavy_rows']:,} | "
-              f"{r['build_peak_gib']:.2f} | {r['recall_at_10']:.3f} | {r['qps_1']:,.0f} / {r['qps_1_loaded_mmap']:,.0f} |")
+              f"{r['build_peak_gib']:.2f} | {r['setting']} | {r['recall_at_10']:.3f} | {r['qps_1_wall']:,.0f} / "
+              f"{r['qps_1_cpu']:,.0f} | {r['qps_1_wall_common_setting']:,.0f} / {r['qps_1_cpu_common_setting']:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ is not run. Each row is timed with W in the two forms the kernel reads (``--form
 the model's CSR (int32 columns, float64 values: what a freshly built index holds in memory), and
 ``narrow``, the form a saved index stores and a loaded one reads (:mod:`sparsesim.indexes.ann_rerank_w`:
 uint16 columns, float32 values, the float64 entries apart); the budget is the current rule's
-(which counts W in the narrow form) unless ``--wide-budget`` counts it as the model's CSR.
+(which counts W in the narrow form), and with ``--budgets narrow,wide`` also the budget of an
+index that stores W as the model's CSR (12 bytes per entry).
 Results: ``benchmarks/out/bench_indexes_rerank_profile_<corpus>.json``.
 
 Usage::
@@ -44,8 +45,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--forms", default="model,narrow")
-    parser.add_argument("--wide-budget", action="store_true",
-                        help="count W at 12 bytes per entry in the budget (the rule before the narrow form)")
+    parser.add_argument("--budgets", default="narrow",
+                        help="comma-separated: narrow (the budget counts W as stored, the current rule), wide "
+                             "(W counted at 12 bytes per entry, as an index storing the model's CSR)")
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     args = parser.parse_args(argv)
@@ -68,15 +70,16 @@ def main(argv=None):
     k = 10
     forms = {"model": NarrowW.of_model(W), "narrow": NarrowW.split(W)}
     forms = {name: forms[name] for name in args.forms.split(",") if forms.get(name) is not None}
-    out = {"case": args.case, "wide_budget": bool(args.wide_budget), "n_documents": n, "n_features": d, "nnz_W": int(W.nnz),
+    out = {"case": args.case, "n_documents": n, "n_features": d, "nnz_W": int(W.nnz),
            "query_terms": Q.nnz / Q.shape[0], "pool": args.pool, "loadavg_start": os.getloadavg(), "rows": [],
            "command": "python benchmarks/profile_ann_rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])}
-    for ratio in (float(r) for r in args.ratios.split(",")):
+    runs = [(budget, float(r)) for budget in args.budgets.split(",") for r in args.ratios.split(",")]
+    for budget_rule, ratio in runs:
         index = AnnIndex(model)
         index.postings_length_ = index._postings_length(n)
         saved = ann_build.DISK_RATIO, NarrowW.stored_bytes
         ann_build.DISK_RATIO = ratio
-        if args.wide_budget:
+        if budget_rule == "wide":
             NarrowW.stored_bytes = staticmethod(lambda W: 12 * W.nnz + 8 * (W.shape[0] + 1))
         try:
             index.rerank_memory_ = ann_build.rerank_budget(index, X)
@@ -109,12 +112,12 @@ def main(argv=None):
                 wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
             timing[name] = {"us_per_query_wall": wall / Q.shape[0] * 1e6, "us_per_query_cpu": cpu / Q.shape[0] * 1e6}
         same = len({run(form).tobytes() for form in forms.values()}) == 1
-        row = {"ratio": ratio, "rerank_memory": int(index.rerank_memory_), "n_heavy_rows": int(heavy.size),
+        row = {"ratio": ratio, "budget": budget_rule, "rerank_memory": int(index.rerank_memory_), "n_heavy_rows": int(heavy.size),
                "postings_length": int(index.postings_length_), "light_terms_mean": float(light_terms.mean()),
                "scatter_entries_mean": float(scatter.mean()), "scatter_entries_median": float(np.median(scatter)),
                "forms": timing, "scores_identical_across_forms": bool(same)}
         out["rows"].append(row)
-        print(f"[{args.case}] {ratio}x: Z {row['rerank_memory'] / 2**20:.0f} MiB, h = {heavy.size:,}; per query "
+        print(f"[{args.case}] {ratio}x ({budget_rule} W): Z {row['rerank_memory'] / 2**20:.0f} MiB, h = {heavy.size:,}; per query "
               f"{row['light_terms_mean']:.1f} of {out['query_terms']:.1f} terms light, "
               f"{row['scatter_entries_mean']:,.0f} entries of W scattered; re-rank, us CPU / query: "
               + ", ".join(f"{name} {t['us_per_query_cpu']:.0f}" for name, t in timing.items()), flush=True)

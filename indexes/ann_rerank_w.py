@@ -56,9 +56,11 @@ class NarrowW:
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> W = sp.csr_matrix(np.array([[0.1, 0.5], [0.25, 0.0]]))
-    >>> narrow = NarrowW.split(W)
+    >>> narrow = NarrowW.split(W, min_share=0.5)   # (default: 90% of the values float32 numbers)
     >>> narrow.indices.dtype, narrow.data.dtype, narrow.rest_pos.tolist()   # 0.1 is not a float32 number
     (dtype('uint16'), dtype('float32'), [0])
+    >>> NarrowW.split(W) is None   # 1 of 3 entries float64: kept as the CSR
+    True
     >>> back = narrow.widen()
     >>> bool((back != W).nnz == 0), back.data.dtype, back.indices.dtype
     (True, dtype('float64'), dtype('int32'))

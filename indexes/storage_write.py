@@ -21,7 +21,7 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_p
                                    sweep_stale_temps, target_lock, file_mode)
 
 from .blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
-from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
+from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE,
                              file_identity, manifest_checksum, mark_derived_arrays_checked, mark_file_verified)
 
 
