@@ -8,7 +8,13 @@ of its terms whose row of W is scattered instead (light terms) and the entries o
 and the re-ranking kernel's time on a pool of ``--pool`` candidates per query (the candidates are
 random documents: the kernel's cost depends on the pool's size, not on which documents it holds;
 best of ``--repeats`` after a warm-up, one thread, wall and process CPU time). The candidate stage
-is not run. Results: ``benchmarks/out/bench_indexes_rerank_profile_<corpus>.json``.
+is not run. Each row is timed with W in the two forms the kernel reads (``--forms``): ``model``,
+the model's CSR (int32 columns, float64 values: what a freshly built index holds in memory), and
+``narrow``, the form a saved index stores and a loaded one reads (:mod:`sparsesim.indexes.ann_rerank_w`:
+uint16 columns, float32 values, the float64 entries apart); the budget is the current rule's
+(which counts W in the narrow form), and with ``--budgets narrow,wide`` also the budget of an
+index that stores W as the model's CSR (12 bytes per entry).
+Results: ``benchmarks/out/bench_indexes_rerank_profile_<corpus>.json``.
 
 Usage::
 
@@ -38,6 +44,10 @@ def main(argv=None):
     parser.add_argument("--pool", type=int, default=70)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--forms", default="model,narrow")
+    parser.add_argument("--budgets", default="narrow",
+                        help="comma-separated: narrow (the budget counts W as stored, the current rule), wide "
+                             "(W counted at 12 bytes per entry, as an index storing the model's CSR)")
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     args = parser.parse_args(argv)
@@ -45,6 +55,7 @@ def main(argv=None):
     import bench_indexes as B
     from sparsesim.indexes import ann_build
     from sparsesim.indexes.ann import AnnIndex
+    from sparsesim.indexes.ann_rerank_w import NarrowW
     from sparsesim.indexes.base import kernels, prepare_rows, query_scratch
 
     corpus, algorithm, triplets = args.case.split(":")
@@ -57,17 +68,23 @@ def main(argv=None):
     row_nnz = np.diff(W.indptr)
     cands = np.random.default_rng(args.seed).integers(0, n, size=(Q.shape[0], args.pool)).astype(np.int64)
     k = 10
+    forms = {"model": NarrowW.of_model(W), "narrow": NarrowW.split(W)}
+    forms = {name: forms[name] for name in args.forms.split(",") if forms.get(name) is not None}
     out = {"case": args.case, "n_documents": n, "n_features": d, "nnz_W": int(W.nnz),
            "query_terms": Q.nnz / Q.shape[0], "pool": args.pool, "loadavg_start": os.getloadavg(), "rows": [],
            "command": "python benchmarks/profile_ann_rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])}
-    for ratio in (float(r) for r in args.ratios.split(",")):
+    runs = [(budget, float(r)) for budget in args.budgets.split(",") for r in args.ratios.split(",")]
+    for budget_rule, ratio in runs:
         index = AnnIndex(model)
         index.postings_length_ = index._postings_length(n)
-        saved, ann_build.DISK_RATIO = ann_build.DISK_RATIO, ratio
+        saved = ann_build.DISK_RATIO, NarrowW.stored_bytes
+        ann_build.DISK_RATIO = ratio
+        if budget_rule == "wide":
+            NarrowW.stored_bytes = staticmethod(lambda W: 12 * W.nnz + 8 * (W.shape[0] + 1))
         try:
             index.rerank_memory_ = ann_build.rerank_budget(index, X)
         finally:
-            ann_build.DISK_RATIO = saved
+            ann_build.DISK_RATIO, NarrowW.stored_bytes = saved[0], staticmethod(saved[1])
         heavy = ann_build.choose_heavy_rows(index, X)
         index.heavy_rows_ = heavy
         pos = ann_build.heavy_positions(index, heavy)
@@ -76,28 +93,34 @@ def main(argv=None):
         scatter = np.add.reduceat(np.where(light, row_nnz[Q.indices], 0), Q.indptr[:-1])
         Z = ann_build.heavy_values(index, X, 1)
 
-        def run():
+        def run(form):
             docs = np.full((Q.shape[0], k), -1, dtype=np.int64)
             scores = np.full((Q.shape[0], k), -np.inf)
             qm, stamp = query_scratch.rerank(n, d)
-            kernels().rerank(Q.indptr, Q.indices, Q.data, W.indptr, W.indices, W.data, bool(model.identity), pos, Z,
+            kernels().rerank(Q.indptr, Q.indices, Q.data, *form.kernel_args(), bool(model.identity), pos, Z,
                              X.indptr, X.indices, X.data, cands, k, docs, scores, qm, stamp,
                              query_scratch.generations(Q.shape[0]))
+            return scores
 
-        run()
-        wall = cpu = np.inf
-        for _ in range(args.repeats):
-            t, c = time.perf_counter(), time.process_time()
-            run()
-            wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
-        row = {"ratio": ratio, "rerank_memory": int(index.rerank_memory_), "n_heavy_rows": int(heavy.size),
+        timing = {}
+        for name, form in forms.items():
+            run(form)
+            wall = cpu = np.inf
+            for _ in range(args.repeats):
+                t, c = time.perf_counter(), time.process_time()
+                run(form)
+                wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
+            timing[name] = {"us_per_query_wall": wall / Q.shape[0] * 1e6, "us_per_query_cpu": cpu / Q.shape[0] * 1e6}
+        same = len({run(form).tobytes() for form in forms.values()}) == 1
+        row = {"ratio": ratio, "budget": budget_rule, "rerank_memory": int(index.rerank_memory_), "n_heavy_rows": int(heavy.size),
                "postings_length": int(index.postings_length_), "light_terms_mean": float(light_terms.mean()),
                "scatter_entries_mean": float(scatter.mean()), "scatter_entries_median": float(np.median(scatter)),
-               "us_per_query_wall": wall / Q.shape[0] * 1e6, "us_per_query_cpu": cpu / Q.shape[0] * 1e6}
+               "forms": timing, "scores_identical_across_forms": bool(same)}
         out["rows"].append(row)
-        print(f"[{args.case}] {ratio}x: Z {row['rerank_memory'] / 2**20:.0f} MiB, h = {heavy.size:,}; per query "
+        print(f"[{args.case}] {ratio}x ({budget_rule} W): Z {row['rerank_memory'] / 2**20:.0f} MiB, h = {heavy.size:,}; per query "
               f"{row['light_terms_mean']:.1f} of {out['query_terms']:.1f} terms light, "
-              f"{row['scatter_entries_mean']:,.0f} entries of W scattered; re-rank {row['us_per_query_cpu']:.0f} us CPU / query", flush=True)
+              f"{row['scatter_entries_mean']:,.0f} entries of W scattered; re-rank, us CPU / query: "
+              + ", ".join(f"{name} {t['us_per_query_cpu']:.0f}" for name, t in timing.items()), flush=True)
         del Z
     out["loadavg_end"] = os.getloadavg()
     path = pathlib.Path(args.out) / f"bench_indexes_rerank_profile_{corpus}.json"

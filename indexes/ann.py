@@ -41,6 +41,7 @@ from __future__ import annotations
 from sparsesim.exceptions import InvalidInputError
 
 from . import ann_build, ann_calibration, ann_query, ann_state
+from .ann_rerank_w import NarrowW
 from .ann_calibration import FALLBACK
 from .base import CorpusIndex
 from .inputs import SCORE_LIMITS
@@ -96,8 +97,9 @@ class AnnIndex(CorpusIndex):
     rerank_memory : int, optional
         Budget (bytes) for Z, the precomputed values (M x)_i of every document on the "heavy"
         rows i of M (n x h float64); 0 scatters every row of q M at query time. Default: what
-        keeps the whole index within 1.5x the corpus plus the model on disk, i.e.
-        0.95 * (0.5 * (corpus + model bytes) - postings bytes - 8 n), at most 2 GiB (the chosen
+        keeps the whole index within 1.5x the corpus plus the model (as CSR files, 12 bytes per
+        entry) on disk, i.e. 0.95 * (1.5 * (corpus + model) - corpus - the narrow W - postings
+        bytes - 8 n), at most 2 GiB (the chosen
         budget is ``rerank_memory_``). A larger budget answers faster (fewer rows of M scattered
         per query; docs/retrieval.md gives measured rates) at 8 n bytes per heavy row.
     heavy_min_nnz : int, default 256
@@ -129,6 +131,10 @@ class AnnIndex(CorpusIndex):
         The calibration record (setting, measured recall, model it was measured with, ...).
     heavy_rows_ : ndarray of int
     Z_ : ndarray (n_documents, n_heavy) float64
+    model : BilinearSimilarity
+        The similarity served. The index stores its W in a narrow form (16-bit columns, float32
+        values, the float64 entries apart: :mod:`sparsesim.indexes.ann_rerank_w`) that queries
+        read as it is; a loaded index rebuilds the model's float64 W from it on first access.
     V_, B_ : ndarray (d, dim) float32, only with ``dim > 0``
     faiss_ : faiss.Index or None
     n_fit_documents_ : int
@@ -203,6 +209,7 @@ class AnnIndex(CorpusIndex):
         self.heavy_rows_ = None
         self.Z_ = None
         self._heavy_pos = None
+        self._narrow_w = None  # W in the narrow form, as a loaded index holds it (until ``model`` rebuilds W)
 
     _PARAMS = ("target_recall", "calibration_size", "postings_per_feature", "postings_memory", "n_postings",
                "sparse_pool", "dim", "faiss_index", "nlist", "nprobe", "hnsw_m", "ef_search", "ef_construction",
@@ -219,6 +226,32 @@ class AnnIndex(CorpusIndex):
     @property
     def _dense_on(self) -> bool:
         return self.dim > 0
+
+    @property
+    def model(self):
+        """The similarity the index serves (every block of a memory-mapped W checked first; a
+        loaded index's W rebuilt from its narrow form, once)."""
+        self._verified("model.W.indices", "model.W.data")
+        if self._w_pending:
+            self._model.W = self._narrow_w.widen()
+            self._w_pending = False
+        return self._model
+
+    @model.setter
+    def model(self, value):
+        CorpusIndex.model.fset(self, value)
+        self._narrow_w = None
+        self._w_pending = False  # whether the model's W is still to be rebuilt from ``_narrow_w``
+
+    def rerank_w(self) -> NarrowW:
+        """W in the form the re-ranking kernel reads: the stored narrow form of a loaded index, or
+        the model's W held in memory (the scores are the same bits either way)."""
+        narrow = self._narrow_w
+        return narrow if narrow is not None else NarrowW.of_model(self._model.W)
+
+    def _model_arrays(self) -> dict:
+        narrow = NarrowW.split(self.model.W)
+        return super()._model_arrays() if narrow is None else narrow.arrays()
 
     @property
     def Z_(self):

@@ -16,6 +16,7 @@ from sparsesim.csr_rows import take_rows
 from sparsesim.exceptions import InvalidInputError
 
 from .ann_postings import CompactPostings
+from .ann_rerank_w import NarrowW
 from .base import prepare_rows
 from .expansion import embed, expanded_postings, fit_projection, heaps_from_postings, light_transpose, postings_from_heaps
 
@@ -56,6 +57,7 @@ def fit(index, X, ids=None, calibration_queries=None):
         del MT_light
         index.postings_ = CompactPostings.from_csr(postings_from_heaps(*heaps, Xp.shape[0]))
         del heaps
+    top_up_heavy_rows(index, Xp, jobs)
     phases["postings"] = time.perf_counter() - start - sum(phases.values())
     index.postings_model_ = index.model_checksum()
     if index._dense_on:
@@ -136,22 +138,54 @@ def choose_heavy_rows(index, Xp, df=None) -> np.ndarray:
 
 
 #: the default re-ranking budget keeps the whole index within this many times (corpus + model) on
-#: disk. 3: on news20 (OASIS) a Z budget for 1.5x answered at 0.26x the queries/s of this one
-#: (docs/retrieval.md, "Compact index"); pass rerank_memory for a smaller index.
-DISK_RATIO = 3.0
+#: disk, corpus and model counted as CSR files (12 bytes per entry). With the model's W stored
+#: narrow (:mod:`.ann_rerank_w`, 6 bytes per entry) the 1.5x index answers at about the speed
+#: of the 3x index with a float64 W (docs/retrieval.md, "Compact index").
+DISK_RATIO = 1.5
 
 
-def rerank_budget(index, Xp) -> int:
-    """``rerank_memory``, or the bytes Z may take so that the index (the corpus, the model, the
-    compact postings, the ids and Z) stays within ``DISK_RATIO`` x (corpus + model) on disk, at
-    most 2 GiB."""
+def top_up_heavy_rows(index, Xp, n_jobs):
+    """Give Z the bytes the budget held back for the postings but the built lists do not take
+    (the budget counts every list at full length, ``rerank_budget``): with the default budget,
+    add the next heavy rows (their columns of Z computed now) while the index stays within
+    ``DISK_RATIO`` x (corpus + model). The postings do not depend on which rows are heavy."""
+    if index.rerank_memory is not None or index.postings_ is None:
+        return
+    budget = rerank_budget(index, Xp, postings_bytes=index.postings_.nbytes, margin=0.99)
+    n = Xp.shape[0]
+    old = index.heavy_rows_
+    if budget // (8 * max(n, 1)) <= old.size:
+        return
+    index.rerank_memory_ = budget
+    rows = choose_heavy_rows(index, Xp)
+    new = rows[~np.isin(rows, old)]
+    if new.size == 0:
+        return
+    Z = np.empty((n, rows.size), dtype=np.float64)
+    at = heavy_positions(index, rows)
+    Z[:, at[old]] = index.Z_
+    index.heavy_rows_ = new
+    Z[:, at[new]] = heavy_values(index, Xp, n_jobs)
+    index.heavy_rows_ = rows
+    index._heavy_pos = at
+    index.Z_ = Z
+
+
+def rerank_budget(index, Xp, postings_bytes=None, margin: float = 0.95) -> int:
+    """``rerank_memory``, or the bytes Z may take so that the index (the corpus, the model's W as
+    the index stores it, the compact postings -- ``postings_bytes``, or their upper bound before
+    they are built --, the ids and Z) stays within ``margin`` x ``DISK_RATIO`` x (corpus + model)
+    on disk, at most 2 GiB."""
     if index.rerank_memory is not None:
         return index.rerank_memory
     n, d = Xp.shape
+    W = index.model.W
     corpus = 12 * Xp.nnz + 8 * (n + 1)
-    model = 12 * index.model.W.nnz + 8 * (d + 1)
-    postings = entry_bytes(n) * index.postings_length_ * d + 16 * d  # an upper bound: lists can be shorter
-    return int(max(0, min(2 << 30, 0.95 * ((DISK_RATIO - 1) * (corpus + model) - postings - 8 * n))))
+    model = 12 * W.nnz + 8 * (d + 1)
+    stored = corpus + NarrowW.stored_bytes(W)
+    if postings_bytes is None:  # before the lists are built: an upper bound (lists can be shorter)
+        postings_bytes = entry_bytes(n) * index.postings_length_ * d + 16 * d
+    return int(max(0, min(2 << 30, margin * (DISK_RATIO * (corpus + model) - stored - postings_bytes - 8 * n))))
 
 
 def entry_bytes(n: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sparsesim.exceptions import InvalidInputError
 from sparsesim.models import BilinearSimilarity
 
-from .ann_build import set_heavy_rows
+from .ann_build import set_heavy_rows, top_up_heavy_rows
 from .calibration import calibrate, check_target_recall
 
 # used when an index is not calibrated and the parameter was not given
@@ -46,6 +46,7 @@ def swap_model(index, model):
                                 "rebuild it for a new model")
     index.model = model
     set_heavy_rows(index, index.X_, max(1, int(index.n_jobs or 1)))
+    top_up_heavy_rows(index, index.X_, max(1, int(index.n_jobs or 1)))
 
 
 def calibration_grid(index, top_k: int = 10) -> list:

@@ -73,7 +73,7 @@ def query_rows(index, Qp, k, n_jobs, options):
     weighted = index.read_allocation == "weighted"
     dense_cands = parts[0] if parts else None  # FAISS answers the whole batch at once
     model = index._model
-    W, X, Z = model.W, index._X, index._Z  # W itself: I + W is never formed at query time
+    W, X, Z = index.rerank_w(), index._X, index._Z  # W itself: I + W is never formed at query time
 
     def sparse_block(lo, hi, q_ptr, q_idx, q_val):
         if guarded:  # memory-mapped: check the blocks of the list prefixes read below
@@ -101,7 +101,7 @@ def query_rows(index, Qp, k, n_jobs, options):
         docs = np.full((hi - lo, k), -1, dtype=np.int64)
         scores = np.full((hi - lo, k), -np.inf)
         qm, stamp = query_scratch.rerank(n, index.n_features)
-        kernels().rerank(q_ptr, q_idx, q_val, W.indptr, W.indices, W.data, bool(model.identity),
+        kernels().rerank(q_ptr, q_idx, q_val, *W.kernel_args(), bool(model.identity),
                          index._heavy_pos, Z, X.indptr, X.indices, X.data, cb, k, docs, scores, qm, stamp,
                          query_scratch.generations(hi - lo))
         return docs, scores
@@ -145,7 +145,7 @@ def check_rerank_rows(index, Qb, cands, k):
     pool with fewer than k distinct candidates)."""
     n = index.n_documents
     terms = Qb.indices[index._heavy_pos[Qb.indices] < 0]
-    index._ensure_rows("model.W", index._model.W.indptr, terms)
+    index._ensure_rows("model.W", index.rerank_w().indptr, terms)
     docs = cands[cands >= 0]
     if cands.shape[1]:
         srt = np.sort(cands, axis=1)

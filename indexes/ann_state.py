@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparsesim.exceptions import FileFormatError
+from sparsesim.exceptions import FileFormatError, InvalidInputError
+from sparsesim.validation import bounded
 
 from .ann_build import faiss_module, heavy_positions
 from .ann_postings import CompactPostings
+from .ann_rerank_w import from_arrays as narrow_w_from_arrays, is_narrow
 from .calibration import check_record
 from .recall_check import check_setting
 from .storage_format import COMPACT_FORMAT
@@ -57,6 +59,12 @@ def restore(index, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
                               f"format {meta.get('format_version')}); rebuild it with `sparsesim index build`")
     index._postings = CompactPostings.from_arrays(arrays, (index.n_features, index._X.shape[0]),
                                                   lazy=set(index._guards))
+    if is_narrow(arrays):  # the stored W, narrow: queries read it as it is, ``model`` rebuilds W from it
+        try:
+            index._narrow_w = narrow_w_from_arrays(arrays, index.n_features, lazy=set(index._guards))
+        except InvalidInputError as exc:
+            raise FileFormatError(f"the stored model: {bounded(exc, 300)}") from None
+        index._w_pending = True
     if state.get("postings_length") is None:
         raise FileFormatError("the index manifest's state lacks postings_length; rebuild the index")
     index.postings_length_ = int(state["postings_length"])

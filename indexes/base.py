@@ -391,6 +391,12 @@ class CorpusIndex(Index):
         arrays.update(fact_arrays(self))
         return arrays
 
+    def _model_arrays(self) -> dict:
+        """The model's W as stored beside ``model.npz``: its CSR arrays (int64 / int32 / float64)."""
+        W = self.model.W
+        return {"model.W.indptr": np.asarray(W.indptr, np.int64), "model.W.indices": np.asarray(W.indices, np.int32),
+                "model.W.data": np.asarray(W.data, np.float64)}
+
     def _extra_files(self) -> dict:
         """Non-npy files to store: name -> writer(path)."""
         return {}

@@ -239,12 +239,16 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
 
 
 @numba.njit(cache=True, nogil=True)
-def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_ptr, x_idx, x_val, cands,
-           k, out_docs, out_scores, qm, stamp, gen0):
+def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, r_ptr, r_pos, r_val, identity, heavy_pos, Z, x_ptr, x_idx,
+           x_val, cands, k, out_docs, out_scores, qm, stamp, gen0):
     """Exact bilinear scores of each query's candidates and its top k.
 
     S(q, c) = sum_i q_i (M c)_i with M = W (+ I when ``identity``; (m_ptr, m_idx, m_val) is W in
-    CSR, so no copy of I + W is needed at query time). For the "heavy" rows of M
+    CSR, so no copy of I + W is needed at query time; its values may be float32 and its columns
+    uint16, with the entries that are not float32 numbers apart: ``r_val[t]`` at position
+    ``r_pos[t]`` of the CSR arrays, grouped by row by ``r_ptr``, where ``m_val`` holds 0 --
+    :class:`sparsesim.indexes.ann_rerank_w.NarrowW`; every buffer entry receives one nonzero
+    product per row in row order either way, so the scores do not depend on the form). For the "heavy" rows of M
     (``heavy_pos[i] = t >= 0``) the values (M c)_i are precomputed in ``Z[c, t]`` (the dense
     columns of Y = X M^T); the other ("light") rows are scattered into a dense buffer
     qm = q_light M and gathered per candidate.
@@ -309,6 +313,8 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, identity, heavy_pos, Z, x_p
             light += m_ptr[i + 1] - m_ptr[i]
             for t in range(m_ptr[i], m_ptr[i + 1]):
                 qm[m_idx[t]] += a * m_val[t]
+            for t in range(r_ptr[i], r_ptr[i + 1]):
+                qm[m_idx[r_pos[t]]] += a * r_val[t]
             if identity:
                 qm[i] += a
         for t in range(m):

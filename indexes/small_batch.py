@@ -126,12 +126,13 @@ def sparse_candidates(Q, P, n_docs: int, limit: int, pool: int, weighted: bool =
 def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands: np.ndarray, k: int):
     """:func:`.numba_kernels.rerank`: exact bilinear scores of each query's candidates, and its top k.
 
-    ``W`` is the model's W in CSR (M = W, plus I when ``identity``), ``Z`` the re-ranking table
+    ``W`` is the model's W as a :class:`~sparsesim.indexes.ann_rerank_w.NarrowW` (M = W, plus I
+    when ``identity``; a row's float64 entries are added after its main entries), ``Z`` the re-ranking table
     of the heavy rows (``heavy_pos[i]`` its column of row i, -1 for a light row), ``X`` the corpus;
     ``cands`` (n_queries, width) holds candidate documents (-1: none). Returns (docs, scores) of
     shape (n_queries, k), padded with -1 / -inf.
     """
-    nq, n_docs, d = Q.shape[0], X.shape[0], W.shape[1]
+    nq, n_docs, d = Q.shape[0], X.shape[0], W.n_features
     out_docs = np.full((nq, k), -1, dtype=np.int64)
     out_scores = np.full((nq, k), -np.inf)
     for r in range(nq):
@@ -145,12 +146,21 @@ def rerank(Q, W, identity: bool, heavy_pos: np.ndarray, Z: np.ndarray, X, cands:
         lengths = np.asarray(W.indptr[light + 1], dtype=np.int64) - starts
         pos = _ranges(starts, lengths)
         targets = np.asarray(W.indices[pos], dtype=np.int64)
-        contrib = np.repeat(lw, lengths) * W.data[pos]
+        contrib = np.repeat(lw, lengths) * np.asarray(W.data[pos], dtype=np.float64)
+        # each term's row (main entries, then its float64 ones), then (identity) its own q_i
+        r_starts = np.asarray(W.rest_ptr[light], dtype=np.int64)
+        r_lengths = np.asarray(W.rest_ptr[light + 1], dtype=np.int64) - r_starts
+        r_pos = np.asarray(W.rest_pos[_ranges(r_starts, r_lengths)], dtype=np.int64)
+        parts_t = [targets, np.asarray(W.indices[r_pos], dtype=np.int64)]
+        parts_c = [contrib, np.repeat(lw, r_lengths) * W.rest_val[_ranges(r_starts, r_lengths)]]
+        term_of = [np.repeat(np.arange(light.size), lengths), np.repeat(np.arange(light.size), r_lengths)]
         if identity:
-            term_of = np.concatenate([np.repeat(np.arange(light.size), lengths), np.arange(light.size)])
-            order = np.argsort(term_of, kind="stable")  # each term's row first, then its own q_i
-            targets = np.concatenate([targets, light])[order]
-            contrib = np.concatenate([contrib, lw])[order]
+            parts_t.append(light)
+            parts_c.append(lw)
+            term_of.append(np.arange(light.size))
+        order = np.argsort(np.concatenate(term_of), kind="stable")
+        targets = np.concatenate(parts_t)[order]
+        contrib = np.concatenate(parts_c)[order]
         qm = _sums(targets, contrib, d)
         # the distinct candidates, and documents 0, 1, ... when fewer than k exist
         docs = np.unique(cands[r][cands[r] >= 0])

@@ -14,7 +14,10 @@ from pathlib import Path
 from sparsesim.validation import MAX_FEATURES
 
 FORMAT_NAME = "sparsesim-index"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
+#: the first format whose ann indexes may store the model's W in the narrow form
+#: (:mod:`.ann_rerank_w`: uint16 columns, float32 values and the float64 entries apart)
+NARROW_W_FORMAT = 5
 #: the first format whose ann indexes store compact posting lists (:mod:`.ann_postings`); an ann
 #: index of an earlier format is refused with a request to rebuild it (other kinds read as before)
 COMPACT_FORMAT = 4

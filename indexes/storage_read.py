@@ -17,6 +17,7 @@ from sparsesim.persistence import csr_from_arrays, file_sha256, loads_strict, re
 from sparsesim.validation import bounded, check_csr_arrays, check_meta
 
 from .ann_postings import block_checks as compact_block_checks
+from .ann_rerank_w import REST as NARROW_W_REST
 from .array_checks import F64, I32, I64, check_csr_structure, check_embedding_arrays, check_index_arrays
 from .blocks import BLOCKS_FILE, DIGEST_BYTES, BlockGuard, finite_check, index_check, n_blocks
 from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, HEX64_RE, COMPACT_FACTS_SCHEMA, COMPACT_KINDS,
@@ -214,8 +215,15 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
     n, d = manifest["n_documents"], manifest["n_features"]
     files = dict(manifest["files"])
     split_model = _model_w_layout(manifest, directory)
+    # an ann index of format 5 stores W in the narrow form (indexes/ann_rerank_w.py): the index
+    # takes its arrays as they are, and rebuilds the model's W only when asked for the model
+    narrow_w = split_model and any(f"{name}.npy" in files for name in NARROW_W_REST)
+    if narrow_w and (manifest["kind"] != "ann" or not all(f"{name}.npy" in files for name in NARROW_W_REST)):
+        raise FileFormatError(f"{directory / MANIFEST}: lists model.W.rest_* arrays, which only a complete ann "
+                              "index of format 5 holds")
     if model is not None:  # the caller's model replaces the stored copy
-        for fname in (MODEL_FILE, *(f"{MODEL_W}.{part}.npy" for part in ("indptr", "indices", "data"))):
+        for fname in (MODEL_FILE, *(f"{MODEL_W}.{part}.npy" for part in ("indptr", "indices", "data")),
+                      *(f"{name}.npy" for name in NARROW_W_REST)):
             files.pop(fname, None)
     lazy = {}
     if mmap and manifest.get("block_bytes") is not None and BLOCKS_FILE in files:
@@ -249,15 +257,16 @@ def read_index(directory, model: BilinearSimilarity | None = None, mmap: bool = 
         if split_model:
             if model.W.nnz:
                 raise FileFormatError(f"{data / MODEL_FILE}: holds W although the index stores it beside it")
-            W = _stored_w(arrays, d, lazy, directory)
-            model.W = W
+            if not narrow_w:
+                model.W = _stored_w(arrays, d, lazy, directory)
             for key in ("nnz", "sparsity"):
                 model.metadata.pop(key, None)
             if isinstance(stored.get("nnz"), int):
                 model.metadata["nnz"] = stored["nnz"]
         # a W checked block by block on use is hashed against the manifest's model checksum by
         # load_index, once its blocks are verified (check_stored_model), not here: that reads all of W
-        deferred_checksum = any(k.startswith(MODEL_W) for k in lazy)
+        # (a narrow W: once the index rebuilds the model's W from it)
+        deferred_checksum = narrow_w or any(k.startswith(MODEL_W) for k in lazy)
         try:
             _check_model(model, stored, directory, checksum=False)
         except ModelMismatchError as exc:

@@ -21,7 +21,7 @@ from sparsesim.persistence import (dumps_strict, file_sha256, fsync_dir, fsync_p
                                    sweep_stale_temps, target_lock, file_mode)
 
 from .blocks import BLOCK_BYTES, BLOCKS_FILE, file_digests
-from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE, MODEL_W,
+from .storage_format import (DATA_DIR_RE, FILE_NAME_RE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MODEL_FILE,
                              file_identity, manifest_checksum, mark_derived_arrays_checked, mark_file_verified)
 
 
@@ -113,9 +113,7 @@ def _write_version(index, vdir: Path) -> dict:
     names = [MODEL_FILE]
     if isinstance(model, BilinearSimilarity):
         _model_shell(model).save(vdir / MODEL_FILE)
-        W = model.W
-        arrays = {f"{MODEL_W}.indptr": np.asarray(W.indptr, np.int64),
-                  f"{MODEL_W}.indices": np.asarray(W.indices, np.int32), f"{MODEL_W}.data": np.asarray(W.data, np.float64)}
+        arrays = index._model_arrays()  # W as the kind stores it (the ann index: narrow, indexes/ann_rerank_w.py)
     else:  # an embedding or compact model: its own file (dense factors, read whole at load)
         model.save(vdir / MODEL_FILE)
         arrays = {}
