@@ -19,12 +19,15 @@ from .expansion import embed
 QUERY_OPTIONS = ("n_postings", "sparse_pool", "dense_pool", "nprobe", "ef_search")
 
 
-def resolved_setting(index, options) -> dict:
+def resolved_setting(index, options, names: tuple = QUERY_OPTIONS, what: str = "an ANN index") -> dict:
     """The search setting of one call: the index's :meth:`~sparsesim.indexes.ann.AnnIndex.search_setting`
     with the given ``options`` (``QUERY_OPTIONS``; ``None`` values ignored) over it, checked once.
 
     Used by the query and by :meth:`~sparsesim.indexes.ann.AnnIndex.search_metadata`, so the two
-    report and use the same numbers.
+    report and use the same numbers (``names``/``what``: another kind's options, e.g. the
+    embedding ann index's). The last checked setting is kept on the index with what it
+    was made from: the same options over the same index setting (``query --json`` asks for the
+    report, then queries) are not checked again.
 
     Raises
     ------
@@ -32,18 +35,42 @@ def resolved_setting(index, options) -> dict:
         An unknown option name, a value that is not a number, a pool size or ``n_postings`` below
         0, an ``nprobe`` or ``ef_search`` below 1.
     """
-    unknown = set(options) - set(QUERY_OPTIONS)
+    base = index.search_setting()
+    key = _setting_key(base, options)
+    memo = index.__dict__.get("_setting_memo")
+    if key is not None and memo is not None and memo[0] == key:
+        return dict(memo[1])
+    setting = checked_setting(index, base, options, names, what)
+    if key is not None:
+        index.__dict__["_setting_memo"] = (key, dict(setting))
+    return setting
+
+
+def _setting_key(base: dict, options) -> tuple | None:
+    """What a checked setting is made from, hashable (None when an option value is not)."""
+    try:
+        key = (tuple(sorted(base.items())), tuple(sorted((k, type(v).__name__, v) for k, v in options.items())))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def checked_setting(index, base: dict, options, names: tuple = QUERY_OPTIONS, what: str = "an ANN index") -> dict:
+    """``base`` (the index's setting) with ``options`` over it: names, integer values and ranges
+    checked (see :func:`resolved_setting`)."""
+    unknown = set(options) - set(names)
     if unknown:
-        raise InvalidInputError(f"unknown option(s) for an ANN index: {', '.join(sorted(unknown))}; "
-                                f"known: {', '.join(QUERY_OPTIONS)}")
-    setting = index.search_setting()
-    for name in QUERY_OPTIONS:
+        raise InvalidInputError(f"unknown option(s) for {what}: {', '.join(sorted(unknown))}; "
+                                f"known: {', '.join(names)}")
+    setting = dict(base)
+    for name in names:
         if options.get(name) is not None:
             try:
                 setting[name] = int(options[name])
             except (TypeError, ValueError, OverflowError):
                 raise InvalidInputError(f"{name} must be an integer, got {bounded(repr(options[name]), 40)}") from None
-    if min(setting["n_postings"], setting["sparse_pool"], setting.get("dense_pool", 0)) < 0 \
+    if min(setting.get("n_postings", 0), setting.get("sparse_pool", 0), setting.get("dense_pool", 0)) < 0 \
             or min(setting.get("nprobe", 1), setting.get("ef_search", index.ef_search)) < 1:
         raise InvalidInputError("pool sizes and n_postings must be >= 0, nprobe and ef_search >= 1")
     return setting

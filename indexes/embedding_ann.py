@@ -27,7 +27,7 @@ from sparsesim.exceptions import FileFormatError, InvalidInputError
 
 from . import small_batch
 from .ann_build import faiss_module, new_faiss
-from .ann_query import ensure_postings_read
+from .ann_query import ensure_postings_read, resolved_setting
 from .base import kernels, query_scratch, threaded
 from .calibration import calibrate, check_record, check_target_recall
 from .embedding_index import EmbeddedRows, EmbeddingIndex
@@ -214,26 +214,19 @@ class EmbeddingAnnIndex(EmbeddingIndex):
 
     def search_metadata(self, **options) -> dict:
         """What ``query --json`` reports about the search: the setting, the calibrated recall."""
-        setting = self.search_setting()
-        overridden = sorted(k for k in options if k in setting)
-        setting.update({k: int(v) for k, v in options.items() if k in setting})
+        setting = self._setting(options)  # the query's own setting, checked as it checks it
         record = self.calibration_ or {}
-        return {"kind": self.kind, "setting": setting, "overridden": overridden,
+        return {"kind": self.kind, "setting": setting,
+                "overridden": sorted(k for k, v in options.items() if v is not None),
                 "calibrated_recall": record.get("recall"), "target_recall": record.get("target_recall")}
+
+    def _setting(self, options) -> dict:
+        return resolved_setting(self, options, _QUERY_OPTIONS, "an embedding ann index")
 
     # -- query ------------------------------------------------------------------------------
     def _query_rows(self, Qe: EmbeddedRows, k, n_jobs, /, **options):
-        unknown = set(options) - set(_QUERY_OPTIONS)
-        if unknown:
-            raise InvalidInputError(f"unknown option(s) for an embedding ann index: {', '.join(sorted(unknown))}; "
-                                    f"known: {', '.join(_QUERY_OPTIONS)}")
-        setting = self.search_setting()
-        for name in setting:
-            if options.get(name) is not None:
-                setting[name] = int(options[name])
-        ef_search = int(options.get("ef_search", self.ef_search))
-        if min(setting.values()) < 0 or min(setting["nprobe"], ef_search) < 1:
-            raise InvalidInputError("pool sizes and n_postings must be >= 0, nprobe and ef_search >= 1")
+        setting = self._setting(options)
+        ef_search = setting.get("ef_search", self.ef_search)
         n, nq = self.n_documents, Qe.shape[0]
         parts = []
         pool = min(setting["dense_pool"], n)

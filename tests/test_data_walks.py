@@ -346,6 +346,26 @@ def test_ann_search_options_are_resolved_by_one_rule(corpus):
         index.search_metadata(k=3)
 
 
+def test_search_options_are_checked_once_on_the_query_walk(corpus, monkeypatch):
+    """`query --index --param ...`: the report (``search_metadata``) and the query use one checked
+    setting; the options are checked once, and again only when they or the index's setting change."""
+    from sparsesim.indexes import ann_query
+
+    X, _, model = corpus
+    index = build_index(model, X, kind="ann", target_recall=None)
+    calls = []
+    real = ann_query.checked_setting
+    monkeypatch.setattr(ann_query, "checked_setting", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    meta = index.search_metadata(n_postings=3, sparse_pool=20)
+    index.query(X[:2], 3, n_postings=3, sparse_pool=20)
+    assert meta["setting"]["n_postings"] == 3 and len(calls) == 1
+    index.query(X[:2], 3, n_postings=4, sparse_pool=20)  # other options: checked
+    assert len(calls) == 2
+    index.sparse_pool = 10  # the index's own setting changed: checked again
+    index.query(X[:2], 3, n_postings=4)
+    assert len(calls) == 3
+
+
 def test_train_settings_are_checked_once_on_each_walk(tmp_path, monkeypatch, capsys):
     """`sparsesim train`: ``--triplets``/``--seed``/``--train-fraction`` are checked once, by the
     CLI before the library is imported, into the ``TrainSettings`` that ``train_model`` takes as it
