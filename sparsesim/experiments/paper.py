@@ -50,9 +50,6 @@ PAPERS = {
              "(ROMCO)",
     "oht": "Online Transfer Learning with Heterogeneous Source (OHT, draft)",
 }
-# baselines the papers compare against that are not registered yet: their rows read "not attempted:
-# not registered" until they are (the shipped items may name them)
-PENDING = ("lmnn", "itml", "mtlmnn", "mtfl", "trml", "cw-col", "osmtl-e")
 PAPER_KEYS = ("paper", "item", "kind", "caption", "metrics", "tolerance", "claims", "runs", "budgets", "note", "figure",
               "full_size")
 FIGURES = ("search", "time_vs_ratio", "precision_at_k", "query_time")
@@ -534,5 +531,5 @@ def format_report(report: dict) -> str:
     return verdicts.report_markdown(report) if "items" in report else verdicts.item_markdown(report)
 
 
-__all__ = ["PAPERS", "PAPER_SETTINGS", "PENDING", "check_item", "format_report", "full_size_notes", "is_paper_file",
+__all__ = ["PAPERS", "PAPER_SETTINGS", "check_item", "format_report", "full_size_notes", "is_paper_file",
            "paper_items", "paper_params", "registered", "run_all", "run_file", "run_item", "scoreboard", "write_figures"]
