@@ -62,15 +62,10 @@ def run_one(args) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_indexes as B
     from sparsesim.indexes import ExactIndex, build_index
-    from sparsesim.indexes.base import prepare_rows
     from sparsesim.indexes.calibration import recall_counting_ties
     from sparsesim.memory import peak_resident_bytes, reset_peak_resident
 
-    corpus, algorithm, triplets = args.case.split(":")
-    X, y, qrows, _, _ = B.load_corpus(corpus, args.queries, args.seed)
-    model, _ = B.get_model(corpus, algorithm, X, y, int(triplets), args.seed, pathlib.Path(args.model_cache))
-    X = prepare_rows(model, X, "corpus")
-    Q = X[qrows]
+    model, X, Q, qrows = B.prepared_case(args.case, args.queries, args.seed, args.model_cache)
     truth = ExactIndex(model, strategy="query").fit(X).query_rows(Q, 10)[1]
     extra = {"rerank_memory": baseline_budget(X, model)} if args.config == "compact-bigZ" else {}
     reset_peak_resident()

@@ -106,6 +106,18 @@ def get_model(corpus: str, algorithm: str, X, y, n_triplets: int, seed: int, cac
     return model, seconds
 
 
+def prepared_case(case: str, n_queries: int, seed: int, cache: pathlib.Path):
+    """``CORPUS:MODEL:TRIPLETS`` as the profiling benchmarks use it: the (cached) model, the corpus
+    prepared for it (``prepare_rows``), the query rows and their row numbers."""
+    from sparsesim.indexes.base import prepare_rows
+
+    corpus, algorithm, triplets = case.split(":")
+    X, y, qrows, _, _ = load_corpus(corpus, n_queries, seed)
+    model, _ = get_model(corpus, algorithm, X, y, int(triplets), seed, pathlib.Path(cache))
+    X = prepare_rows(model, X, "corpus")
+    return model, X, X[qrows], qrows
+
+
 REPEATS = 3
 
 

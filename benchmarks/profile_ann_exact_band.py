@@ -96,13 +96,10 @@ def main(argv=None):
     from sparsesim.indexes import ann_build
     from sparsesim.indexes.ann import AnnIndex
     from sparsesim.indexes.ann_rerank_w import NarrowW
-    from sparsesim.indexes.base import kernels, prepare_rows, query_scratch
+    from sparsesim.indexes.base import kernels, query_scratch
 
-    corpus, algorithm, triplets = args.case.split(":")
-    X, y, qrows, _, _ = B.load_corpus(corpus, args.queries, args.seed)
-    model, _ = B.get_model(corpus, algorithm, X, y, int(triplets), args.seed, pathlib.Path(args.model_cache))
-    X = prepare_rows(model, X, "corpus")
-    Q = X[qrows]
+    model, X, Q, qrows = B.prepared_case(args.case, args.queries, args.seed, args.model_cache)
+    corpus = args.case.split(":")[0]
     n, d = X.shape
     W = model.W
     narrow = NarrowW.split(W) or NarrowW.of_model(W)
