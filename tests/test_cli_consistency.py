@@ -129,13 +129,19 @@ def test_serve_on_a_busy_port_says_so_in_one_line_with_status_3(tmp_path):
 
 
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
-    env = dict(os.environ, SPARSESIM_NO_SPINNER="1")
+    # PYTHONFAULTHANDLER: a process that ignores the interrupt is asked for its threads' stacks below
+    env = dict(os.environ, SPARSESIM_NO_SPINNER="1", PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "train", "-a", "oasis", "-d", "news20-sample",
                              "-n", "5000000", "-o", str(tmp_path / "m.npz")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     time.sleep(4.0)  # past interpreter start-up (slow under load); loading modules or training: the same answer
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack to stderr
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"still running 120 s after SIGINT; its stacks:\n{err[-6000:]}")
     assert proc.returncode == 130, (out, err)
     assert out == "" and err == "interrupted\n"
     assert not (tmp_path / "m.npz").exists()
