@@ -106,6 +106,20 @@ def get_model(corpus: str, algorithm: str, X, y, n_triplets: int, seed: int, cac
     return model, seconds
 
 
+def profile_parser(doc: str, repeats: int) -> argparse.ArgumentParser:
+    """The options every profiling benchmark takes (``--case``, ``--queries``, ``--pool``,
+    ``--repeats``, ``--seed``, ``--model-cache``, ``--out``); each adds its own."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="news20:oasis:20000", help="CORPUS:MODEL:TRIPLETS")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--pool", type=int, default=70)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
+    parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "out"))
+    return parser
+
+
 def prepared_case(case: str, n_queries: int, seed: int, cache: pathlib.Path):
     """``CORPUS:MODEL:TRIPLETS`` as the profiling benchmarks use it: the (cached) model, the corpus
     prepared for it (``prepare_rows``), the query rows and their row numbers."""

@@ -23,12 +23,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
 import sys
-import tempfile
 import time
 
 import numba
@@ -81,18 +79,12 @@ def best_cpu(fn, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", default="news20:oasis:20000", help="CORPUS:MODEL:TRIPLETS")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--pool", type=int, default=70)
-    parser.add_argument("--band", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
-    args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_indexes as B
+
+    parser = B.profile_parser(__doc__, repeats=5)
+    parser.add_argument("--band", type=int, default=10)
+    args = parser.parse_args(argv)
     from sparsesim.indexes import ann_build
     from sparsesim.indexes.ann import AnnIndex
     from sparsesim.indexes.ann_rerank_w import NarrowW

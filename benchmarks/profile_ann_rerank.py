@@ -23,12 +23,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -37,22 +35,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", default="news20:oasis:20000", help="CORPUS:MODEL:TRIPLETS")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_indexes as B
+
+    parser = B.profile_parser(__doc__, repeats=3)
     parser.add_argument("--ratios", default="1.5,2,3")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--pool", type=int, default=70)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--forms", default="model,narrow")
     parser.add_argument("--budgets", default="narrow",
                         help="comma-separated: narrow (the budget counts W as stored, the current rule), wide "
                              "(W counted at 12 bytes per entry, as an index storing the model's CSR)")
-    parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import bench_indexes as B
     from sparsesim.indexes import ann_build
     from sparsesim.indexes.ann import AnnIndex
     from sparsesim.indexes.ann_rerank_w import NarrowW
