@@ -72,6 +72,36 @@ def test_item_runs_beside_the_paper_and_an_unregistered_learner_is_not_attempted
     assert (out / "paper-test_vs_paper.png").stat().st_size > 0
 
 
+def test_a_learning_curve_item_records_its_curves_and_the_machine_load(tmp_path):
+    spec = _item(kind="figure", budgets=[100, 200], claims=["sparsity: sors-l1 > oasis"],
+                 metrics=[{"key": "map", "name": "MAP (%)", "scale": 100.0, "higher": True, "judged": True}])
+    spec["paper"]["runs"] = [{"column": "sample", "dataset": "news20-sample", "protocol": "sors",
+                              "algorithms": ["oasis", "sors-l1"], "seeds": [0]}]
+    result = paper.run_item(dict(spec, name="paper-curve"), tmp_path)
+    load = result["machine"]["load"]
+    assert load["samples"] >= 2 and 0 <= load["min"] <= load["mean"] <= load["max"]
+    assert result["machine"]["peak_rss_bytes"] > 0
+    lc = result["runs"][0]["learning_curve"]
+    assert lc["budgets"] == [100, 200] and set(lc["curves"]) == set(lc["sparsity"]) == {"oasis", "sors-l1"}
+    page = (tmp_path / "paper-curve" / "paper-curve.md").read_text()
+    assert "at a machine load of" in page
+    sors = lc["curves"]["sors-l1"]["map"]
+    assert (f"| `sors-l1` | {100 * sors[0]:.1f} / {100 * lc['sparsity']['sors-l1'][0]:.2f} | "
+            f"{100 * sors[1]:.1f} / {100 * lc['sparsity']['sors-l1'][1]:.2f} |") in page
+    # the ordering is judged at the largest budget, on the sparsity
+    claim = result["claims"][0]
+    assert claim["ours"] == pytest.approx([lc["sparsity"]["sors-l1"][1], lc["sparsity"]["oasis"][1]])
+
+
+def test_machine_load_samples_while_the_block_runs():
+    import time
+
+    with paper.machine_load(every=0.02) as machine:
+        assert machine == {}  # filled in when the block ends
+        time.sleep(0.2)
+    assert machine["load"]["samples"] >= 4
+
+
 def test_item_file_through_the_cli(tmp_path, monkeypatch, capsys):
     path = tmp_path / "paper-small.json"
     path.write_text(json.dumps(_item()))

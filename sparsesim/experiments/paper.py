@@ -28,14 +28,18 @@ stated constants; a run whose options would score a grid on its test split is re
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import InvalidInputError, UnknownNameError
+from ..memory import peak_resident_bytes
 from ..registry import ALGORITHMS
 from . import CONFIG_DIR, ExperimentConfig, get_protocol, load_experiment_file, shipped_experiments
 from .runner import figure, mean_std, write_report
@@ -266,6 +270,44 @@ def _curve_sparsity(curve: dict) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def machine_load(every: float = 30.0):
+    """Record the machine's load while the block runs: yields a dict that holds, once the block ends,
+    ``load`` (the 1-minute load average sampled every ``every`` seconds and at both ends:
+    ``{"min", "mean", "max", "samples"}``) and ``peak_rss_bytes`` (this process's peak resident
+    memory since it started, so it covers the block and what ran before it; None where the system
+    does not tell). Empty where there is no load average.
+
+    Examples
+    --------
+    >>> with machine_load() as machine:
+    ...     pass
+    >>> machine["load"]["samples"], machine["load"]["min"] <= machine["load"]["max"]
+    (2, True)
+    """
+    if not hasattr(os, "getloadavg"):  # not a Unix
+        yield {}
+        return
+    samples = [os.getloadavg()[0]]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(every):
+            samples.append(os.getloadavg()[0])
+
+    thread = threading.Thread(target=sample, name="machine-load", daemon=True)
+    thread.start()
+    machine: dict = {}
+    try:
+        yield machine
+    finally:
+        stop.set()
+        thread.join()
+        samples.append(os.getloadavg()[0])
+        machine.update(load={"min": min(samples), "mean": float(np.mean(samples)), "max": max(samples),
+                             "samples": len(samples)}, peak_rss_bytes=peak_resident_bytes())
+
+
 def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_jobs: int = 1,
              cache: dict | None = None) -> dict:
     """Run one paper item (a ``paper-*`` experiment file or its parsed dict) and judge every row.
@@ -287,12 +329,25 @@ def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_j
     -------
     dict
         ``{"name", "paper", "citation", "item", "kind", "caption", "quick", "runs": [...],
-        "rows": [...], "claims": [...], "counts": {...}, "seconds", "figures"}``.
+        "rows": [...], "claims": [...], "counts": {...}, "seconds", "figures", "machine"}``
+        (``machine``: the load and peak memory while it ran, :func:`machine_load`).
     """
     spec = name_or_spec if isinstance(name_or_spec, dict) else load_experiment_file(name_or_spec)
     name = spec.get("name") or (str(name_or_spec) if not isinstance(name_or_spec, dict) else "paper-item")
     name = Path(name).stem
     item = check_item(spec, name)
+    with machine_load() as machine:
+        result = _run_checked_item(item, spec, name, out_dir, quick, n_jobs, cache)
+    result["machine"] = machine
+    if out_dir is not None:
+        out = Path(out_dir) / name
+        result["figures"] = write_figures(result, out)
+        write_report(result, out, f"{name}.json")
+        (out / f"{name}.md").write_text(verdicts.item_markdown(result))
+    return result
+
+
+def _run_checked_item(item: dict, spec: dict, name: str, out_dir, quick: bool, n_jobs: int, cache) -> dict:
     start = time.perf_counter()
     out = Path(out_dir) / name if out_dir is not None else None
     runs, rows, claims = [], [], []
@@ -345,10 +400,6 @@ def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_j
               "tolerance": item.get("tolerance"), "runs": runs, "rows": rows, "claims": claims,
               "counts": verdicts.count(rows, claims), "seconds": time.perf_counter() - start,
               "figure": item.get("figure")}
-    if out is not None:
-        result["figures"] = write_figures(result, out)
-        write_report(result, out, f"{name}.json")
-        (out / f"{name}.md").write_text(verdicts.item_markdown(result))
     return result
 
 
@@ -532,4 +583,4 @@ def format_report(report: dict) -> str:
 
 
 __all__ = ["PAPERS", "PAPER_SETTINGS", "check_item", "format_report", "full_size_notes", "is_paper_file",
-           "paper_items", "paper_params", "registered", "run_all", "run_file", "run_item", "scoreboard", "write_figures"]
+           "machine_load", "paper_items", "paper_params", "registered", "run_all", "run_file", "run_item", "scoreboard", "write_figures"]

@@ -164,6 +164,34 @@ def _num(value, std=None) -> str:
     return text
 
 
+def _machine_text(machine: dict | None) -> str:
+    """`` wall at a load of ...`` from :func:`sparsesim.experiments.paper.machine_load`'s record."""
+    if not machine or not machine.get("load"):
+        return ""
+    load = machine["load"]
+    text = (f", at a machine load of {load['min']:.1f}-{load['max']:.1f} (mean {load['mean']:.1f}; "
+            f"1-minute load average, {load['samples']} samples)")
+    if machine.get("peak_rss_bytes"):
+        text += f"; process peak resident memory {machine['peak_rss_bytes'] / 2**30:.2f} GiB"
+    return text
+
+
+def _curve_table(run: dict) -> list[str]:
+    """A learning-curve run's MAP and sparsity of M (%) per learner at every budget."""
+    lc = run.get("learning_curve")
+    if not lc:
+        return []
+    budgets = lc["budgets"]
+    lines = ["", f"{run['column']} ({run['dataset']}): MAP (%) / sparsity of M (%) after n training triplets", "",
+             "| learner | " + " | ".join(f"{b:,}" for b in budgets) + " |", "|---|" + "---:|" * len(budgets)]
+    for alg, curve in lc["curves"].items():
+        sparsity = lc.get("sparsity", {}).get(alg) or [None] * len(budgets)
+        cells = [f"{100 * m:.1f} / {100 * s:.2f}" if s is not None else f"{100 * m:.1f}"
+                 for m, s in zip(curve["map"], sparsity)]
+        lines.append(f"| `{alg}` | " + " | ".join(cells) + " |")
+    return lines
+
+
 def item_markdown(result: dict, level: int = 2) -> str:
     """The item's table: every paper row beside ours with its verdict, the stated orderings, the runs."""
     h = "#" * level
@@ -172,7 +200,7 @@ def item_markdown(result: dict, level: int = 2) -> str:
         lines += [f"*{result['caption']}*", ""]
     lines += [f"Experiment file `{result['name']}` (`sparsesim experiment --config {result['name']}"
               f"{' --quick' if result['quick'] else ''}`); {result['seconds']:.1f} s"
-              f"{' (quick sizes)' if result['quick'] else ''}.", ""]
+              f"{' (quick sizes)' if result['quick'] else ''}{_machine_text(result.get('machine'))}.", ""]
     if result.get("note"):
         lines += [result["note"], ""]
     for run in result["runs"]:
@@ -196,6 +224,8 @@ def item_markdown(result: dict, level: int = 2) -> str:
             elif ours:
                 ours = f"{_num(ours[0])} vs {_num(ours[1])}"
             lines.append(f"| {c['column']} | {c['claim']} | {ours or '—'} | {c['verdict']} |")
+    for run in result["runs"]:
+        lines += _curve_table(run)
     figs = result.get("figures") or []
     if figs:
         lines += ["", "Figures: " + ", ".join(f"`{f.split('/')[-1]}`" for f in figs)]
