@@ -85,6 +85,10 @@ def test_a_learning_curve_item_records_its_curves_and_the_machine_load(tmp_path)
     assert lc["budgets"] == [100, 200] and set(lc["curves"]) == set(lc["sparsity"]) == {"oasis", "sors-l1"}
     page = (tmp_path / "paper-curve" / "paper-curve.md").read_text()
     assert "at a machine load of" in page
+    from sparsesim.experiments.paper_verdicts import item_markdown
+
+    shared = item_markdown(dict(result, figures=["a/curve.png", "a/curve.png", "a/other.png"]))
+    assert "Figures: `curve.png`, `other.png`" in shared  # a file the runs share is named once
     sors = lc["curves"]["sors-l1"]["map"]
     assert (f"| `sors-l1` | {100 * sors[0]:.1f} / {100 * lc['sparsity']['sors-l1'][0]:.2f} | "
             f"{100 * sors[1]:.1f} / {100 * lc['sparsity']['sors-l1'][1]:.2f} |") in page

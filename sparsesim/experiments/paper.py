@@ -434,7 +434,7 @@ def _selection(protocol: str, settings: dict) -> str:
 def write_figures(result: dict, out: Path) -> list[str]:
     """The item's figure: the protocols' own plots (copied by reference) and ``<name>_vs_paper.png``,
     our numbers against the paper's for every judged metric of every attempted row."""
-    figures = [p for run in result["runs"] for p in run.get("plots", [])]
+    figures = list(dict.fromkeys(p for run in result["runs"] for p in run.get("plots", [])))
     pairs = [r for r in result["rows"] if r.get("ours") is not None and r.get("paper") is not None
              and r["metric_judged"]]
     curves = [run for run in result["runs"] if run.get("learning_curve")]

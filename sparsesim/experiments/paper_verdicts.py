@@ -228,7 +228,7 @@ def item_markdown(result: dict, level: int = 2) -> str:
         lines += _curve_table(run)
     figs = result.get("figures") or []
     if figs:
-        lines += ["", "Figures: " + ", ".join(f"`{f.split('/')[-1]}`" for f in figs)]
+        lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in dict.fromkeys(f.split('/')[-1] for f in figs))]
     return "\n".join(lines) + "\n"
 
 
