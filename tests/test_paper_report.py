@@ -72,11 +72,14 @@ def test_item_runs_beside_the_paper_and_an_unregistered_learner_is_not_attempted
     assert (out / "paper-test_vs_paper.png").stat().st_size > 0
 
 
+_REPORT = {"quick": False, "counts": {"rows": {}, "claims": {}}, "rule": "r", "seconds": 0.0}
+
+
 def test_a_learning_curve_item_records_its_curves_and_the_machine_load(tmp_path):
     spec = _item(kind="figure", budgets=[100, 200], claims=["sparsity: sors-l1 > oasis"],
                  metrics=[{"key": "map", "name": "MAP (%)", "scale": 100.0, "higher": True, "judged": True}])
     spec["paper"]["runs"] = [{"column": "sample", "dataset": "news20-sample", "protocol": "sors",
-                              "algorithms": ["oasis", "sors-l1"], "seeds": [0]}]
+                              "algorithms": ["sors-l1", "oasis"], "seeds": [0]}]
     result = paper.run_item(dict(spec, name="paper-curve"), tmp_path)
     load = result["machine"]["load"]
     assert load["samples"] >= 2 and 0 <= load["min"] <= load["mean"] <= load["max"]
@@ -85,6 +88,12 @@ def test_a_learning_curve_item_records_its_curves_and_the_machine_load(tmp_path)
     assert lc["budgets"] == [100, 200] and set(lc["curves"]) == set(lc["sparsity"]) == {"oasis", "sors-l1"}
     page = (tmp_path / "paper-curve" / "paper-curve.md").read_text()
     assert "at a machine load of" in page
+    assert page.index("| `sors-l1` |") < page.index("| `oasis` |")  # the run's order, not sorted
+    from sparsesim.experiments.paper_verdicts import report_markdown as page_of
+    from sparsesim.persistence import dumps_strict
+
+    stored = json.loads(dumps_strict(result, default=float, sort_keys=True))  # as docs/reproduction.json keeps it
+    assert page_of({**_REPORT, "items": [stored]}) == page_of({**_REPORT, "items": [result]})
     from sparsesim.experiments.paper_verdicts import item_markdown
 
     shared = item_markdown(dict(result, figures=["a/curve.png", "a/curve.png", "a/other.png"]))

@@ -184,7 +184,9 @@ def _curve_table(run: dict) -> list[str]:
     budgets = lc["budgets"]
     lines = ["", f"{run['column']} ({run['dataset']}): MAP (%) / sparsity of M (%) after n training triplets", "",
              "| learner | " + " | ".join(f"{b:,}" for b in budgets) + " |", "|---|" + "---:|" * len(budgets)]
-    for alg, curve in lc["curves"].items():
+    order = [a for a in run.get("algorithms", []) if a in lc["curves"]]  # the run's order (the JSON sorts keys)
+    for alg in order + sorted(a for a in lc["curves"] if a not in order):
+        curve = lc["curves"][alg]
         sparsity = lc.get("sparsity", {}).get(alg) or [None] * len(budgets)
         cells = [f"{100 * m:.1f} / {100 * s:.2f}" if s is not None else f"{100 * m:.1f}"
                  for m, s in zip(curve["map"], sparsity)]
