@@ -186,6 +186,20 @@ def test_shipped_paper_items_are_well_formed(name):
             assert run.get("substitution"), name  # an unavailable data set says so
 
 
+def test_cikm15_table2_is_fig1_at_the_target_ratio():
+    """Table 2 runs exactly Fig. 1's settings (full curves on every fold), so paper-all runs them once and
+    Table 2 reads its rows off Fig. 1's runs; only the column names and notes may differ."""
+    def runs(name):
+        return [{k: v for k, v in run.items() if k not in ("substitution", "note")}
+                for run in load_experiment_file(name)["paper"]["runs"]]
+
+    fig1, table2 = runs("paper-cikm15-fig1"), runs("paper-cikm15-table2")
+    assert fig1 == table2
+    assert all(run["options"].get("curve") for run in fig1)  # the full size sweeps delta on every fold
+    every = load_experiment_file("paper-all")["include"]
+    assert every.index("paper-cikm15-fig1") < every.index("paper-cikm15-table2")
+
+
 def test_paper_all_quick(tmp_path):
     """The whole report at the test sizes: every row judged by the rule; pinned numbers."""
     try:
