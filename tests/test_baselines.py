@@ -106,8 +106,11 @@ def test_classifier_embeddings_are_the_classifiers_outputs(name):
         clf = LogisticRegression(C=2.0, max_iter=1000).fit(Xn, y)
         out = clf.predict_proba(Xn) if name == "logreg-proba" else clf.decision_function(Xn)
     Z = normalize(out)
-    np.testing.assert_allclose(est.model_.embed(X), Z, atol=1e-6)
-    np.testing.assert_allclose(est.model_.score_matrix(X[:7], X), Z[:7] @ Z.T, atol=1e-6)
+    # liblinear's dual solver stops at tol 1e-4: two fits of the same LinearSVC agree to ~1e-5 on
+    # some CPUs (AMD EPYC: 4.6e-6), not to rounding; the probabilistic models agree to 1e-6
+    atol = 1e-4 if name == "svm-scores" else 1e-6
+    np.testing.assert_allclose(est.model_.embed(X), Z, atol=atol)
+    np.testing.assert_allclose(est.model_.score_matrix(X[:7], X), Z[:7] @ Z.T, atol=atol)
     assert est.model_.metadata["algorithm"] == name and est.model_.metadata["classes"] == ["a", "b", "c", "d"]
     # the classes separate: retrieval is far above chance (1/4)
     assert est.score(X, y) > 0.6
