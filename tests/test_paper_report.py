@@ -235,7 +235,8 @@ def test_paper_all_quick(tmp_path):
     pinned = _pinned(report)
     assert pinned.keys() == reference.keys()
     # ROMCO's online learners on the MHC-I slice are mistake-driven: a last-bit difference in a
-    # BLAS reduction (Intel vs AMD EPYC machines) changes which examples update the model, and the
+    # BLAS reduction (the machine the reference was recorded on vs an AMD EPYC) changes which
+    # examples update the model, and the
     # quick slice's rates move by up to 4.2 points (OMTLVON error 40.0 vs 37.2); pinned within 6
     # points there, bit for bit (to 1e-6) everywhere else
     chaotic = {k for k in reference if k.startswith("paper-romco-table4|MHC-I|")}
