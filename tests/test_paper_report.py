@@ -234,11 +234,10 @@ def test_paper_all_quick(tmp_path):
     reference = json.loads((Path(__file__).parent / "references" / "paper_quick.json").read_text())
     pinned = _pinned(report)
     assert pinned.keys() == reference.keys()
-    # ROMCO's online learners on the MHC-I slice are mistake-driven: a last-bit difference in a
-    # BLAS reduction (the machine the reference was recorded on vs an AMD EPYC) changes which
-    # examples update the model, and the
-    # quick slice's rates move by up to 4.2 points (OMTLVON error 40.0 vs 37.2); pinned within 6
-    # points there, bit for bit (to 1e-6) everywhere else
+    # ROMCO's online learners on the MHC-I slice are mistake-driven: a last-bit floating-point
+    # difference between machines (the one the reference was recorded on vs an AMD EPYC) changes
+    # which examples update the model, and the quick slice's rates move by up to 4.2 points
+    # (OMTLVON error 40.0 vs 37.2); pinned within 6 points there, to 1e-6 everywhere else
     chaotic = {k for k in reference if k.startswith("paper-romco-table4|MHC-I|")}
     assert {k: v for k, v in pinned.items() if k not in chaotic} == pytest.approx(
         {k: v for k, v in reference.items() if k not in chaotic})
