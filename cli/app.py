@@ -12,7 +12,9 @@ permission); 130 interrupted (Ctrl-C), after one ``interrupted`` line.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import warnings
 
 from sparsesim.exceptions import SparsesimError
@@ -36,18 +38,64 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+#: seconds a Ctrl-C may take to unwind before the process stops anyway (see _on_interrupt)
+INTERRUPT_GRACE_SECONDS = 3.0
+_EXIT_LOCK = threading.Lock()
+_INTERRUPTED = []
+
+
+def _exit_interrupted() -> None:
+    """Print the one ``interrupted`` line and end the process with status 130, once.
+
+    ``os._exit``: by now the interruption has unwound every ``with``/``finally`` of the command
+    (or the grace period is over), and Python's own exit after a KeyboardInterrupt that passed
+    through a C extension's import reports "killed by SIGINT" (-2) instead of 130. Writes are
+    atomic, so ending here is as safe as a kill at any point."""
+    if not _EXIT_LOCK.acquire(blocking=False):
+        threading.Event().wait()  # the other caller is ending the process
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(130)
+
+
+def _on_interrupt(signum, frame) -> None:
+    """SIGINT: raise KeyboardInterrupt (which unwinds the command), and the first time start a
+    timer that ends the process after :data:`INTERRUPT_GRACE_SECONDS` in case the exception was
+    lost (a KeyboardInterrupt raised inside code that a C function calls and whose errors it
+    clears, e.g. during a module's import, is dropped silently and the command would go on)."""
+    if not _INTERRUPTED:
+        _INTERRUPTED.append(True)
+        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, _exit_interrupted)
+        timer.daemon = True
+        timer.start()
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Console entry point: user errors become one ``error:`` line on stderr and exit status 2.
 
     Usage errors (unknown command or option, missing option, a value of the wrong type) are shown
     by typer's own display, also with exit status 2. ``--debug`` or ``SPARSESIM_DEBUG=1`` shows the
-    traceback instead.
+    traceback instead. Ctrl-C prints one ``interrupted`` line and exits with status 130.
     """
+    previous = signal.getsignal(signal.SIGINT)
+    # only Python's own handler is replaced (a caller that ignores SIGINT keeps it ignored)
+    ours = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
+    if ours:
+        signal.signal(signal.SIGINT, _on_interrupt)
     try:
         _run()
-    except KeyboardInterrupt:  # while the command modules load
-        sys.stderr.write("interrupted\n")
-        raise SystemExit(130) from None
+    except KeyboardInterrupt:  # while the command modules load, or a command's own
+        _exit_interrupted()
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _run() -> None:
@@ -66,8 +114,7 @@ def _run() -> None:
             sys.stdout.flush()
         except SystemExit as exc:
             if exc.code == 130:  # typer turns Ctrl-C into a silent exit 130
-                echo_line("interrupted", err=True)
-                raise
+                raise KeyboardInterrupt from None
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
             if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 raise BrokenPipeError from None
@@ -81,8 +128,7 @@ def _run() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(0)
     except KeyboardInterrupt:
-        echo_line("interrupted", err=True)
-        raise SystemExit(130)
+        raise  # main() prints the one line and exits with 130
     except PortInUseError as exc:
         echo_line(f"error: {one_line(exc)}", err=True)
         raise SystemExit(3)

@@ -128,13 +128,17 @@ def test_serve_on_a_busy_port_says_so_in_one_line_with_status_3(tmp_path):
         f"choose another --port"]
 
 
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
+@pytest.mark.parametrize("delay", [1.0, 2.0, 4.0])
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, delay):
+    """Early interrupts land while the modules load: there a KeyboardInterrupt raised inside code
+    that a C function calls can be dropped (the command then trained on, 120 s, before the grace
+    timer), and Python's exit after one that passed through an import reported -2, not 130."""
     # PYTHONFAULTHANDLER: a process that ignores the interrupt is asked for its threads' stacks below
     env = dict(os.environ, SPARSESIM_NO_SPINNER="1", PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "sparsesim.cli", "train", "-a", "oasis", "-d", "news20-sample",
                              "-n", "5000000", "-o", str(tmp_path / "m.npz")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(4.0)  # past interpreter start-up (slow under load); loading modules or training: the same answer
+    time.sleep(delay)  # during start-up, module loading or training (slower under load): the same answer
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=120)

@@ -402,7 +402,10 @@ def test_kernel_pa_refuses_to_densify_a_large_sparse_corpus():
     from sparsesim.exceptions import InvalidInputError
     from sparsesim.learners.kernel_pa import check_dense
 
-    big = sp.random(10_000, 62_061, density=1e-4, format="csr", random_state=0)
+    # built directly: sp.random would shuffle all 6.2e8 positions to place its entries (2 minutes)
+    rng = np.random.default_rng(0)
+    big = sp.csr_matrix((rng.random(62_000), (rng.integers(0, 10_000, 62_000), rng.integers(0, 62_061, 62_000))),
+                        shape=(10_000, 62_061))
     with pytest.raises(InvalidInputError, match="PassiveAggressiveBinary"):
         check_dense(big)
     small = sp.random(20, 8, density=0.5, format="csr", random_state=0)
