@@ -142,6 +142,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--memory", default="3GiB", help="memory budget of the build")
     parser.add_argument("--build-jobs", type=int, default=2)
+    parser.add_argument("--postings-per-feature", type=int, default=None,
+                        help="length L of each stored posting list (default: the index's own rule)")
     parser.add_argument("--corpus", required=True, help="corpus directory (generated when missing)")
     parser.add_argument("--index", required=True, help="index directory to write (replaced)")
     parser.add_argument("--model-cache", default=str(ROOT / "benchmarks" / "out" / "models"))
@@ -203,7 +205,7 @@ def main(argv=None) -> dict:
 
     index_dir = pathlib.Path(args.index)
     record_path = index_dir.with_name(index_dir.name + ".build.json")
-    build_keys = ("rss_before_build_gib", "build_seconds", "build_peak_gib", "plan", "build_phases_seconds",
+    build_keys = ("postings_length", "rss_before_build_gib", "build_seconds", "build_peak_gib", "plan", "build_phases_seconds",
                   "calibration", "calibration_rows", "disk_gib", "build_resume")
     if args.resume and index_dir.is_dir() and record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -222,13 +224,16 @@ def main(argv=None) -> dict:
         progress = BuildProgress(peak_path)
         t = time.perf_counter()
         built = build_ann_blockwise(model, corpus, index_dir, memory=args.memory, n_documents=n,
-                                    n_jobs=args.build_jobs, progress=progress, resume=args.resume)
+                                    n_jobs=args.build_jobs, progress=progress, resume=args.resume,
+                                    **({} if args.postings_per_feature is None
+                                       else {"postings_per_feature": args.postings_per_feature}))
         # wall clock, plus the seconds of the passes done by earlier processes of a resumed build
         out["build_seconds"] = time.perf_counter() - t + built.resume_["seconds_before"]
         out["build_peak_gib"] = progress.peak_gib()
         out["build_resume"] = built.resume_
         peak_path.unlink(missing_ok=True)
         out["plan"] = built.plan_
+        out["postings_length"] = int(built.postings_length_)
         out["build_phases_seconds"] = {k: round(v, 1) for k, v in built.build_phases_.items()}
         out["calibration"] = {k: built.calibration_[k] for k in ("setting", "recall", "recall_lower_bound", "met",
                                                                    "n_queries", "qps_one_thread")}

@@ -71,10 +71,15 @@ class AnnIndex(CorpusIndex):
     postings_per_feature : int, optional
         Length L of each stored expanded posting list (the documents with the largest positive
         Y[x, i] per feature i). Default ``max(512, n_documents // 200)``, capped so the lists take
-        at most ``postings_memory`` bytes.
-    postings_memory : int, default 512 MiB
+        at most ``postings_memory`` bytes; the default cap never cuts L below ``n_documents / 700``
+        (lists that keep a smaller share of the corpus lose the true neighbours: recall@10 0.97
+        at 10^6 synthetic documents with 0.14% kept, 0.03 at 10^7 with 0.014%). A given value is
+        used as it is, capped only by a given ``postings_memory``.
+    postings_memory : int, optional
         Cap on the expanded postings, counted at 8 bytes per entry (stored compactly at 3-5 bytes
-        per entry, :mod:`sparsesim.indexes.ann_postings`).
+        per entry, :mod:`sparsesim.indexes.ann_postings`). Default 512 MiB, raised to what
+        ``n_documents / 700`` entries per feature take on corpora above ~10^6 documents (at 10^7
+        documents and 47,236 features: 14,286 entries per list, 5.4 GB while building).
     n_postings : int, optional
         Entries read per query feature at search time, on average over the query's features
         (see ``read_allocation``); calibrated when not given (fallback 256). 0 disables the stage.
@@ -147,7 +152,7 @@ class AnnIndex(CorpusIndex):
     score_limit = SCORE_LIMITS["float32"]  # postings and FAISS vectors are float32
 
     def __init__(self, model, target_recall=0.95, calibration_size=300, postings_per_feature=None,
-                 postings_memory=512 << 20, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,
+                 postings_memory=None, n_postings=None, sparse_pool=None, dim=0, faiss_index="ivf", nlist=None,
                  nprobe=None, hnsw_m=32, ef_search=128, ef_construction=200, dense_pool=None, svd_sample=4000,
                  svd_iter=4, rerank_memory=None, heavy_min_nnz=256, block_size=256, n_jobs=1, random_state=0,
                  refit_growth=2.0, read_allocation="weighted"):
@@ -174,7 +179,7 @@ class AnnIndex(CorpusIndex):
         self.target_recall = check_target_recall(target_recall)
         self.calibration_size = int(calibration_size)
         self.postings_per_feature = None if postings_per_feature is None else int(postings_per_feature)
-        self.postings_memory = int(postings_memory)
+        self.postings_memory = None if postings_memory is None else int(postings_memory)
         self.n_postings = None if n_postings is None else int(n_postings)
         self.sparse_pool = None if sparse_pool is None else int(sparse_pool)
         self.dim = int(dim)

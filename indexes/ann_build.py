@@ -13,7 +13,8 @@ import time
 import numpy as np
 
 from sparsesim.csr_rows import take_rows
-from sparsesim.exceptions import InvalidInputError
+from sparsesim.exceptions import InvalidInputError, MemoryBudgetError
+from sparsesim.memory import available_memory, format_bytes
 
 from .ann_postings import CompactPostings
 from .ann_rerank_w import NarrowW
@@ -28,11 +29,45 @@ def faiss_module():
     return faiss
 
 
+DEFAULT_POSTINGS_MEMORY = 512 << 20
+# The default lists keep at least this fraction of the corpus's documents per feature, whatever
+# the default memory cap says: 1,420 of 10^6 synthetic documents (0.14%) reach recall@10 0.97,
+# and the same 1,420 of 10^7 (0.014%) only 0.03 (docs/distributed.md, block-wise build).
+MIN_POSTINGS_FRACTION = 1 / 700
+
+
 def postings_length(index, n: int) -> int:
-    """Length of each stored expanded posting list for a corpus of ``n`` documents."""
-    L = index.postings_per_feature if index.postings_per_feature is not None else max(512, n // 200)
-    cap = max(1, index.postings_memory // (8 * index.n_features))
+    """Length of each stored expanded posting list for a corpus of ``n`` documents.
+
+    Explicit parameters win: ``postings_per_feature`` as given, capped only by an explicit
+    ``postings_memory``. Otherwise ``max(512, n // 200)``, capped by ``postings_memory`` (default
+    512 MiB at 8 bytes per entry), but with the default cap never below ``n / 700`` entries.
+    """
+    explicit_cap = index.postings_memory is not None
+    budget = index.postings_memory if explicit_cap else DEFAULT_POSTINGS_MEMORY
+    cap = max(1, budget // (8 * index.n_features))
+    if index.postings_per_feature is not None:
+        L = index.postings_per_feature
+        return int(max(1, min(L, cap, n) if explicit_cap else min(L, n)))
+    L = max(512, n // 200)
+    if not explicit_cap:
+        cap = max(cap, math.ceil(n * MIN_POSTINGS_FRACTION))
     return int(max(1, min(L, cap, n)))
+
+
+def check_postings_fit(index) -> None:
+    """Raise :class:`MemoryBudgetError` before building posting lists whose heaps (8 bytes per
+    entry) and compact form (at most 6) would not fit the memory available now."""
+    if index.n_postings == 0 or index.sparse_pool == 0:
+        return
+    needed = 14 * index.n_features * index.postings_length_
+    available = available_memory()
+    if needed > available:
+        raise MemoryBudgetError(
+            f"the expanded postings ({index.postings_length_:,} entries for each of {index.n_features:,} features) "
+            f"need {format_bytes(needed)} while building, more than the {format_bytes(available)} available; give a "
+            f"smaller postings_per_feature or postings_memory, or build block-wise within a budget "
+            f"(build_ann_blockwise, `sparsesim index build --memory`)")
 
 
 def fit(index, X, ids=None, calibration_queries=None):
@@ -45,6 +80,7 @@ def fit(index, X, ids=None, calibration_queries=None):
     index._set_corpus(Xp, ids)
     jobs = max(1, int(index.n_jobs or 1))
     index.postings_length_ = index._postings_length(Xp.shape[0])
+    check_postings_fit(index)
     set_heavy_rows(index, Xp, jobs)
     phases = {"heavy_values": time.perf_counter() - start}
     if index.n_postings == 0 or index.sparse_pool == 0:  # the dense stage alone: no postings
