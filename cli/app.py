@@ -38,8 +38,9 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-#: seconds a Ctrl-C may take to unwind before the process stops anyway (see _on_interrupt)
-INTERRUPT_GRACE_SECONDS = 3.0
+#: seconds a Ctrl-C may take to unwind (the command's own clean-up, e.g. releasing Dask shards)
+#: before the process stops anyway (see _on_interrupt)
+INTERRUPT_GRACE_SECONDS = 10.0
 _EXIT_LOCK = threading.Lock()
 _INTERRUPTED = []
 

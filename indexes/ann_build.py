@@ -66,8 +66,8 @@ def check_postings_fit(index) -> None:
         raise MemoryBudgetError(
             f"the expanded postings ({index.postings_length_:,} entries for each of {index.n_features:,} features) "
             f"need {format_bytes(needed)} while building, more than the {format_bytes(available)} available; give a "
-            f"smaller postings_per_feature or postings_memory, or build block-wise within a budget "
-            f"(build_ann_blockwise, `sparsesim index build --memory`)")
+            f"smaller postings_per_feature or postings_memory, or build block-wise within a memory budget from a "
+            f"corpus on disk (sparsesim.indexes.ann_blockwise.build_ann_blockwise)")
 
 
 def fit(index, X, ids=None, calibration_queries=None):

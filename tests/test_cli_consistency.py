@@ -151,6 +151,35 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, delay):
     assert not (tmp_path / "m.npz").exists()
 
 
+SWALLOWS_INTERRUPTS = """
+import signal, sys, time
+from sparsesim.cli import app
+app.INTERRUPT_GRACE_SECONDS = 0.5
+signal.signal(signal.SIGINT, app._on_interrupt)
+print("ready", flush=True)
+while True:
+    try:
+        time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass  # code that drops the interruption
+"""
+
+
+def test_an_interrupt_that_is_dropped_still_ends_the_command():
+    proc = subprocess.Popen([sys.executable, "-c", SWALLOWS_INTERRUPTS], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the dropped interruption did not end the process")
+    assert proc.returncode == 130 and err == "interrupted\n"
+    assert time.perf_counter() - start >= 0.5  # the grace period, not the dropped exception, ended it
+
+
 COMMANDS = [["train"], ["tune"], ["evaluate"], ["query"], ["experiment"], ["serve"], ["learn"], ["demo"],
             ["index", "build"], ["index", "add"], ["index", "calibrate"], ["datasets", "fetch"]]
 
