@@ -71,15 +71,14 @@ class AnnIndex(CorpusIndex):
     postings_per_feature : int, optional
         Length L of each stored expanded posting list (the documents with the largest positive
         Y[x, i] per feature i). Default ``max(512, n_documents // 200)``, capped so the lists take
-        at most ``postings_memory`` bytes; the default cap never cuts L below ``n_documents / 700``
-        (lists that keep a smaller share of the corpus lose the true neighbours: recall@10 0.97
-        at 10^6 synthetic documents with 0.14% kept, 0.03 at 10^7 with 0.014%). A given value is
-        used as it is, capped only by a given ``postings_memory``.
+        at most ``postings_memory`` bytes (1,420 per list at 47,236 features). A given value is
+        used as it is, capped only by a given ``postings_memory``; longer lists let the
+        calibration choose a smaller pool (faster queries) at the cost of build memory (8 bytes
+        per entry) and disk (3-5 bytes per entry).
     postings_memory : int, optional
         Cap on the expanded postings, counted at 8 bytes per entry (stored compactly at 3-5 bytes
-        per entry, :mod:`sparsesim.indexes.ann_postings`). Default 512 MiB, raised to what
-        ``n_documents / 700`` entries per feature take on corpora above ~10^6 documents (at 10^7
-        documents and 47,236 features: 14,286 entries per list, 5.4 GB while building).
+        per entry, :mod:`sparsesim.indexes.ann_postings`). Default 512 MiB; a given value caps a
+        given ``postings_per_feature`` too.
     n_postings : int, optional
         Entries read per query feature at search time, on average over the query's features
         (see ``read_allocation``); calibrated when not given (fallback 256). 0 disables the stage.

@@ -30,29 +30,20 @@ def faiss_module():
 
 
 DEFAULT_POSTINGS_MEMORY = 512 << 20
-# The default lists keep at least this fraction of the corpus's documents per feature, whatever
-# the default memory cap says: 1,420 of 10^6 synthetic documents (0.14%) reach recall@10 0.97,
-# and the same 1,420 of 10^7 (0.014%) only 0.03 (docs/distributed.md, block-wise build).
-MIN_POSTINGS_FRACTION = 1 / 700
 
 
 def postings_length(index, n: int) -> int:
     """Length of each stored expanded posting list for a corpus of ``n`` documents.
 
-    Explicit parameters win: ``postings_per_feature`` as given, capped only by an explicit
-    ``postings_memory``. Otherwise ``max(512, n // 200)``, capped by ``postings_memory`` (default
-    512 MiB at 8 bytes per entry), but with the default cap never below ``n / 700`` entries.
+    ``postings_per_feature`` when given (capped only by a given ``postings_memory``), otherwise
+    ``max(512, n // 200)`` capped by ``postings_memory`` (default 512 MiB at 8 bytes per entry).
     """
-    explicit_cap = index.postings_memory is not None
-    budget = index.postings_memory if explicit_cap else DEFAULT_POSTINGS_MEMORY
+    budget = index.postings_memory if index.postings_memory is not None else DEFAULT_POSTINGS_MEMORY
     cap = max(1, budget // (8 * index.n_features))
     if index.postings_per_feature is not None:
         L = index.postings_per_feature
-        return int(max(1, min(L, cap, n) if explicit_cap else min(L, n)))
-    L = max(512, n // 200)
-    if not explicit_cap:
-        cap = max(cap, math.ceil(n * MIN_POSTINGS_FRACTION))
-    return int(max(1, min(L, cap, n)))
+        return int(max(1, min(L, n) if index.postings_memory is None else min(L, cap, n)))
+    return int(max(1, min(max(512, n // 200), cap, n)))
 
 
 def check_postings_fit(index) -> None:

