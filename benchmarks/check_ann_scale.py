@@ -18,8 +18,8 @@ corpus (one block of 262,144 rows, ~1 GB). Usage::
 
 Measured (AMD EPYC, 2 cores): ``ids`` recall 0.403 at 64 reads / pool 100 and 1.000 reading whole
 lists, in memory and block-wise with resume alike; ``bytes``: returned and block-wise exact scores
-equal recomputed ones within 4.4e-16, found rows spread over the corpus like the exact ones (51.5% /
-52.3% in its second half); recall 0.064 / 0.539 there (dense rows of 300 of 2,000 features put true
+equal recomputed ones within 8.9e-16, found rows spread over the corpus like the exact ones (49.8% /
+48.3% in its second half); recall 0.046 / 0.510 there (dense rows of 300 of 2,000 features put true
 neighbours far down every list: a property of such data, not of the file sizes).
 """
 
