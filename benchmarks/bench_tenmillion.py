@@ -182,12 +182,16 @@ def main(argv=None) -> dict:
     corpus = CorpusFiles(corpus_dir)
     if corpus.n_documents < args.docs + args.queries:
         raise SystemExit(f"{corpus_dir} holds {corpus.n_documents} documents, fewer than --docs + --queries")
+    if corpus.rows(0, min(corpus.n_documents, 10_000)).data.min() <= 0:
+        raise SystemExit(f"{corpus_dir} has values <= 0: it was generated before the synthetic corpus's IDF "
+                         "counted documents (its weights went negative past e x 47,236 documents); delete it")
     out["corpus_gib"] = disk_gib(corpus_dir)
     out["generate_peak_gib"] = gib(peak_resident_bytes())
 
     cache = pathlib.Path(args.model_cache)  # one model per corpus (the IDF is corpus-wide)
     cache.mkdir(parents=True, exist_ok=True)
-    model_path = cache / f"rcv1like-blocks-{corpus.n_documents}-oasis-{args.triplets}-{args.seed}.npz"
+    # "idf2": corpora whose IDF counts documents (models cached for earlier corpora are not reused)
+    model_path = cache / f"rcv1like-idf2-blocks-{corpus.n_documents}-oasis-{args.triplets}-{args.seed}.npz"
     if model_path.is_file():
         model = BilinearSimilarity.load(model_path)
     else:

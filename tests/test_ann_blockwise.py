@@ -159,3 +159,18 @@ def test_generator_is_seeded_and_normalised(tmp_path):
     lengths = np.diff(Xa.indptr)
     assert lengths.max() == 75 and lengths.min() > 50
     assert all(np.all(np.diff(Xa.indices[Xa.indptr[r]:Xa.indptr[r + 1]]) > 0) for r in range(500))
+
+
+def test_generated_values_stay_positive_when_documents_outnumber_features(tmp_path):
+    """TF-IDF weights of a real corpus are positive: the generators' IDF counts documents (an IDF
+    over the vocabulary size went negative for features in more than e x d documents, which at
+    10^7 documents made 36% of the entries negative)."""
+    from sparsesim.data.synthetic import rcv1_like
+
+    kw = dict(n_features=300, nnz_per_doc=25, class_vocab=60)
+    streamed = write_rcv1_like(tmp_path / "c", 3_000, seed=1, block_size=1_000, **kw).rows(0, 3_000)
+    in_memory = rcv1_like(3_000, seed=1, **kw).X
+    for X in (streamed, in_memory):
+        df = np.bincount(X.indices, minlength=300)
+        assert df.max() > np.e * 300  # the case the vocabulary-size IDF got wrong
+        assert X.data.min() > 0

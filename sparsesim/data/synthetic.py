@@ -16,6 +16,16 @@ from .containers import LabelledData
 from .corpus_files import CorpusWriter
 
 
+def smooth_idf(df: np.ndarray, n_documents: int) -> np.ndarray:
+    """scikit-learn's smoothed IDF, ``log((1 + n) / (1 + df)) + 1``: at least 1, so every value of a
+    generated corpus is positive, as the TF-IDF weights of a real one are.
+
+    >>> smooth_idf(np.array([0, 9, 99]), 99).round(3).tolist()
+    [5.605, 3.303, 1.0]
+    """
+    return np.log((1.0 + n_documents) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0
+
+
 def rcv1_like(n_documents: int = 10_000, n_features: int = 47_236, nnz_per_doc: int = 75,
               n_classes: int = 10, class_share: float = 0.3, class_vocab: int = 2_000,
               zipf_exponent: float = 1.1, seed: int = 0) -> LabelledData:
@@ -57,7 +67,7 @@ def rcv1_like(n_documents: int = 10_000, n_features: int = 47_236, nnz_per_doc: 
         cols.append(np.sort(feats))
         indptr.append(indptr[-1] + feats.size)
     indices = np.concatenate(cols)
-    idf = np.log(n_features / (1.0 + np.bincount(indices, minlength=n_features))) + 1.0
+    idf = smooth_idf(np.bincount(indices, minlength=n_features), n_documents)
     data = rng.gamma(2.0, 1.0, size=indices.size) * idf[indices]
     X = sp.csr_matrix((data, indices, np.asarray(indptr)), shape=(n_documents, n_features))
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
@@ -147,7 +157,7 @@ def write_rcv1_like(directory, n_documents: int, n_features: int = 47_236, nnz_p
         df += np.bincount(feats, minlength=n_features)
         counts_all.append((y, counts.astype(np.int32)))
     feats_out.close()
-    idf = np.log(n_features / (1.0 + df)) + 1.0
+    idf = smooth_idf(df, n_documents)
     features = NpyRows(raw, np.int32)
     pos = 0
     for b, (y, counts) in enumerate(counts_all):
