@@ -38,6 +38,8 @@ work is done by :mod:`~sparsesim.indexes.ann_build` (construction, adding docume
 
 from __future__ import annotations
 
+import numpy as np
+
 from sparsesim.exceptions import InvalidInputError
 
 from . import ann_build, ann_calibration, ann_query, ann_state
@@ -332,6 +334,19 @@ class AnnIndex(CorpusIndex):
             The calibration record, also kept in ``calibration_``.
         """
         return ann_calibration.recalibrate(self, queries, target_recall, model, top_k, strata)
+
+    def calibration_hint(self, Qp) -> str | None:
+        """Why the target may be out of reach, for the calibration's "not met" warning: the posting
+        lists hold the documents with the largest *positive* Y[x, i], so with negative query values
+        the documents that score through them (q_i < 0, Y[x, i] < 0) are in no list."""
+        negative = float(np.mean(Qp.data < 0)) if Qp.nnz else 0.0
+        if negative == 0.0 or self.n_postings == 0:
+            return None
+        dense = "only the dense stage can find it: build with dim > 0" if not self._dense_on \
+            else "only the dense stage can find it"
+        return (f"{negative:.0%} of the queries' values are negative, and the posting lists hold the documents "
+                f"with the largest positive Y[x, i] = (M x)_i only: a document that scores through negative "
+                f"values is in no list ({dense})")
 
     def calibration_grid(self, top_k: int = 10) -> list:
         """Search settings the calibration measures: families ordered cheapest first (a family

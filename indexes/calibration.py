@@ -382,9 +382,10 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     if not met:
         label = {"sample": "as drawn", "balanced": "balanced", "corpus_weighted": "corpus-weighted"}
         found = "; ".join(f"{label[name]} {mean:.3f} (lower bound {lo:.3f})" for name, (mean, lo) in estimates.items())
+        hint = index.calibration_hint(Q_cert) if hasattr(index, "calibration_hint") else None
         warnings.warn(f"the search setting chosen for recall@{top_k} {target} reaches {found} on the certification "
-                      f"queries; the target is not met (raise the target or give explicit search parameters)",
-                      stacklevel=2)
+                      f"queries; the target is not met (raise the target or give explicit search parameters)"
+                      + (f"; {hint}" if hint else ""), stacklevel=2)
     selected = chosen["estimates"]
     return {"target_recall": target, "top_k": int(top_k), "met": met, "setting": chosen["setting"],
             "recall": recall, "recall_lower_bound": lower,

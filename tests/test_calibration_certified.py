@@ -210,3 +210,29 @@ def test_calibration_record_on_a_dominant_class():
                               cal["corpus_weighted"]["recall_lower_bound"]) >= 0.9)
     # the speed of the chosen setting and of the fastest one measured (whatever its recall)
     assert cal["qps_certification"] > 0 and cal["fastest"]["qps"] >= cal["qps_one_thread"] > 0
+
+
+def test_not_met_warning_names_negative_query_values():
+    """The posting lists hold the largest positive Y[x, i]: with signed features the documents that
+    score through negative values are in no list, and the "not met" warning says so."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from sparsesim.indexes.ann import AnnIndex
+    from sparsesim.models import BilinearSimilarity
+
+    X = load_dataset("news20-sample").X
+    d = X.shape[1]
+    signs = np.where(np.random.default_rng(0).random(d) < 0.5, -1.0, 1.0)
+    signed = (X @ sp.diags(signs)).tocsr()  # M = I: the same scores, half the features negated
+    model = BilinearSimilarity(sp.csr_matrix((d, d)))
+    plain = AnnIndex(model, target_recall=None).fit(X)
+    assert plain.calibration_hint(plain.stored_queries(np.arange(20))) is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        index = AnnIndex(model, random_state=0).fit(signed)
+    hint = index.calibration_hint(index.stored_queries(np.arange(20)))
+    assert hint is not None and "negative" in hint and "dim > 0" in hint
+    said = [str(w.message) for w in caught if "not met" in str(w.message)]
+    assert index.calibration_["met"] or (said and hint.split(":")[0].split("%")[1] in said[0])
