@@ -36,12 +36,18 @@ def index_build(
     n_jobs: int = typer.Option(-1, "--n-jobs", "-j", help="Threads for building the index (one machine; "
                                 "default -1: every core; the index is the same whatever the count)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the index at OUT if it exists (otherwise an existing OUT is refused)."),
+    memory: Optional[str] = typer.Option(None, "--memory", help="ann: build block by block within this memory "
+                                         "budget (e.g. 8GiB, 50%), from an svmlight file or a corpus directory "
+                                         "too large to load."),
+    resume: bool = typer.Option(False, "--resume", help="With --memory: continue a build that stopped, from its "
+                                "last checkpoint."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Build an exact or approximate (ann) index over a corpus and save it.
 
     A text corpus (folder, CSV, JSONL) is featurised with the model's saved featuriser; document
-    ids are file paths or the id column."""
+    ids are file paths or the id column. With --memory the ann index is built a block of documents
+    at a time (corpus, index and checkpoints on disk)."""
     params = parse_params(param)
     if set(params) - {"*"}:
         raise InvalidInputError("index build takes plain --param KEY=VALUE (no prefix)")
@@ -55,6 +61,9 @@ def index_build(
         check_float(target_recall, "--target-recall", 0, 1, low_open=True)
     checks.jobs(n_jobs)
     data = [checks.dataset_name(d) for d in data]
+    if memory is not None or resume:
+        return _build_blockwise(model, data, kind, out, params.get("*", {}), memory, resume, shards, scheduler,
+                                zero_based, target_recall, calibration_queries, n_jobs, overwrite, json_out)
     from sparsesim.workflows import build_index_from_files
 
     bar, _ = progress_bar(None, f"building {kind} index", show_progress(json_out))
@@ -76,6 +85,46 @@ def index_build(
                    f"{summary['build_seconds']:.1f} s; saved {out}{size}")
         if "calibration" in summary:
             echo_line(_calibration_line(summary["calibration"]))
+
+
+def _build_blockwise(model, data, kind, out, params, memory, resume, shards, scheduler, zero_based, target_recall,
+                     calibration_queries, n_jobs, overwrite, json_out):
+    """``index build --memory``: the block-wise ann build (one corpus, one process)."""
+    from sparsesim.memory import format_bytes, parse_memory
+
+    if memory is None:
+        raise InvalidInputError("--resume continues a block-wise build: give --memory too")
+    if kind != "ann":
+        raise InvalidInputError("--memory builds ann indexes block by block; add --kind ann")
+    if shards is not None or scheduler is not None or len(data) != 1:
+        raise InvalidInputError("--memory builds one index from one corpus; drop --shards, --scheduler and extra "
+                                "--data")
+    parse_memory(memory, "--memory")
+    from sparsesim.workflows.blockwise import build_ann_blockwise_from_files
+
+    bar, advance = progress_bar(None, "building ann index block by block", show_progress(json_out))
+    passes = {"convert": 0, "prepare_corpus": 0, "heavy_values_and_postings": 1}
+
+    def report(phase, done, total):
+        if advance is not None and phase in passes:  # the bar: bytes converted, then both passes' documents
+            advance(done if phase == "convert" else passes[phase] * total + done,
+                    total if phase == "convert" else 2 * total)
+
+    with bar:
+        summary = build_ann_blockwise_from_files(model, data[0], out, memory, params=params,
+                                                 data_options=data_file_options(zero_based, None, None, None),
+                                                 target_recall=target_recall, calibration_queries=calibration_queries,
+                                                 n_jobs=n_jobs, overwrite=overwrite, resume=resume, progress=report)
+    if json_out:
+        emit(summary)
+        return
+    resumed = summary["resume"].get("resumed_at")
+    again = f", resumed after {resumed:,} documents" if resumed else ""
+    echo_line(f"built ann index over {summary['n_documents']} documents block by block "
+              f"({summary['plan']['block_rows']:,} per block within {memory}{again}) in "
+              f"{summary['build_seconds']:.1f} s; saved {out} ({format_bytes(summary['index_bytes'])})")
+    if "calibration" in summary:
+        echo_line(_calibration_line(summary["calibration"]))
 
 
 def _calibration_line(cal: dict) -> str:

@@ -110,6 +110,15 @@ def read_svmlight(
                 "zero_based=False), or train on zero-based data)")
         raise InvalidInputError(f"{path}: uses feature index 0, which a one-based (LIBSVM) file cannot; "
                                 "read it with --zero-based true (or auto)")
+    X, y = checked_rows(X, y, path, base, n_features)
+    if return_base:
+        return X, y, bool(base)
+    return X, y
+
+
+def checked_rows(X: sp.csr_matrix, y, path, base: bool, n_features: int | None):
+    """Rows parsed with their indices as written (duplicates summed) -> ``(X, y)`` in ``base``, checked:
+    indices within ``n_features`` (when given), values and labels finite, columns sorted."""
     indices = X.indices if base else X.indices - 1
     width = (int(indices.max()) + 1) if indices.size else 0
     if n_features is not None:
@@ -125,8 +134,6 @@ def read_svmlight(
     if not np.all(np.isfinite(y)):
         raise InvalidInputError(f"{path}: contains NaN or infinite labels")
     X.sort_indices()
-    if return_base:
-        return X, np.asarray(y), bool(base)
     return X, np.asarray(y)
 
 
