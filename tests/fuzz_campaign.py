@@ -86,7 +86,7 @@ VALUES = ["0", "-1", "1", "2", "3", "10", "2.5", "nan", "inf", "-inf", "1e309", 
           "adasors-l1", "dot", "cosine", "exact", "ann", "sors", "romco", "0-1000000000", "0,1", "5-3", "C=0.5",
           "C=1e309", "lam=-1", "compact=yes", "initial_capacity=-1", "n_triplets=2.5", "identity=\"no\"",
           "oasis.C=abc", "random_state=-1", "dim=0", "dim=2.5", "dim=100000", "nprobe=0", "frobnicate=1",
-          "grid={\"lam\": [1e-5]}", ".C=1", "n_jobs=abc", "kind=ann", "[" * 60, "/", "-", "auto", "test", "all", "--json", "\x00", "é", "a" * 300]
+          "grid={\"lam\": [1e-5]}", ".C=1", "n_jobs=abc", "kind=ann", "1GiB", "64KiB", "50%", "0GiB", "1e30", "[" * 60, "/", "-", "auto", "test", "all", "--json", "\x00", "é", "a" * 300]
 
 
 def _paths(root: Path):

@@ -25,7 +25,7 @@ COMMANDS = {
     "train": ["--algorithm", "--dataset", "--out", "--triplets", "--seed", "--param", "--train-fraction", "--json"],
     "evaluate": ["--model", "--dataset", "--k", "--split", "--json"],
     "query": ["--model", "--corpus", "--index", "--queries", "--query-ids", "--top-k", "--json"],
-    "index build": ["--model", "--data", "--kind", "--out", "--param", "--json"],
+    "index build": ["--model", "--data", "--kind", "--out", "--param", "--memory", "--resume", "--json"],
     "index add": ["--index", "--data", "--refit", "--json"],
     "experiment": ["--dataset", "--algorithms", "--protocol", "--triplets", "--seeds", "--param", "--option",
                    "--query-ratio", "--n-jobs", "--out-dir", "--json"],
@@ -34,7 +34,7 @@ COMMANDS = {
     "algorithms": ["--json"],
     "frobnicate": ["--x"],
 }
-FLAGS = {"--json", "--refit"}  # options without a value
+FLAGS = {"--json", "--refit", "--resume"}  # options without a value
 
 # hostile requests to `sparsesim serve`
 METHODS = ["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "POST"]

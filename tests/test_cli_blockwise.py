@@ -150,3 +150,13 @@ def test_resume_reuses_the_staged_corpus_of_the_same_file(files, tmp_path):
     source.write_bytes(source.read_bytes() + b"1 3:0.5\n")  # the file changed: written again
     changed = _staged_corpus(source, tmp_path / "idx", model, {}, True, None)
     assert changed.n_documents == N + 1
+
+
+def test_a_failed_build_removes_its_converted_corpus_unless_resumable(files, tmp_path, monkeypatch, capsys):
+    tmp, _, _ = files
+    for resume, kept in (([], False), (["--resume"], True)):
+        out = tmp_path / f"idx{len(resume)}"
+        code, _, err = run_cli(["index", "build", "-m", tmp / "model.npz", "-d", tmp / "docs.svm", "--kind", "ann",
+                                "--memory", "64KiB", "-o", out, *resume], monkeypatch, capsys)
+        assert code == 2 and err.startswith("error:") and "memory" in err.lower(), err
+        assert not out.exists() and (tmp_path / f"{out.name}.corpus").exists() == kept

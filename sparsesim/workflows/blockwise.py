@@ -2,7 +2,7 @@
 
 The corpus is a corpus directory (:mod:`sparsesim.data.corpus_files`) or a plain svmlight file,
 which is first written into one beside the index (``<out>.corpus``, removed once the index is
-saved; kept for ``--resume`` when the build stops). The index is built by
+saved, or when the build fails without ``--resume``; kept when a resumable build stops). The index is built by
 :func:`sparsesim.indexes.ann_blockwise.build_ann_blockwise` within the memory budget.
 """
 
@@ -102,6 +102,7 @@ def build_ann_blockwise_from_files(model_path, corpus, out, memory, params: dict
     options = model_data_options(model, data_options)
     if options.get("normalize"):
         raise InvalidInputError("--memory reads the corpus as stored; normalise its rows beforehand")
+    calib = None if calibration_queries is None else read_queries(model, calibration_queries, data_options)[1]
     start = time.perf_counter()
     staged = None
     if _is_corpus_directory(source):
@@ -123,15 +124,19 @@ def build_ann_blockwise_from_files(model_path, corpus, out, memory, params: dict
         raise InvalidInputError(f"{source}: {files.n_features} features but the model has {model.n_features} "
                                 "(feature-count mismatch)")
     convert_seconds = time.perf_counter() - start
-    calib = None if calibration_queries is None else read_queries(model, calibration_queries, data_options)[1]
     labels = files.labels()
     strata = labels if labels is not None and calib is None and np.unique(labels).size > 1 else None
     params = dict(params or {})
     if target_recall is not None:
         params["target_recall"] = target_recall
     jobs = (os.cpu_count() or 1) if n_jobs in (-1, None) else int(n_jobs)
-    index = build_ann_blockwise(model, files, out, memory=memory, overwrite=overwrite, calibration_queries=calib,
-                                strata=strata, n_jobs=jobs, progress=progress, resume=resume, **params)
+    try:
+        index = build_ann_blockwise(model, files, out, memory=memory, overwrite=overwrite, calibration_queries=calib,
+                                    strata=strata, n_jobs=jobs, progress=progress, resume=resume, **params)
+    except BaseException:
+        if staged is not None and not resume:  # kept only for a build that can be resumed
+            shutil.rmtree(staged, ignore_errors=True)
+        raise
     summary = {"index": str(out), "kind": "ann", "n_documents": int(index.n_documents),
                "build_seconds": time.perf_counter() - start, "convert_seconds": convert_seconds,
                "index_bytes": index_bytes(out), "index_kind": index.kind, "memory": memory, "plan": index.plan_,
