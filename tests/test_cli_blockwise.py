@@ -160,3 +160,21 @@ def test_a_failed_build_removes_its_converted_corpus_unless_resumable(files, tmp
                                 "--memory", "64KiB", "-o", out, *resume], monkeypatch, capsys)
         assert code == 2 and err.startswith("error:") and "memory" in err.lower(), err
         assert not out.exists() and (tmp_path / f"{out.name}.corpus").exists() == kept
+
+
+def test_a_file_too_large_to_read_whole_is_refused_before_reading(files, tmp_path, monkeypatch, capsys):
+    """A plain svmlight file whose parse (2.2x its size) would not fit the available memory is one
+    error that names the block-wise build, before a byte is parsed."""
+    import sparsesim.memory
+    from sparsesim.exceptions import MemoryBudgetError
+
+    tmp, _, _ = files
+    size = (tmp / "docs.svm").stat().st_size
+    monkeypatch.setattr(sparsesim.memory, "available_memory", lambda: 2 * size)
+    with pytest.raises(MemoryBudgetError, match="--memory"):
+        read_svmlight(tmp / "docs.svm")
+    code, _, err = run_cli(["index", "build", "-m", tmp / "model.npz", "-d", tmp / "docs.svm", "--kind", "ann",
+                            "-o", tmp_path / "idx"], monkeypatch, capsys)
+    assert code == 2 and err.startswith("error:") and "--memory" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.setattr(sparsesim.memory, "available_memory", lambda: 3 * size)
+    assert read_svmlight(tmp / "docs.svm")[0].shape[0] == N
