@@ -90,7 +90,11 @@ def get_model(corpus: str, algorithm: str, X, y, n_triplets: int, seed: int, cac
     from sparsesim.models import BilinearSimilarity
 
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"{corpus}-{algorithm}-{n_triplets}-{seed}.npz"
+    from sparsesim.data.synthetic import GENERATOR_VERSION
+
+    # a generated corpus changes with its recipe: its models key on the recipe's version
+    recipe = f"-v{GENERATOR_VERSION}" if corpus.startswith("1e") else ""
+    path = cache / f"{corpus}{recipe}-{algorithm}-{n_triplets}-{seed}.npz"
     if path.is_file():
         return BilinearSimilarity.load(path), None
     # real corpora: the whole corpus (as a user trains); synthetic: a 10^4-document subset

@@ -158,7 +158,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
 
     from sparsesim.data.corpus_files import CorpusFiles
-    from sparsesim.data.synthetic import write_rcv1_like
+    from sparsesim.data.synthetic import GENERATOR_VERSION, write_rcv1_like
     from sparsesim.indexes import load_index
     from sparsesim.indexes.ann_blockwise import build_ann_blockwise, exact_top_k_blocks
     from sparsesim.indexes.base import drop_own_rows
@@ -190,8 +190,9 @@ def main(argv=None) -> dict:
 
     cache = pathlib.Path(args.model_cache)  # one model per corpus (the IDF is corpus-wide)
     cache.mkdir(parents=True, exist_ok=True)
-    # "idf2": corpora whose IDF counts documents (models cached for earlier corpora are not reused)
-    model_path = cache / f"rcv1like-idf2-blocks-{corpus.n_documents}-oasis-{args.triplets}-{args.seed}.npz"
+    # keyed on the generator's version: models cached for earlier corpora are not reused
+    model_path = cache / (f"rcv1like-idf{GENERATOR_VERSION}-blocks-{corpus.n_documents}-oasis-{args.triplets}-"
+                          f"{args.seed}.npz")
     if model_path.is_file():
         model = BilinearSimilarity.load(model_path)
     else:

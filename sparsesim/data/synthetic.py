@@ -16,6 +16,11 @@ from .containers import LabelledData
 from .corpus_files import CorpusWriter
 
 
+#: version of the synthetic corpora's recipe (2: features weighted by :func:`smooth_idf`); caches of
+#: models trained on generated corpora key on it
+GENERATOR_VERSION = 2
+
+
 def smooth_idf(df: np.ndarray, n_documents: int) -> np.ndarray:
     """scikit-learn's smoothed IDF, ``log((1 + n) / (1 + df)) + 1``: at least 1, so every value of a
     generated corpus is positive, as the TF-IDF weights of a real one are.
@@ -73,7 +78,8 @@ def rcv1_like(n_documents: int = 10_000, n_features: int = 47_236, nnz_per_doc: 
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     X = sp.diags(1.0 / np.maximum(norms, 1e-12)) @ X
     return LabelledData(X=X.tocsr(), y=y, name=f"synthetic-rcv1-like-{n_documents}x{n_features}",
-                        info={"synthetic": True, "seed": seed, "nnz_per_doc": nnz_per_doc})
+                        info={"synthetic": True, "seed": seed, "nnz_per_doc": nnz_per_doc,
+                              "generator_version": GENERATOR_VERSION})
 
 
 def _rcv1_block(rng, n: int, perm, cdf, class_sets, n_class: int, n_common: int, nnz_per_doc: int, n_classes: int):
