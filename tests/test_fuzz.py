@@ -96,6 +96,32 @@ def test_fuzz_svmlight_files(tmp_path_factory, lines, compress, raw):
     assert X.shape[0] == len(data.y) and np.all(np.isfinite(X.data))
 
 
+@settings(max_examples=60 * SCALE, **FUZZ)
+@given(lines=_LINES, block=st.integers(1, 40), width=st.sampled_from([None, 8, 41]))
+def test_fuzz_svmlight_blocks_match_the_whole_file(tmp_path_factory, lines, block, width):
+    """The block-wise writer (index build --memory) accepts exactly the plain files the whole-file
+    reader accepts, and stores the same rows; anything else is one project error."""
+    from sparsesim.data.readers.matrices import read_svmlight
+    from sparsesim.data.svmlight_blocks import write_corpus_from_svmlight
+
+    root = tmp_path_factory.mktemp("blocks")
+    path = root / "data.svm"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass") if lines else b"")
+    outcomes = []
+    for read in (lambda: read_svmlight(path, n_features=width or 64)[0],
+                 lambda: write_corpus_from_svmlight(path, root / "c", width or 64, block_bytes=block)):
+        try:
+            outcomes.append(read())
+        except Exception as exc:  # noqa: BLE001 - the property: only project errors
+            assert _clean(exc), f"{type(exc).__name__}: {exc}"
+            outcomes.append(None)
+    whole, corpus = outcomes
+    assert (whole is None) == (corpus is None), (lines, whole, corpus)
+    if whole is not None:
+        stored = corpus.rows(0, corpus.n_documents)
+        assert stored.shape == whole.shape and (stored != whole).nnz == 0
+
+
 # --------------------------------------------------------------------------- malformed matrices
 @st.composite
 def hostile_csr(draw, n=12, d=7):

@@ -2,14 +2,15 @@
 
 For corpora larger than memory (:func:`sparsesim.indexes.ann_blockwise.build_ann_blockwise` reads a
 corpus directory): memory holds one block of the file and its rows, whatever the file's size.
-Parsing is scikit-learn's ``load_svmlight_file`` with its ``offset``/``length`` (a block ends at
-the first line break after its last byte, so the blocks partition the lines); every block gets
+Parsing is scikit-learn's ``load_svmlight_file`` over each block's bytes (a block ends at the first
+line break at or after its nominal end, so the blocks partition the lines); every block gets
 the checks of :func:`sparsesim.data.readers.matrices.read_svmlight` (finite values and labels,
 indices within the width, the index base) before it is written.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -29,25 +30,58 @@ __all__ = ["write_corpus_from_svmlight"]
 BLOCK_BYTES = 64 << 20
 
 
+def _line_starts(handle, size: int, block_bytes: int):
+    """Byte offsets that split the file into blocks of whole lines: 0, then the first line start at
+    or after each multiple of ``block_bytes`` (a long line makes its block longer), then ``size``."""
+    bounds, pos = [0], 0
+    while True:
+        target = bounds[-1] + block_bytes
+        if target >= size:
+            break
+        pos = target - 1  # the line that holds byte target - 1 ends the block
+        while True:
+            chunk = os.pread(handle, 1 << 20, pos)
+            if not chunk:
+                pos = size
+                break
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                pos += cut + 1
+                break
+            pos += len(chunk)
+        if pos >= size:
+            break
+        bounds.append(pos)
+    bounds.append(size)
+    return bounds
+
+
 def _raw_blocks(path: Path, block_bytes: int):
-    """``(X, y)`` of each block of ``path``, indices as written (duplicates summed)."""
+    """``(start, end, X, y)`` of each block of whole lines of ``path`` (bytes [start, end)), indices as
+    written (duplicates summed)."""
     from sklearn.datasets import load_svmlight_file
 
-    size = path.stat().st_size
-    for offset in range(0, size, block_bytes):
-        try:
-            # any width up to the limit: the width check against the model's is checked_rows's
-            X, y = load_svmlight_file(str(path), zero_based=True, offset=offset, length=block_bytes,
-                                      n_features=MAX_FEATURES, dtype=np.float64)
-        except (ValueError, TypeError, UnicodeDecodeError, RuntimeError) as exc:
-            raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file near byte {offset:,} "
-                                  f"({bounded(exc, 300)})") from None
-        except OverflowError:
-            raise FileFormatError(f"{path}: a feature index is too large (at most {MAX_FEATURES - 1}) or a value "
-                                  "overflows") from None
-        X = sp.csr_matrix(X)
-        X.sum_duplicates()
-        yield offset, X, y
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(handle).st_size
+        bounds = _line_starts(handle, size, block_bytes)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            raw = os.pread(handle, hi - lo, lo)
+            try:
+                # any width up to the limit: the width check against the model's is checked_rows's
+                X, y = load_svmlight_file(io.BytesIO(raw), zero_based=True, n_features=MAX_FEATURES,
+                                          dtype=np.float64)
+            except (ValueError, TypeError, UnicodeDecodeError, RuntimeError) as exc:
+                raise FileFormatError(f"{path}: not a valid svmlight/LIBSVM file near byte {lo:,} "
+                                      f"({bounded(exc, 300)})") from None
+            except OverflowError:
+                raise FileFormatError(f"{path}: a feature index is too large (at most {MAX_FEATURES - 1}) or a "
+                                      "value overflows") from None
+            X = sp.csr_matrix(X)
+            X.sum_duplicates()
+            yield lo, hi, X, y
+    finally:
+        os.close(handle)
 
 
 def _file_base(path: Path, zero_based, expect_zero_based, block_bytes: int) -> bool:
@@ -62,7 +96,7 @@ def _file_base(path: Path, zero_based, expect_zero_based, block_bytes: int) -> b
         return bool(zero_based)
     if expect_zero_based is not None:
         return bool(expect_zero_based)
-    return any(X.indices.size and int(X.indices.min()) == 0 for _, X, _ in _raw_blocks(path, block_bytes))
+    return any(X.indices.size and int(X.indices.min()) == 0 for _, _, X, _ in _raw_blocks(path, block_bytes))
 
 
 def write_corpus_from_svmlight(path, directory, n_features: int, zero_based="auto", expect_zero_based=None,
@@ -122,7 +156,7 @@ def write_corpus_from_svmlight(path, directory, n_features: int, zero_based="aut
     base = _file_base(path, parse_zero_based(zero_based), expect_zero_based, block_bytes)
     writer = CorpusWriter(directory, n_features, labels=True)
     size, rows, labelled = path.stat().st_size, 0, True
-    for offset, X, y in _raw_blocks(path, block_bytes):
+    for offset, end, X, y in _raw_blocks(path, block_bytes):
         if X.shape[0]:
             if not base and X.indices.size and int(X.indices.min()) == 0:
                 raise InvalidInputError(f"{path}: uses feature index 0 (near byte {offset:,}), which a one-based "
@@ -133,7 +167,7 @@ def write_corpus_from_svmlight(path, directory, n_features: int, zero_based="aut
             writer.append(X, y.astype(np.int64) if whole else np.zeros(y.size, np.int64))
             rows += X.shape[0]
         if progress is not None:
-            progress(min(offset + block_bytes, size), size)
+            progress(end, size)
     if rows == 0:
         raise FileFormatError(f"{path}: contains no documents")
     corpus = writer.close()
