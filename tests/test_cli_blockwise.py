@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
 from sparsesim.data import load_dataset
-from sparsesim.data.corpus_files import write_corpus
+from sparsesim.data.corpus_files import CorpusWriter, write_corpus
 from sparsesim.data.readers.matrices import read_svmlight
 from sparsesim.data.svmlight_blocks import write_corpus_from_svmlight
 from sparsesim.exceptions import FileFormatError, InvalidInputError
@@ -178,3 +178,23 @@ def test_a_file_too_large_to_read_whole_is_refused_before_reading(files, tmp_pat
     assert code == 2 and err.startswith("error:") and "--memory" in err and len(err.strip().splitlines()) == 1
     monkeypatch.setattr(sparsesim.memory, "available_memory", lambda: 3 * size)
     assert read_svmlight(tmp / "docs.svm")[0].shape[0] == N
+
+
+def test_a_failed_conversion_leaves_nothing(tmp_path):
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5 2:0.25\n" * 50 + "0 3:nan\n")
+    with pytest.raises(InvalidInputError, match="NaN"):
+        write_corpus_from_svmlight(bad, tmp_path / "new", 5, block_bytes=64)
+    assert not (tmp_path / "new").exists()  # made by the call: removed
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(InvalidInputError):
+        CorpusWriter(tmp_path / "mine", 5)  # not empty: refused before anything is written
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidInputError, match="NaN"):
+        write_corpus_from_svmlight(bad, tmp_path / "empty", 5, block_bytes=64)
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())  # its own files removed
+    with pytest.raises(FileFormatError, match="no documents"):
+        (tmp_path / "blank.svm").write_text("\n# a comment\n\n")
+        write_corpus_from_svmlight(tmp_path / "blank.svm", tmp_path / "blank", 5, block_bytes=4)
+    assert not (tmp_path / "blank").exists()

@@ -20,6 +20,7 @@ input).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,17 @@ class CorpusWriter:
             if y is None or len(y) != X.shape[0]:
                 raise InvalidInputError("every block needs one label per row")
             self._labels.append(np.asarray(y, dtype=np.int64))
+
+    def abort(self, remove_directory: bool = False) -> None:
+        """Give up: close and remove the files written so far (and the directory, when asked)."""
+        for appender in (self._indices, self._data, self._labels):
+            if appender is not None and not appender._file.closed:
+                appender.abort()
+        if remove_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        for name in ("indices.npy", "data.npy", "labels.npy", "indptr.npy", _META):
+            (self.directory / name).unlink(missing_ok=True)
 
     def close(self) -> "CorpusFiles":
         """Finish the files and return the corpus, opened."""

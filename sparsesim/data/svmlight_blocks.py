@@ -154,23 +154,29 @@ def write_corpus_from_svmlight(path, directory, n_features: int, zero_based="aut
     if block_bytes < 1:
         raise InvalidInputError(f"block_bytes must be positive, got {block_bytes}")
     base = _file_base(path, parse_zero_based(zero_based), expect_zero_based, block_bytes)
+    directory = Path(directory)
+    existed = directory.exists()
     writer = CorpusWriter(directory, n_features, labels=True)
     size, rows, labelled = path.stat().st_size, 0, True
-    for offset, end, X, y in _raw_blocks(path, block_bytes):
-        if X.shape[0]:
-            if not base and X.indices.size and int(X.indices.min()) == 0:
-                raise InvalidInputError(f"{path}: uses feature index 0 (near byte {offset:,}), which a one-based "
-                                        "(LIBSVM) file cannot; read it with --zero-based true")
-            X, y = checked_rows(X, y, path, base, n_features)
-            whole = bool(np.all(y == np.round(y)) and np.all(np.abs(y) < 2**62))
-            labelled = labelled and whole
-            writer.append(X, y.astype(np.int64) if whole else np.zeros(y.size, np.int64))
-            rows += X.shape[0]
-        if progress is not None:
-            progress(end, size)
-    if rows == 0:
-        raise FileFormatError(f"{path}: contains no documents")
-    corpus = writer.close()
+    try:
+        for offset, end, X, y in _raw_blocks(path, block_bytes):
+            if X.shape[0]:
+                if not base and X.indices.size and int(X.indices.min()) == 0:
+                    raise InvalidInputError(f"{path}: uses feature index 0 (near byte {offset:,}), which a "
+                                            "one-based (LIBSVM) file cannot; read it with --zero-based true")
+                X, y = checked_rows(X, y, path, base, n_features)
+                whole = bool(np.all(y == np.round(y)) and np.all(np.abs(y) < 2**62))
+                labelled = labelled and whole
+                writer.append(X, y.astype(np.int64) if whole else np.zeros(y.size, np.int64))
+                rows += X.shape[0]
+            if progress is not None:
+                progress(end, size)
+        if rows == 0:
+            raise FileFormatError(f"{path}: contains no documents")
+        corpus = writer.close()
+    except BaseException:
+        writer.abort(remove_directory=not existed)
+        raise
     if not labelled:  # labels that are not whole numbers (regression targets) are not kept
         (corpus.directory / "labels.npy").unlink()
         corpus = CorpusFiles(corpus.directory)
