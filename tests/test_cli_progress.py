@@ -122,3 +122,23 @@ def test_training_bar_on_a_terminal_has_a_loading_phase_then_moves_with_an_eta(t
     counts = {int(m.group(1)) for f in frames for m in [re.search(r"training oasis.*?(\d+)/16384", f)] if m}
     assert 0 in counts and any(0 < c < 16384 for c in counts), counts  # it moved during the run
     assert any(re.search(r"ETA \d+:\d\d:\d\d", f) for f in frames if "training oasis" in f)
+
+
+@pytest.mark.slow
+def test_blockwise_build_bar_on_a_terminal_moves_through_conversion_and_both_passes(tmp_path):
+    """index build --memory: the bar counts the converted bytes, then the documents of both passes."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from sparsesim.data.synthetic import rcv1_like
+    from sparsesim.learners.bilinear import OASIS
+
+    data = rcv1_like(20_000, n_features=2_000, nnz_per_doc=40, n_classes=8, class_vocab=200, seed=0)
+    dump_svmlight_file(data.X, data.y, str(tmp_path / "docs.svm"), zero_based=False)
+    OASIS(n_triplets=300, random_state=0).fit(data.X[:2000], data.y[:2000]).model_.save(tmp_path / "m.npz")
+    code, out, frames = _terminal_frames(["index", "build", "-m", tmp_path / "m.npz", "-d", tmp_path / "docs.svm",
+                                          "--kind", "ann", "--memory", "64MiB", "-o", tmp_path / "idx"])
+    assert code == 0 and "block by block" in out, frames[-5:]
+    counts = [(int(m.group(1)), int(m.group(2))) for f in frames
+              for m in [re.search(r"building ann index block by block.*?(\d+)/(\d+)", f)] if m]
+    documents = [done for done, total in counts if total == 40_000]
+    assert documents and any(0 < done < 40_000 for done in documents), counts  # it moved during the passes
