@@ -190,7 +190,8 @@ class LMNN(_MetricLearnPeer):
 
     @classmethod
     def _unit_test_params(cls) -> dict:
-        return {"n_neighbors": 5}
+        # 30 gradient steps: the checks test the contract, not convergence (1,000 took 12 s a check)
+        return {"n_neighbors": 5, "max_iter": 30}
 
     def __init__(self, n_neighbors=3, regularization=0.5, max_iter=1000, learn_rate=1e-7, random_state=None,
                  max_samples=None, max_features=MAX_FEATURES, max_memory="auto"):
@@ -274,6 +275,11 @@ class ITML(_MetricLearnPeer):
         self.random_state = random_state
         self.max_features = max_features
         self.max_memory = max_memory
+
+    @classmethod
+    def _unit_test_params(cls) -> dict:
+        # 30 Bregman sweeps: the checks test the contract, not convergence (1,000 took 9-24 s a check)
+        return {"max_iter": 30}
 
     def _learner(self):
         ml = import_metric_learn()
