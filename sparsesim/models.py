@@ -22,6 +22,29 @@ from .similarity_base import SimilarityModel
 from .text import TextFeaturizer
 from .validation import MAX_FEATURES, bounded, check_csr, check_csr_arrays, check_meta
 
+# A block of expanded queries (q M) denser than this is multiplied with the corpus as a dense
+# array: with OASIS / SORS-I models on isolet, satimage, news20 and Reuters-21578 (block density
+# 0.27-1.0) that is 2.2-12.6x faster than scipy's sparse x sparse product, which wins for plain
+# dot-product blocks (density 0.002-0.015: 2-6x). The dense array is the query block only, at most
+# DENSE_BLOCK_ENTRIES values at a time (64 MiB), never M or the corpus.
+DENSE_BLOCK_DENSITY = 0.1
+DENSE_BLOCK_ENTRIES = 8 * 2**20
+
+
+def block_scores(block: sp.csr_matrix, X: sp.csr_matrix, XT) -> np.ndarray:
+    """Dense scores ``block @ X.T`` of a block of expanded queries against the corpus ``X``
+    (``XT``: ``X.T`` in CSC), by whichever product is faster for the block's density."""
+    rows, d = block.shape
+    if rows == 0 or d == 0 or block.nnz < DENSE_BLOCK_DENSITY * rows * d:
+        return (block @ XT).toarray()
+    out = np.empty((rows, X.shape[0]))
+    step = max(1, DENSE_BLOCK_ENTRIES // d)
+    for lo in range(0, rows, step):
+        part = block[lo:lo + step].toarray()
+        out[lo:lo + part.shape[0]] = (X @ part.T).T
+    return out
+
+
 MODEL_KIND = "bilinear-similarity"
 MULTITASK_MODEL_KIND = "multitask-bilinear-similarity"
 LINEAR_MODEL_KIND = "multitask-linear-classifier"
@@ -194,11 +217,12 @@ class BilinearSimilarity(SimilarityModel):
     def score_matrix(self, Q, X, block_size: int = 2048) -> np.ndarray:
         """Dense (n_queries, n_corpus) scores S(Q[i], X[j]), computed in query blocks."""
         Q = self._check(Q, "queries")
-        XT = self._check(X, "corpus").T.tocsc()
+        X = self._check(X, "corpus")
+        XT = X.T.tocsc()
         out = np.empty((Q.shape[0], XT.shape[1]))
         for lo in range(0, Q.shape[0], block_size):
             block = self._times_M(Q[lo:lo + block_size])
-            out[lo:lo + block.shape[0]] = (block @ XT).toarray()
+            out[lo:lo + block.shape[0]] = block_scores(block, X, XT)
         return out
 
     def scorer(self, X):
@@ -212,8 +236,7 @@ class BilinearSimilarity(SimilarityModel):
         XT = X.T.tocsc()
 
         def score_fn(rows):
-            block = self._times_M(X[rows])
-            return (block @ XT).toarray()
+            return block_scores(self._times_M(X[rows]), X, XT)
 
         return score_fn
 

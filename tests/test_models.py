@@ -26,6 +26,26 @@ def test_scores_agree_with_dense_bilinear_form():
     np.testing.assert_allclose(scorer(np.array([2, 3])), Xd[[2, 3]] @ M @ Xd.T, atol=1e-12)
 
 
+@pytest.mark.parametrize("entries", [8 * 2**20, 90])  # one dense piece; pieces of two rows (d = 40)
+def test_dense_and_sparse_query_blocks_give_the_same_scores(monkeypatch, entries):
+    """A query block denser than DENSE_BLOCK_DENSITY is multiplied as a dense array (in pieces of
+    at most DENSE_BLOCK_ENTRIES values), a sparser one as a sparse product: same scores either way."""
+    from sparsesim import models
+
+    model, X = learned_model()
+    Xd, M = X.toarray(), model.M.toarray()
+    monkeypatch.setattr(models, "DENSE_BLOCK_ENTRIES", entries)
+    dense_rows = model._times_M(X[:7])
+    assert dense_rows.nnz >= models.DENSE_BLOCK_DENSITY * dense_rows.shape[0] * dense_rows.shape[1]
+    got = models.block_scores(dense_rows, X, X.T.tocsc())
+    np.testing.assert_allclose(got, Xd[:7] @ M @ Xd.T, atol=1e-12)
+    sparse_rows = sp.csr_matrix((np.ones(3), ([0, 3, 6], [1, 2, 3])), shape=(7, X.shape[1]))
+    assert sparse_rows.nnz < models.DENSE_BLOCK_DENSITY * 7 * X.shape[1]
+    np.testing.assert_allclose(models.block_scores(sparse_rows, X, X.T.tocsc()), sparse_rows.toarray() @ Xd.T,
+                               atol=1e-12)
+    np.testing.assert_allclose(model.scorer(X)(np.arange(7)), got, atol=1e-12)
+
+
 def test_sparsity_counts_all_entries_of_M():
     W = sp.csr_matrix(np.array([[-1.0, 2.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.5]]))
     model = BilinearSimilarity(W, identity=True)  # M = [[0,2,0],[0,1,0],[0,0,1.5]]
