@@ -515,7 +515,7 @@ def learned_case():
     from sparsesim.learners.bilinear import OASIS
 
     data = rcv1_like(3000, seed=3)
-    model = OASIS(n_triplets=1500, random_state=0).fit(data.X[:1500], data.y[:1500]).model_
+    model = OASIS(n_triplets=500, random_state=0).fit(data.X[:1500], data.y[:1500]).model_
     return model, data.X
 
 
