@@ -56,41 +56,72 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
                               weighted, pool, out, acc, touched, vals):
     """:func:`.numba_kernels.sparse_candidates` over compact postings. Returns the number of postings
     read whose document is not below ``n_docs`` (a hostile file; they are skipped, the caller
-    refuses the answer)."""
+    refuses the answer).
+
+    Per query, in three passes whose memory reads overlap instead of stalling one by one: the
+    list heads of every query term are asked for first (their offsets, then their first ids and
+    codes), then the read prefixes are decoded into one flat run of (document, contribution),
+    then the run is added up with the accumulator slot of the posting ``PREFETCH_AHEAD`` further
+    on asked for in advance -- across list boundaries, which matters when a term reads a few
+    dozen postings. The sums are the same, added in the same order."""
     width = 0
     for r in range(q_ptr.size - 1):
         width = max(width, q_ptr[r + 1] - q_ptr[r])
     reads = np.empty(width, np.int64)
+    run_docs = np.empty(0, np.int64)
+    run_vals = np.empty(0, np.float64)
     ahead = PREFETCH_AHEAD
     bad = 0
     for r in range(q_ptr.size - 1):
+        lo, hi = q_ptr[r], q_ptr[r + 1]
+        for p in range(lo, hi):
+            i = q_idx[p]
+            prefetch(p_ptr, i)
+            prefetch(floor, i)
+            prefetch(step, i)
+        for p in range(lo, hi):
+            start = p_ptr[q_idx[p]]
+            prefetch(codes, start)
+            if ids32.size:
+                prefetch(ids32, start)
+            else:
+                prefetch(ids, start)
+                if ids_hi.size:
+                    prefetch(ids_hi, start)
         compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, reads)
-        m = 0
-        for p in range(q_ptr[r], q_ptr[r + 1]):
+        total = 0
+        for p in range(lo, hi):
+            total += reads[p - lo]
+        if total > run_docs.size:
+            run_docs = np.empty(total, np.int64)
+            run_vals = np.empty(total, np.float64)
+        u = 0
+        for p in range(lo, hi):
             i = q_idx[p]
             a = q_val[p]
             f = np.float64(floor[i])
             s = np.float64(step[i])
             start = p_ptr[i]
-            end = start + reads[p - q_ptr[r]]
-            for t in range(start, min(end, start + ahead)):
-                c = _doc(ids, ids_hi, ids32, t)
-                if c < n_docs:
-                    prefetch(acc, c)
-            for t in range(start, end):
-                if t + ahead < end:
-                    c = _doc(ids, ids_hi, ids32, t + ahead)
-                    if c < n_docs:
-                        prefetch(acc, c)
+            for t in range(start, start + reads[p - lo]):
                 doc = _doc(ids, ids_hi, ids32, t)
                 if doc >= n_docs or doc < 0:
                     bad += 1
                     continue
-                v = acc[doc]
-                new = v != v
-                touched[m] = doc
-                m += 1 if new else 0
-                acc[doc] = (0.0 if new else v) + a * (f + np.float64(codes[t]) * s)
+                run_docs[u] = doc
+                run_vals[u] = a * (f + np.float64(codes[t]) * s)
+                u += 1
+        for t in range(min(u, ahead)):
+            prefetch(acc, run_docs[t])
+        m = 0
+        for t in range(u):
+            if t + ahead < u:
+                prefetch(acc, run_docs[t + ahead])
+            doc = run_docs[t]
+            v = acc[doc]
+            new = v != v
+            touched[m] = doc
+            m += 1 if new else 0
+            acc[doc] = (0.0 if new else v) + run_vals[t]
         for t in range(m):
             if t + ahead < m:
                 prefetch(acc, touched[t + ahead])

@@ -238,6 +238,20 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
             out[r, t] = touched[best[t]]
 
 
+# candidates whose rows of X and Z are asked for ahead of their scoring in :func:`rerank`
+RERANK_LEAD = 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _prefetch_candidate(c, x_ptr, x_idx, x_val, Z, h_pos, nh):
+    for p in range(x_ptr[c], x_ptr[c + 1], 8):
+        prefetch(x_idx, p)
+        prefetch(x_val, p)
+    zc = Z[c]
+    for u in range(nh):
+        prefetch(zc, h_pos[u])
+
+
 @numba.njit(cache=True, nogil=True)
 def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, r_ptr, r_pos, r_val, identity, heavy_pos, Z, x_ptr, x_idx,
            x_val, cands, k, out_docs, out_scores, qm, stamp, gen0):
@@ -294,16 +308,17 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, r_ptr, r_pos, r_val, identi
                 docs[m] = filler
                 m += 1
             filler += 1
-        # the candidates' rows of X and of Z are in memory, not in cache: ask for them now, so
-        # that their loads overlap the scatter below instead of stalling the scoring loop
-        for t in range(m):
-            c = docs[t]
-            for p in range(x_ptr[c], x_ptr[c + 1], 8):
-                prefetch(x_idx, p)
-                prefetch(x_val, p)
-            zc = Z[c]
-            for u in range(nh):
-                prefetch(zc, h_pos[u])
+        # the candidates' rows of X and of Z are in memory, not in cache: the first RERANK_LEAD
+        # are asked for now, so that their loads overlap the scatter below, and every later one
+        # RERANK_LEAD candidates ahead of its scoring (asking for all of them here had the
+        # scatter's traffic evict many before they were read)
+        for t in range(min(m, RERANK_LEAD)):
+            _prefetch_candidate(docs[t], x_ptr, x_idx, x_val, Z, h_pos, nh)
+        for p in range(q_ptr[r], q_ptr[r + 1]):  # the heads of the light rows of W, asked for together
+            i = q_idx[p]
+            if heavy_pos[i] < 0:
+                prefetch(m_idx, m_ptr[i])
+                prefetch(m_val, m_ptr[i])
         light = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
@@ -318,6 +333,8 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, r_ptr, r_pos, r_val, identi
             if identity:
                 qm[i] += a
         for t in range(m):
+            if t + RERANK_LEAD < m:
+                _prefetch_candidate(docs[t + RERANK_LEAD], x_ptr, x_idx, x_val, Z, h_pos, nh)
             c = docs[t]
             s = 0.0
             for p in range(x_ptr[c], x_ptr[c + 1]):
