@@ -240,6 +240,8 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
 
 # candidates whose rows of X and Z are asked for ahead of their scoring in :func:`rerank`
 RERANK_LEAD = 8
+# entries of a light row of W asked for ahead of the scatter in :func:`rerank`
+SCATTER_AHEAD = 256
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -314,20 +316,30 @@ def rerank(q_ptr, q_idx, q_val, m_ptr, m_idx, m_val, r_ptr, r_pos, r_val, identi
         # scatter's traffic evict many before they were read)
         for t in range(min(m, RERANK_LEAD)):
             _prefetch_candidate(docs[t], x_ptr, x_idx, x_val, Z, h_pos, nh)
-        for p in range(q_ptr[r], q_ptr[r + 1]):  # the heads of the light rows of W, asked for together
+        # the light rows of W are random in memory and a few KB each: the first SCATTER_AHEAD
+        # entries of every row are asked for together, and inside a row the entries
+        # SCATTER_AHEAD further on as the scatter goes (the hardware's stream detection starts
+        # late on rows this short)
+        for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
             if heavy_pos[i] < 0:
-                prefetch(m_idx, m_ptr[i])
-                prefetch(m_val, m_ptr[i])
+                for t in range(m_ptr[i], min(m_ptr[i + 1], m_ptr[i] + SCATTER_AHEAD), 16):
+                    prefetch(m_idx, t)
+                    prefetch(m_val, t)
         light = 0
         for p in range(q_ptr[r], q_ptr[r + 1]):
             i = q_idx[p]
             if heavy_pos[i] >= 0:
                 continue
             a = q_val[p]
-            light += m_ptr[i + 1] - m_ptr[i]
-            for t in range(m_ptr[i], m_ptr[i + 1]):
-                qm[m_idx[t]] += a * m_val[t]
+            end = m_ptr[i + 1]
+            light += end - m_ptr[i]
+            for lo in range(m_ptr[i], end, 16):
+                if lo + SCATTER_AHEAD < end:
+                    prefetch(m_idx, lo + SCATTER_AHEAD)
+                    prefetch(m_val, lo + SCATTER_AHEAD)
+                for t in range(lo, min(lo + 16, end)):
+                    qm[m_idx[t]] += a * m_val[t]
             for t in range(r_ptr[i], r_ptr[i + 1]):
                 qm[m_idx[r_pos[t]]] += a * r_val[t]
             if identity:
