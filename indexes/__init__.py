@@ -146,7 +146,7 @@ def check_index_params(cls, params: dict) -> dict:
         elif isinstance(default, int):
             out[name] = check_int(value, name, None, 2**53)  # beyond: no machine holds it, numpy overflows
         elif isinstance(default, float):
-            out[name] = check_float(value, name, allow_none=name in ("refit_growth", "target_recall"))
+            out[name] = check_float(value, name, allow_none=name in ("refit_growth", "target_recall", "corpus_ratio"))
         elif isinstance(default, str) and not isinstance(value, str):
             raise InvalidParameterError(f"{name} must be a string, got {value!r}")
         elif default is None:  # optional counts (pool sizes, postings, lists): chosen by the index when None

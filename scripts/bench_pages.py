@@ -43,10 +43,11 @@ FAMILIES = {
         "Retrieval indexes",
         "Exact and ann index: queries per second, recall@10 against exact search, build peak and size "
         "on disk (`benchmarks/bench_indexes.py`); load times (`benchmarks/bench_index_load.py`); "
-        "the recall check of the ann candidate stage (`benchmarks/bench_recall_check.py`). "
+        "the recall check of the ann candidate stage (`benchmarks/bench_recall_check.py`); the exact "
+        "index's two strategies (`benchmarks/bench_exact_strategy.py`). "
         "How to read them: [Retrieval indexes](../guide/indexes.md).",
         ("bench_indexes", "bench_index_load", "bench_recall_check", "bench_embedding_index", "bench_first_batch",
-         "bench_calibration"),
+         "bench_calibration", "bench_exact_strategy"),
         "python benchmarks/bench_indexes.py --help",
     ),
     "distributed": (

@@ -14,6 +14,7 @@ from sparsesim.indexes import AnnIndex, ExactIndex, build_index, load_index
 from sparsesim.indexes.ann import impact_postings
 from sparsesim.learners.bilinear import OASIS
 from sparsesim.models import BilinearSimilarity
+from sparsesim.indexes.base import prepare_rows
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,26 @@ def test_exact_threads_and_normalize(split):
 def test_auto_strategy_follows_memory_budget(model, split):
     X = split[0]
     assert build_index(model, X, strategy="auto", corpus_memory=1).strategy_ == "query"
-    assert build_index(model, X, strategy="auto", corpus_memory=1 << 34).strategy_ == "corpus"
+    assert build_index(model, X, strategy="auto", corpus_memory=1 << 34, corpus_ratio=None).strategy_ == "corpus"
+
+
+def test_auto_strategy_keeps_the_index_within_the_ratio(model, split):
+    """Y is precomputed only when the index stays within corpus_ratio x (corpus + W): the cut-over
+    sits where corpus + W + the estimate of Y's bytes crosses the ratio, and the ratio is part of
+    the saved params."""
+    X = split[0]
+    probe = ExactIndex(model, corpus_ratio=None)
+    Xp = prepare_rows(model, X, "corpus")
+    y_bytes = 12 * probe.estimate_corpus_nnz(Xp)
+    W = model.W
+    inputs = 12 * Xp.nnz + 8 * (Xp.shape[0] + 1) + 12 * W.nnz + 8 * (W.shape[0] + 1)
+    ratio = 1.0 + y_bytes / inputs
+    assert build_index(model, X, corpus_ratio=ratio * 1.01).strategy_ == "corpus"
+    small = build_index(model, X, corpus_ratio=ratio * 0.99)
+    assert small.strategy_ == "query" and small.params()["corpus_ratio"] == pytest.approx(ratio * 0.99)
+    for bad in ("abc", 0.5, float("nan"), float("inf")):
+        with pytest.raises(InvalidInputError, match="corpus_ratio"):
+            ExactIndex(model, corpus_ratio=bad)
 
 
 def test_top_k_equal_to_corpus_size(model, split):

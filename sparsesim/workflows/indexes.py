@@ -175,6 +175,8 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
                    "index_bytes": index_bytes(out), "index_kind": index.kind}
+    if getattr(index, "strategy_", None) is not None:  # the exact index's choice under "auto"
+        out_summary["strategy"] = index.strategy_
     if index.calibration_ is not None:
         out_summary["calibration"] = index.calibration_
     if note:
@@ -189,7 +191,7 @@ def index_size_estimate(model, X, kind: str = "exact", params: dict | None = Non
 
     Every index stores the model and the corpus (CSR: 12 bytes per entry, 8 per row). An exact
     index of a bilinear model may also store Y = X M^T, up to its ``corpus_memory`` (1 GiB by
-    default); a row of Y has at most as many entries as the columns of M that the row's features
+    default) and (``corpus_ratio`` - 1) x (corpus + W) (1.5 x by default); a row of Y has at most as many entries as the columns of M that the row's features
     touch (at most d): that bound is counted, so the figure is an upper bound. An ann index
     stores more (projections, FAISS structures), so its figure is a lower bound.
     """
@@ -204,6 +206,9 @@ def index_size_estimate(model, X, kind: str = "exact", params: dict | None = Non
     touched = (X != 0).astype(np.float64) @ column_nnz
     y_entries = float(np.minimum(touched, W.shape[1]).sum())
     corpus_memory = float((params or {}).get("corpus_memory", 1 << 30))
+    ratio = (params or {}).get("corpus_ratio", 2.5)
+    if ratio is not None:
+        corpus_memory = min(corpus_memory, (float(ratio) - 1.0) * (corpus + 12 * W.nnz + 8 * (W.shape[0] + 1)))
     strategy = (params or {}).get("strategy", "auto")
     y_bytes = 0.0 if strategy == "query" else 12.0 * y_entries if strategy == "corpus" else min(12.0 * y_entries,
                                                                                                 corpus_memory)
