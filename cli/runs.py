@@ -18,6 +18,7 @@ from .common import echo_line, emit, progress_bar, show_progress, app, parse_par
 
 @app.command()
 def experiment(
+    ctx: typer.Context,
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Registered data set name or labelled svmlight path."),
     algorithms: Optional[str] = typer.Option(None, "--algorithms", "-a", help="Comma-separated algorithm names."),
     protocol: Optional[str] = typer.Option(None, "--protocol", help="Paper protocol: sors (default), cikm15, ijcai17, romco, oht."),
@@ -40,12 +41,24 @@ def experiment(
                               "10^-5..10^5); ijcai17: the paper's Figure 3 search."),
     quick: bool = typer.Option(False, "--quick", help="Paper experiment files (paper-*): the small sizes the test "
                                "suite runs instead of the papers' sizes."),
+    resume: bool = typer.Option(False, "--resume", help="Keep every finished run in OUT_DIR/jobs; started again "
+                                "with the same --out-dir, skip the runs found there (same code, data and settings)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ):
     """Run a paper protocol: split, triplets, train each algorithm, evaluate, repeat over seeds.
 
     The settings can come from an experiment file (--config); flags given on the command line win.
+    With --resume a run stopped part way (a closed session, a killed job) starts again where it
+    stopped.
     """
+    if resume:
+        if out_dir is None:
+            raise InvalidInputError("--resume keeps the finished runs in OUT_DIR/jobs; give --out-dir")
+        if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+            raise InvalidInputError(f"--out-dir {out_dir} exists and is not a directory; give a directory path")
+        from sparsesim.job_store import use_job_store
+
+        ctx.with_resource(use_job_store(out_dir / "jobs"))
     from sparsesim.experiments import ExperimentConfig, get_protocol, load_experiment_file
     from sparsesim.registry import get_algorithm
 

@@ -67,6 +67,9 @@ def main(argv=None) -> None:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--merge", action="store_true",
                         help="add the items run to the report already in docs/reproduction.json (same size)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep every finished run in OUT_DIR/jobs and skip the runs found there "
+                             "(a stopped run starts again where it stopped; same code, data and settings)")
     parser.add_argument("--reuse", action="store_true",
                         help="run nothing: read the items' files an earlier run wrote into OUT_DIR (needs --items)")
     args = parser.parse_args(argv)
@@ -76,8 +79,13 @@ def main(argv=None) -> None:
             raise SystemExit("--reuse needs --items")
         report = reuse(args.out_dir, items, args.quick)
     else:
-        report = run_all(args.out_dir, quick=args.quick, n_jobs=args.n_jobs, items=items,
-                         progress=lambda name: print(f"running {name}", flush=True))
+        from contextlib import nullcontext
+
+        from sparsesim.job_store import use_job_store
+
+        with use_job_store(args.out_dir / "jobs") if args.resume else nullcontext():
+            report = run_all(args.out_dir, quick=args.quick, n_jobs=args.n_jobs, items=items,
+                             progress=lambda name: print(f"running {name}", flush=True))
     data = json.loads(dumps_strict(report, default=float))
     for item in data["items"]:  # the page's numbers; the full boards stay in OUT_DIR/<item>/<item>.json
         for run in item["runs"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 # the caller's progress reporter (see report_progress); joblib workers never see it, only the
@@ -81,6 +82,45 @@ def run_parallel(
         ``[func(job) for job in jobs]`` in order.
     """
     jobs = list(jobs)
+    from .job_store import active_store
+
+    store = active_store()
+    keys = store.keys(func, jobs) if store is not None and jobs else None
+    if keys is not None:
+        return _run_stored(store, keys, func, jobs, n_jobs, backend, progress)
+    return _run_plain(func, jobs, n_jobs, backend, progress)
+
+
+def _run_stored(store, keys, func, jobs, n_jobs, backend, progress) -> list:
+    """:func:`run_parallel` within :func:`~sparsesim.job_store.use_job_store`: the jobs found in the
+    store are not run; the others run (timed) and are stored as each result comes back."""
+    from .job_store import timed_call
+
+    results: list[Any] = [None] * len(jobs)
+    todo = []
+    for i, key in enumerate(keys):
+        found, value = store.get(key)
+        if found:
+            results[i] = value
+        else:
+            todo.append(i)
+    reporter = _REPORTER.get()
+    if reporter is not None:  # the jobs found count as finished at once
+        reporter(len(jobs) - len(todo), 0)
+        for _ in range(len(jobs) - len(todo)):
+            reporter(0, 1)
+
+    def keep(at, pair):
+        value, seconds = pair
+        store.put(keys[todo[at]], value, seconds)
+
+    pairs = _run_plain(timed_call, [(func, jobs[i]) for i in todo], n_jobs, backend, progress, on_result=keep)
+    for i, (value, _) in zip(todo, pairs):
+        results[i] = value
+    return results
+
+
+def _run_plain(func, jobs: list, n_jobs, backend, progress, on_result=None) -> list:
     reporter = _REPORTER.get()
     if reporter is not None:
         reporter(len(jobs), 0)
@@ -98,17 +138,19 @@ def run_parallel(
         results = []
         for done, job in enumerate(jobs, start=1):
             results.append(call(job))
+            if on_result is not None:
+                on_result(done - 1, results[-1])
             if progress is not None:
                 progress(done)
         return results
 
     policy = _POLICY.get()
     if policy is None:
-        return _run_joblib(func, jobs, n_jobs, backend, progress)
+        return _run_joblib(func, jobs, n_jobs, backend, progress, on_result)
     if progress is not None:  # a repeated attempt reports only the jobs not reported before
         progress = _monotone(progress)
     with run_policy(None):  # the runs inside the policy are not wrapped again
-        return policy(_run_joblib, func, jobs, n_jobs, backend, progress)
+        return policy(partial(_run_joblib, on_result=on_result), func, jobs, n_jobs, backend, progress)
 
 
 def _monotone(progress: Callable[[int], None]) -> Callable[[int], None]:
@@ -121,7 +163,7 @@ def _monotone(progress: Callable[[int], None]) -> Callable[[int], None]:
     return report
 
 
-def _run_joblib(func, jobs: list, n_jobs, backend, progress) -> list:
+def _run_joblib(func, jobs: list, n_jobs, backend, progress, on_result=None) -> list:
     # imported on first use, not at the top: joblib's import (~0.04 s of CPU) is not needed by a
     # process that runs everything in one thread (``sparsesim query --index`` answering its queries)
     from joblib import Parallel, delayed
@@ -136,6 +178,8 @@ def _run_joblib(func, jobs: list, n_jobs, backend, progress) -> list:
     results = []
     for done, result in enumerate(parallel(tasks), start=1):
         results.append(result)
+        if on_result is not None:
+            on_result(done - 1, result)
         if progress is not None:
             progress(done)
     return results

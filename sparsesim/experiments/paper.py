@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError, UnknownNameError
+from ..job_store import active_store
 from ..memory import peak_resident_bytes
 from ..registry import ALGORITHMS
 from . import CONFIG_DIR, ExperimentConfig, get_protocol, load_experiment_file, shipped_experiments
@@ -336,9 +337,14 @@ def run_item(name_or_spec, out_dir: Path | None = None, quick: bool = False, n_j
     name = spec.get("name") or (str(name_or_spec) if not isinstance(name_or_spec, dict) else "paper-item")
     name = Path(name).stem
     item = check_item(spec, name)
+    store = active_store()
+    before = (store.hits, store.misses, store.reused_seconds) if store is not None else None
     with machine_load() as machine:
         result = _run_checked_item(item, spec, name, out_dir, quick, n_jobs, cache)
     result["machine"] = machine
+    if store is not None:  # under ``experiment --resume``: what was read from an earlier, stopped run
+        result["job_store"] = {"jobs_reused": store.hits - before[0], "jobs_run": store.misses - before[1],
+                               "reused_compute_seconds": store.reused_seconds - before[2]}
     if out_dir is not None:
         out = Path(out_dir) / name
         result["figures"] = write_figures(result, out)

@@ -194,6 +194,15 @@ def _curve_table(run: dict) -> list[str]:
     return lines
 
 
+def _resumed_text(jobs: dict | None) -> str:
+    """What of the item came from an earlier, stopped run (``sparsesim experiment --resume``)."""
+    if not jobs or not jobs.get("jobs_reused"):
+        return ""
+    return (f"; resumed: {jobs['jobs_reused']} of its {jobs['jobs_reused'] + jobs['jobs_run']} runs were read from "
+            f"an earlier, stopped run of the same code, whose {jobs['reused_compute_seconds']:.0f} s of compute "
+            "the time above does not include")
+
+
 def item_markdown(result: dict, level: int = 2) -> str:
     """The item's table: every paper row beside ours with its verdict, the stated orderings, the runs."""
     h = "#" * level
@@ -202,7 +211,8 @@ def item_markdown(result: dict, level: int = 2) -> str:
         lines += [f"*{result['caption']}*", ""]
     lines += [f"Experiment file `{result['name']}` (`sparsesim experiment --config {result['name']}"
               f"{' --quick' if result['quick'] else ''}`); {result['seconds']:.1f} s"
-              f"{' (quick sizes)' if result['quick'] else ''}{_machine_text(result.get('machine'))}.", ""]
+              f"{' (quick sizes)' if result['quick'] else ''}{_machine_text(result.get('machine'))}"
+              f"{_resumed_text(result.get('job_store'))}.", ""]
     if result.get("note"):
         lines += [result["note"], ""]
     for run in result["runs"]:
