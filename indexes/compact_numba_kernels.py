@@ -12,7 +12,7 @@ import numpy as np
 
 from sparsesim.prefetch import prefetch
 
-from .numba_kernels import PREFETCH_AHEAD, top_of
+from .numba_kernels import add_run, keep_pool, run_buffers
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -70,7 +70,6 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
     reads = np.empty(width, np.int64)
     run_docs = np.empty(0, np.int64)
     run_vals = np.empty(0, np.float64)
-    ahead = PREFETCH_AHEAD
     bad = 0
     for r in range(q_ptr.size - 1):
         lo, hi = q_ptr[r], q_ptr[r + 1]
@@ -89,12 +88,7 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
                 if ids_hi.size:
                     prefetch(ids_hi, start)
         compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, reads)
-        total = 0
-        for p in range(lo, hi):
-            total += reads[p - lo]
-        if total > run_docs.size:
-            run_docs = np.empty(total, np.int64)
-            run_vals = np.empty(total, np.float64)
+        run_docs, run_vals = run_buffers(reads, hi - lo, run_docs, run_vals)
         u = 0
         for p in range(lo, hi):
             i = q_idx[p]
@@ -110,27 +104,6 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
                 run_docs[u] = doc
                 run_vals[u] = a * (f + np.float64(codes[t]) * s)
                 u += 1
-        for t in range(min(u, ahead)):
-            prefetch(acc, run_docs[t])
-        m = 0
-        for t in range(u):
-            if t + ahead < u:
-                prefetch(acc, run_docs[t + ahead])
-            doc = run_docs[t]
-            v = acc[doc]
-            new = v != v
-            touched[m] = doc
-            m += 1 if new else 0
-            acc[doc] = (0.0 if new else v) + run_vals[t]
-        for t in range(m):
-            if t + ahead < m:
-                prefetch(acc, touched[t + ahead])
-            doc = touched[t]
-            vals[t] = acc[doc]
-            acc[doc] = np.nan
-        best = top_of(touched, vals, m, pool)
-        for t in range(pool):
-            out[r, t] = -1
-        for t in range(best.size):
-            out[r, t] = touched[best[t]]
+        m = add_run(acc, touched, run_docs, run_vals, u)
+        keep_pool(acc, touched, vals, m, pool, out, r)
     return bad

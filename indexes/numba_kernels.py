@@ -184,6 +184,24 @@ PREFETCH_AHEAD = 64
 
 
 @numba.njit(cache=True, nogil=True)
+def keep_pool(acc, touched, vals, m, pool, out, r):
+    """Row ``r`` of ``out``: the ``pool`` documents of ``touched[:m]`` with the largest sums in
+    ``acc`` (-1 where fewer), each sum read once and its slot reset to the NaN sentinel."""
+    ahead = PREFETCH_AHEAD
+    for t in range(m):  # one pass: read each sum and restore the sentinel
+        if t + ahead < m:
+            prefetch(acc, touched[t + ahead])
+        doc = touched[t]
+        vals[t] = acc[doc]
+        acc[doc] = np.nan
+    best = top_of(touched, vals, m, pool)
+    for t in range(pool):
+        out[r, t] = -1
+    for t in range(best.size):
+        out[r, t] = touched[best[t]]
+
+
+@numba.njit(cache=True, nogil=True)
 def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted, pool, out, acc, touched, vals):
     """Candidate generation over impact-ordered posting lists.
 
@@ -203,39 +221,63 @@ def sparse_candidates(q_ptr, q_idx, q_val, p_ptr, p_idx, p_val, limit, weighted,
     for r in range(q_ptr.size - 1):
         width = max(width, q_ptr[r + 1] - q_ptr[r])
     reads = np.empty(width, np.int64)
-    ahead = PREFETCH_AHEAD
+    run_docs = np.empty(0, np.int64)
+    run_vals = np.empty(0, np.float64)
     for r in range(q_ptr.size - 1):
+        lo, hi = q_ptr[r], q_ptr[r + 1]
+        for p in range(lo, hi):  # the list heads of every query term, asked for together
+            prefetch(p_ptr, q_idx[p])
+        for p in range(lo, hi):
+            prefetch(p_idx, p_ptr[q_idx[p]])
+            prefetch(p_val, p_ptr[q_idx[p]])
         read_limits(q_ptr, q_idx, q_val, p_ptr, p_val, r, limit, weighted, reads)
-        m = 0
-        for p in range(q_ptr[r], q_ptr[r + 1]):
-            i = q_idx[p]
+        run_docs, run_vals = run_buffers(reads, hi - lo, run_docs, run_vals)
+        u = 0
+        for p in range(lo, hi):
             a = q_val[p]
-            start = p_ptr[i]
-            end = start + reads[p - q_ptr[r]]
-            for t in range(start, min(end, start + ahead)):
-                prefetch(acc, p_idx[t])
-            for t in range(start, end):
-                if t + ahead < end:
-                    prefetch(acc, p_idx[t + ahead])
-                doc = p_idx[t]
-                v = acc[doc]
-                # first posting of this document for this query: listed in touched. Without a
-                # branch: new and seen documents alternate at random, a mispredicted branch each
-                new = v != v
-                touched[m] = doc
-                m += 1 if new else 0
-                acc[doc] = (0.0 if new else v) + a * p_val[t]
-        for t in range(m):  # one pass: read each sum and restore the sentinel
-            if t + ahead < m:
-                prefetch(acc, touched[t + ahead])
-            doc = touched[t]
-            vals[t] = acc[doc]
-            acc[doc] = np.nan
-        best = top_of(touched, vals, m, pool)
-        for t in range(pool):
-            out[r, t] = -1
-        for t in range(best.size):
-            out[r, t] = touched[best[t]]
+            start = p_ptr[q_idx[p]]
+            for t in range(start, start + reads[p - lo]):
+                run_docs[u] = p_idx[t]
+                run_vals[u] = a * p_val[t]
+                u += 1
+        m = add_run(acc, touched, run_docs, run_vals, u)
+        keep_pool(acc, touched, vals, m, pool, out, r)
+
+
+@numba.njit(cache=True, nogil=True)
+def run_buffers(reads, n, run_docs, run_vals):
+    """``(run_docs, run_vals)``, new ones when they hold fewer than ``reads[:n].sum()`` entries."""
+    total = 0
+    for p in range(n):
+        total += reads[p]
+    if total > run_docs.size:
+        return np.empty(total, np.int64), np.empty(total, np.float64)
+    return run_docs, run_vals
+
+
+@numba.njit(cache=True, nogil=True)
+def add_run(acc, touched, run_docs, run_vals, u):
+    """Add the contributions ``run_vals[:u]`` into ``acc`` at ``run_docs[:u]`` (NaN: not touched
+    yet), listing each document's first appearance in ``touched``; returns how many were listed.
+
+    The slot of the posting ``PREFETCH_AHEAD`` further on is asked for in advance, across the
+    boundaries of the lists the run was read from."""
+    ahead = PREFETCH_AHEAD
+    for t in range(min(u, ahead)):
+        prefetch(acc, run_docs[t])
+    m = 0
+    for t in range(u):
+        if t + ahead < u:
+            prefetch(acc, run_docs[t + ahead])
+        doc = run_docs[t]
+        v = acc[doc]
+        # first posting of this document for this query: listed in touched. Without a branch:
+        # new and seen documents alternate at random, a mispredicted branch each
+        new = v != v
+        touched[m] = doc
+        m += 1 if new else 0
+        acc[doc] = (0.0 if new else v) + run_vals[t]
+    return m
 
 
 # candidates whose rows of X and Z are asked for ahead of their scoring in :func:`rerank`
