@@ -45,14 +45,15 @@ def _task_blocks(X, y, task):
     return [(int(t), X[rows], y[rows]) for t in np.unique(task) for rows in [np.flatnonzero(task == t)]]
 
 
-def _blocks_loss(W, blocks, counts):
+def _blocks_loss(W, blocks, counts, gradient: bool = True):
+    """The loss and (unless ``gradient`` is False: the step search only compares losses) its gradient."""
     loss = 0.0
-    G = np.zeros_like(W)
+    G = np.zeros_like(W) if gradient else None
     for t, Xt, yt in blocks:
         margins = yt * (Xt @ W[:, t])
         loss += float(np.sum(np.logaddexp(0.0, -margins))) / counts[t]
-        # d loss / d (w . x) = -y sigmoid(-y w.x) / n_t
-        G[:, t] = Xt.T @ (-yt * np.exp(-np.logaddexp(0.0, margins)) / counts[t])
+        if gradient:  # d loss / d (w . x) = -y sigmoid(-y w.x) / n_t
+            G[:, t] = Xt.T @ (-yt * np.exp(-np.logaddexp(0.0, margins)) / counts[t])
     return loss, G
 
 
@@ -108,7 +109,7 @@ def fista_multitask(X, y, task, n_tasks, rho, kind, W0=None, max_iter=100, tol=1
         while True:
             W_new = _prox(Z - g_z / L, rho / L, kind)
             diff = W_new - Z
-            f_new, _ = _blocks_loss(W_new, blocks, counts)
+            f_new, _ = _blocks_loss(W_new, blocks, counts, gradient=False)
             if f_new <= f_z + float(np.sum(g_z * diff)) + 0.5 * L * float(np.sum(diff * diff)) + 1e-12:
                 break
             L *= 2.0
