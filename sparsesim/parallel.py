@@ -144,13 +144,14 @@ def _run_plain(func, jobs: list, n_jobs, backend, progress, on_result=None) -> l
                 progress(done)
         return results
 
+    run = _run_joblib if on_result is None else partial(_run_joblib, on_result=on_result)
     policy = _POLICY.get()
     if policy is None:
-        return _run_joblib(func, jobs, n_jobs, backend, progress, on_result)
+        return run(func, jobs, n_jobs, backend, progress)
     if progress is not None:  # a repeated attempt reports only the jobs not reported before
         progress = _monotone(progress)
     with run_policy(None):  # the runs inside the policy are not wrapped again
-        return policy(partial(_run_joblib, on_result=on_result), func, jobs, n_jobs, backend, progress)
+        return policy(run, func, jobs, n_jobs, backend, progress)
 
 
 def _monotone(progress: Callable[[int], None]) -> Callable[[int], None]:

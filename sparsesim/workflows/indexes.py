@@ -14,7 +14,7 @@ import numpy as np
 from ..data import looks_like_path
 from ..distributed import connect, resolve_scheduler
 from ..exceptions import InvalidInputError
-from ..indexes import OWN_OPTIONS, build_index, index_bytes, open_index
+from ..indexes import OWN_OPTIONS, ExactIndex, build_index, index_bytes, open_index
 from ..indexes.document_facts import extend_facts, facts_of, held_facts, set_facts
 from ..indexes.sharded import ShardedIndex
 from ..indexes.storage import check_index_target
@@ -175,7 +175,7 @@ def _build_plain_index(model_path, corpus, kind, out, params, data_options, targ
     index.save(out, overwrite=overwrite)
     out_summary = {"index": str(out), "kind": kind, "n_documents": int(data.n_documents), "build_seconds": seconds,
                    "index_bytes": index_bytes(out), "index_kind": index.kind}
-    if getattr(index, "strategy_", None) is not None:  # the exact index's choice under "auto"
+    if isinstance(index, ExactIndex):  # its choice under "auto"
         out_summary["strategy"] = index.strategy_
     if index.calibration_ is not None:
         out_summary["calibration"] = index.calibration_
