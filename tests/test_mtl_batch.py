@@ -66,6 +66,30 @@ def test_solution_is_a_fixed_point_of_the_dense_prox_gradient_map(kind, rho):
         assert f <= dense_objective(W + 1e-3 * rng.standard_normal(W.shape), X, y, task, rho, kind) + 1e-12
 
 
+@pytest.mark.parametrize("kind", ["l21", "trace"])
+def test_features_absent_from_the_data_are_left_out_exactly(kind):
+    """The solver iterates over the features the data (or the warm start) use: padding the problem
+    with unused columns changes nothing, and a warm start's weight on a feature the data lack is
+    still shrunk as the full-size prox-gradient map says."""
+    X, y, task, _, _ = _problem(seed=5)
+    d = X.shape[1]
+    rng = np.random.default_rng(2)
+    spots = np.sort(rng.choice(4 * d, size=d, replace=False))   # the used columns among 4d
+    X_wide = np.zeros((X.shape[0], 4 * d))
+    X_wide[:, spots] = X
+    W, n_iter = fista_multitask(sp.csr_matrix(X), y, task, 3, 0.05, kind, max_iter=3000, tol=1e-10)
+    W_wide, n_iter_wide = fista_multitask(sp.csr_matrix(X_wide), y, task, 3, 0.05, kind, max_iter=3000, tol=1e-10)
+    assert n_iter_wide == n_iter
+    np.testing.assert_allclose(W_wide[spots], W, rtol=1e-9, atol=1e-12)
+    assert not np.any(np.delete(W_wide, spots, axis=0))
+    W0 = np.zeros_like(W_wide)
+    W0[np.setdiff1d(np.arange(4 * d), spots)[:3]] = 0.02 * rng.standard_normal((3, 3))  # unused features
+    W_warm, _ = fista_multitask(sp.csr_matrix(X_wide), y, task, 3, 0.05, kind, W0=W0, max_iter=3000, tol=1e-10)
+    step = 0.5
+    residual = W_warm - dense_prox(W_warm - step * dense_gradient(W_warm, X_wide, y, task), step * 0.05, kind)
+    assert np.linalg.norm(residual) < 1e-5 * max(1.0, np.linalg.norm(W_warm))
+
+
 def test_regularisers_give_their_structures():
     X, y, task, _, _ = _problem(seed=3)
     Xs = sp.csr_matrix(X)

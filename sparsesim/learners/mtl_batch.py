@@ -18,7 +18,7 @@ warm-started from the previous training's ``W``:
 * **TRML** (``trml``; trace-norm regularised multi-task learning, Pong, Tseng, Ji & Ye, SIAM J.
   Optim. 2010; Ji & Ye, ICML 2009): ``Omega(W) = ||W||_*`` -- the task vectors share a
   low-dimensional subspace. Prox: singular value thresholding ``[sigma - s rho]_+``, computed
-  through the ``m x m`` Gram matrix (:func:`sparsesim.learners.romco.spectral_prox`).
+  through the ``m x m`` Gram matrix (:func:`sparsesim.learners.romco.spectral_prox_gram`).
 
 A training run stops when the relative change of ``W`` falls below ``tol`` or after ``max_iter``
 iterations. Storing the stream costs its nonzeros; every training costs ``O(max_iter * nnz * m)``.
@@ -31,29 +31,32 @@ import scipy.sparse as sp
 
 from ..exceptions import InvalidInputError
 from .mtl_online import OnlineMultiTaskClassifier, Round
-from .romco import spectral_prox
+from .romco import spectral_prox_gram
 
 __all__ = ["MTFL", "TRML", "logistic_task_loss", "row_group_prox", "fista_multitask"]
 
 
 def logistic_task_loss(W: np.ndarray, X: sp.csr_matrix, y: np.ndarray, task: np.ndarray, counts: np.ndarray):
     """``sum_t mean_{i in t} log(1 + exp(-y_i w_t . x_i))`` and its gradient (``d x m``)."""
-    return _blocks_loss(W, _task_blocks(X, y, task), counts)
+    loss, G = _blocks_loss(np.ascontiguousarray(np.asarray(W, dtype=np.float64).T), _task_blocks(X, y, task), counts)
+    return loss, G.T
 
 
 def _task_blocks(X, y, task):
     return [(int(t), X[rows], y[rows]) for t in np.unique(task) for rows in [np.flatnonzero(task == t)]]
 
 
-def _blocks_loss(W, blocks, counts, gradient: bool = True):
-    """The loss and (unless ``gradient`` is False: the step search only compares losses) its gradient."""
+def _blocks_loss(WT, blocks, counts, gradient: bool = True):
+    """The loss at the task-major weights ``WT`` (``m x d``: row ``t`` = task ``t``, so every
+    product reads and writes contiguous memory) and, unless ``gradient`` is False (the step search
+    only compares losses), its gradient in the same layout."""
     loss = 0.0
-    G = np.zeros_like(W) if gradient else None
+    G = np.zeros_like(WT) if gradient else None
     for t, Xt, yt in blocks:
-        margins = yt * (Xt @ W[:, t])
+        margins = yt * (Xt @ WT[t])
         loss += float(np.sum(np.logaddexp(0.0, -margins))) / counts[t]
         if gradient:  # d loss / d (w . x) = -y sigmoid(-y w.x) / n_t
-            G[:, t] = Xt.T @ (-yt * np.exp(-np.logaddexp(0.0, margins)) / counts[t])
+            G[t] = Xt.T @ (-yt * np.exp(-np.logaddexp(0.0, margins)) / counts[t])
     return loss, G
 
 
@@ -64,18 +67,23 @@ def row_group_prox(W: np.ndarray, tau: float) -> np.ndarray:
     return W * scale[:, None]
 
 
-def _regularizer(W, kind):
-    if kind == "l21":
-        return float(np.linalg.norm(W, axis=1).sum())
-    return float(np.linalg.svd(W, compute_uv=False).sum()) if W.size else 0.0
-
-
-def _prox(W, tau, kind):
-    return row_group_prox(W, tau) if kind == "l21" else spectral_prox(W, tau, "nuclear")
+def _prox_task_major(WT, tau, kind):
+    """The prox of ``tau * Omega`` applied to ``W = WT^T``, returned task-major."""
+    if kind == "l21":  # a feature's weights across tasks are a column of WT
+        norms = np.sqrt(np.einsum("tj,tj->j", WT, WT))
+        return WT * np.where(norms > tau, 1.0 - tau / np.where(norms > 0, norms, 1.0), 0.0)
+    M, _, _, _ = spectral_prox_gram(WT @ WT.T, tau, "nuclear")  # W M = (M^T WT)^T, M symmetric
+    return M @ WT
 
 
 def fista_multitask(X, y, task, n_tasks, rho, kind, W0=None, max_iter=100, tol=1e-5):
     """Minimise ``logistic_task_loss + rho * Omega`` by FISTA with backtracking.
+
+    Only the features that occur in ``X`` (or that ``W0`` already weights) can be nonzero in any
+    iterate -- every other row of ``W`` has a zero gradient, and both proxes keep a zero row zero
+    (the group shrink scales it; the singular value thresholding works through ``W^T W``, which
+    zero rows leave unchanged) -- so the iterations run over those rows alone: a stream's early
+    trainings see a small part of the vocabulary.
 
     Parameters
     ----------
@@ -97,17 +105,32 @@ def fista_multitask(X, y, task, n_tasks, rho, kind, W0=None, max_iter=100, tol=1
     W : ndarray (d, m)
     n_iter : int
     """
+    X = sp.csr_matrix(X)
     d = X.shape[1]
+    W = np.zeros((d, n_tasks)) if W0 is None else np.array(W0, dtype=np.float64)
+    used = np.zeros(d, dtype=bool)
+    used[X.indices] = True
+    used |= np.any(W != 0.0, axis=1)
+    active = np.flatnonzero(used)
+    column = np.zeros(d, dtype=np.int64)
+    column[active] = np.arange(active.size)
+    X_active = sp.csr_matrix((X.data, column[X.indices], X.indptr), shape=(X.shape[0], active.size))
+    WT, n_iter = _fista_task_major(X_active, y, task, n_tasks, rho, kind, np.ascontiguousarray(W[active].T),
+                                   max_iter, tol)
+    W[active] = WT.T
+    return W, n_iter
+
+
+def _fista_task_major(X, y, task, n_tasks, rho, kind, WT, max_iter, tol):
     counts = np.bincount(task, minlength=n_tasks).astype(np.float64)
     counts[counts == 0] = 1.0
-    W = np.zeros((d, n_tasks)) if W0 is None else np.array(W0, dtype=np.float64)
-    Z, t_k, L = W.copy(), 1.0, 1.0
+    Z, t_k, L = WT.copy(), 1.0, 1.0
     blocks = _task_blocks(X, y, task)
     n_iter = 0
     for n_iter in range(1, int(max_iter) + 1):
         f_z, g_z = _blocks_loss(Z, blocks, counts)
         while True:
-            W_new = _prox(Z - g_z / L, rho / L, kind)
+            W_new = _prox_task_major(Z - g_z / L, rho / L, kind)
             diff = W_new - Z
             f_new, _ = _blocks_loss(W_new, blocks, counts, gradient=False)
             if f_new <= f_z + float(np.sum(g_z * diff)) + 0.5 * L * float(np.sum(diff * diff)) + 1e-12:
@@ -116,12 +139,12 @@ def fista_multitask(X, y, task, n_tasks, rho, kind, W0=None, max_iter=100, tol=1
             if L > 1e12:
                 raise InvalidInputError("the proximal gradient step found no decrease (non-finite data?)")
         t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t_k * t_k))
-        change = np.linalg.norm(W_new - W)
-        Z = W_new + ((t_k - 1.0) / t_next) * (W_new - W)
-        W, t_k = W_new, t_next
-        if change <= tol * max(1.0, np.linalg.norm(W)):
+        change = np.linalg.norm(W_new - WT)
+        Z = W_new + ((t_k - 1.0) / t_next) * (W_new - WT)
+        WT, t_k = W_new, t_next
+        if change <= tol * max(1.0, np.linalg.norm(WT)):
             break
-    return W, n_iter
+    return WT, n_iter
 
 
 class _RetrainedBatch(OnlineMultiTaskClassifier):
