@@ -47,10 +47,10 @@ def demo(
     echo_line(f"embedded sample: {report['n_documents']} 20 Newsgroups documents, {report['n_features']} "
                f"TF-IDF features, {report['n_classes']} groups; {report['n_train']} train / {report['n_test']} test")
     echo_line(f"OASIS: {report['n_triplets']} triplets in {report['train_seconds']:.1f} s")
-    echo_line(f"{'similarity':<15}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}{'fit s':>8}")
+    echo_line(f"{'similarity':<15}{'MAP %':>8}{'AP@10 %':>10}{'mAP@10 %':>10}{'fit s':>8}{'model KiB':>11}")
     for name, row in report["scores"].items():
         echo_line(f"{name:<15}{100 * row['map']:>8.2f}{100 * row['ap@10']:>10.2f}{100 * row['map@10']:>10.2f}"
-                  f"{row['fit_seconds']:>8.1f}")
+                  f"{row['fit_seconds']:>8.1f}{row['model_bytes'] / 1024:>11,.0f}")
     echo_line(f"best MAP on this split: {report['best']} ({report['n_train']} training documents of the classes "
               "queried; larger corpora and unseen classes: docs/quality.md)")
     q = report["query"]

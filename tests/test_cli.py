@@ -146,7 +146,7 @@ def test_demo_runs(monkeypatch, capsys):
     assert code == 0 and set(report["scores"]) == {"oasis", "proxy-ssi", "cosine", "lsa", "logreg-scores"}
     assert len(report["neighbours"]["oasis"]) == 5 and len(report["neighbours"]["cosine"]) == 5
     for row in report["scores"].values():
-        assert 0.0 < row["map"] <= 1.0 and row["fit_seconds"] >= 0.0
+        assert 0.0 < row["map"] <= 1.0 and row["fit_seconds"] >= 0.0 and row["model_bytes"] > 0
     assert report["best"] == max(report["scores"], key=lambda n: report["scores"][n]["map"])
     # learning from the labels beats the unlearned lexical baseline on this split
     assert report["scores"]["oasis"]["map"] > report["scores"]["cosine"]["map"]

@@ -345,6 +345,7 @@ def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5, progress=Non
                      if key in ("map", "ap@10", "map@10")} for name, m in models.items()}
     for name in scores:
         scores[name]["fit_seconds"] = fit_seconds[name]
+        scores[name]["model_bytes"] = model_nbytes(models[name])
     report = {
         "n_documents": data.n_documents, "n_features": data.n_features,
         "n_classes": len(np.unique(data.y)), "n_train": int(train.size), "n_test": int(test.size),
