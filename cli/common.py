@@ -153,12 +153,13 @@ _LIVE: dict = {}  # the rich display on stderr now (progress bar or loading spin
 
 
 def progress_bar(total: int, description: str, enabled: bool, loading: str | None = None):
-    """A rich progress bar on stderr; returns (context manager, ``advance(done, total=None)``).
+    """A rich progress bar on stderr; returns (context manager, ``advance(done, total=None, stage=None)``).
 
     The bar shows elapsed time and an ETA and redraws ten times a second. With ``loading``, it
     starts as that phase (a pulsing bar, e.g. "loading news20") and becomes ``description`` with
     ``total`` at the first ``advance`` call (the work's own start), so the clock and the ETA
-    measure the work, not the loading.
+    measure the work, not the loading. ``advance(0, total, stage=TEXT)`` starts a further phase described by TEXT
+    (``total`` None: a pulsing bar).
     """
     from contextlib import nullcontext
 
@@ -176,8 +177,11 @@ def progress_bar(total: int, description: str, enabled: bool, loading: str | Non
     task = progress.add_task(loading or description, total=None if loading else total)
     phase = {"loading": loading is not None}
 
-    def advance(done, new_total=None):
-        if phase["loading"]:
+    def advance(done, new_total=None, stage=None):
+        if stage is not None:  # a further phase of the work: its own description and total
+            phase["loading"] = False
+            progress.reset(task, total=new_total, description=stage)
+        elif phase["loading"]:
             phase["loading"] = False
             progress.reset(task, total=new_total if new_total is not None else total, description=description)
         elif new_total is not None:

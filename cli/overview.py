@@ -40,7 +40,8 @@ def demo(
     bar, advance = progress_bar(triplets, "training OASIS on the sample", show_progress(json_out),
                              loading="loading the embedded sample")
     with bar:
-        report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k, progress=advance)
+        stage = (lambda text: advance(0, None, stage=text)) if advance is not None else None
+        report = run_demo(n_triplets=triplets, seed=seed, top_k=top_k, progress=advance, stage=stage)
     if json_out:
         emit(report)
         return

@@ -142,3 +142,14 @@ def test_blockwise_build_bar_on_a_terminal_moves_through_conversion_and_both_pas
               for m in [re.search(r"building ann index block by block.*?(\d+)/(\d+)", f)] if m]
     documents = [done for done, total in counts if total == 40_000]
     assert documents and any(0 < done < 40_000 for done in documents), counts  # it moved during the passes
+
+
+@pytest.mark.slow
+def test_demo_bar_names_each_compared_method_as_it_is_fitted():
+    code, out, frames = _terminal_frames(["demo", "--triplets", "2000"])
+    assert code == 0 and "best MAP on this split" in out, frames[-5:]
+    training = [i for i, f in enumerate(frames) if "training OASIS" in f]
+    fitting = [min([i for i, f in enumerate(frames) if f"fitting {name}" in f] or [-1])
+               for name in ("proxy-ssi", "cosine", "lsa", "logreg-scores")]
+    assert training and -1 not in fitting, frames
+    assert training[0] < fitting[0] < fitting[1] < fitting[2] < fitting[3]

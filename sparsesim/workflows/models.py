@@ -318,12 +318,13 @@ def evaluate_model(model_path: str | os.PathLike, dataset: str, k: int = 10, spl
 DEMO_COMPARED = ("proxy-ssi", "cosine", "lsa", "logreg-scores")
 
 
-def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5, progress=None) -> dict:
+def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5, progress=None, stage=None) -> dict:
     """Train OASIS on the embedded 20 Newsgroups sample and compare it with ``proxy-ssi`` and the
     baselines a user tries first (cosine, LSA, logistic-regression scores as an embedding), each
     fitted on the same training split and scored on the same test split.
 
-    ``progress`` is called with the triplets learned so far (0 when learning starts).
+    ``progress`` is called with the triplets learned so far (0 when learning starts); ``stage``,
+    when given, with a description as each compared method's fit starts.
     """
     n_triplets = check_n_triplets(n_triplets, "--triplets")
     seed = check_int(seed, "--seed", 0, 2**32 - 1)
@@ -334,7 +335,9 @@ def run_demo(n_triplets: int = 3000, seed: int = 0, top_k: int = 5, progress=Non
     oasis = make_estimator("oasis", n_triplets=n_triplets, random_state=seed).fit(Xtr, ytr, progress=progress)
     models = {"oasis": oasis.model_}
     fit_seconds = {"oasis": float(oasis.train_seconds_)}
-    for name in DEMO_COMPARED:
+    for i, name in enumerate(DEMO_COMPARED, 1):
+        if stage is not None:
+            stage(f"fitting {name} ({i} of {len(DEMO_COMPARED)})")
         spec = get_algorithm(name)
         params = {"random_state": seed} if "random_state" in spec.param_names() else {}
         t0 = time.perf_counter()
