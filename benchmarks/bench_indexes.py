@@ -151,11 +151,15 @@ def timed(fn):
 
 
 def ann_options(pairs) -> dict:
-    """``["rerank_memory=560000000", ...]`` as keyword arguments of the ann build."""
+    """``["rerank_memory=560000000", "read_allocation=threshold", ...]`` as keyword arguments of the
+    ann build (numbers as integers, other values as given)."""
     out = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        out[name.strip()] = int(float(value))
+        try:
+            out[name.strip()] = int(float(value))
+        except ValueError:
+            out[name.strip()] = value.strip()
     return out
 
 
@@ -325,7 +329,7 @@ def main(argv=None):
     parser.add_argument("--no-dense", action="store_true", help="skip the FAISS stage-breakdown build")
     parser.add_argument("--seismic", action="store_true", help="add the pyseismic-lsr row when installed")
     parser.add_argument("--ann-option", action="append", default=[], metavar="NAME=VALUE",
-                        help="an AnnIndex parameter for the ann build (integer value), e.g. rerank_memory=560000000")
+                        help="an AnnIndex parameter for the ann build, e.g. rerank_memory=560000000 or read_allocation=threshold")
     parser.add_argument("--name", default="bench_indexes",
                         help="file name prefix of the JSON results in --out (default bench_indexes)")
     parser.add_argument("--model-cache", default=str(pathlib.Path(tempfile.gettempdir()) / "sparsesim-bench-models"))

@@ -97,7 +97,7 @@ def query_rows(index, Qp, k, n_jobs, options):
     # the first few queries of a process: numpy, the same answers without loading numba
     few = small_batch.take(nq)
     P = index._postings
-    weighted = index.read_allocation == "weighted"
+    weighted = allocation_code(index.read_allocation)
     dense_cands = parts[0] if parts else None  # FAISS answers the whole batch at once
     model = index._model
     W, X, Z = index.rerank_w(), index._X, index._Z  # W itself: I + W is never formed at query time
@@ -137,6 +137,11 @@ def query_rows(index, Qp, k, n_jobs, options):
     return np.vstack([r[0] for r in results]), np.vstack([r[1] for r in results])
 
 
+def allocation_code(read_allocation: str) -> int:
+    """The kernels' code of an index's ``read_allocation`` (0 uniform, 1 weighted, 2 threshold)."""
+    return ("uniform", "weighted", "threshold").index(read_allocation)
+
+
 def compact_kernels():
     """The compiled candidate kernel over compact postings (:mod:`.compact_numba_kernels`), imported on
     first use (see :func:`sparsesim.indexes.execution.kernels`)."""
@@ -158,6 +163,10 @@ def ensure_postings_read(index, q_ptr, q_idx, q_val, n_postings, weighted):
     P = index._postings
     if not weighted:
         _ensure_postings_rows(index, P.indptr, q_idx, n_postings)
+        return
+    if weighted == small_batch.THRESHOLD:  # the threshold's search reads each list's first budget entries
+        budgets = np.repeat(np.diff(q_ptr) * n_postings, np.diff(q_ptr))
+        _ensure_postings_rows(index, P.indptr, q_idx, budgets)
         return
     _ensure_postings_rows(index, P.indptr, q_idx, 1)  # the heads that share the reads out
     reads = np.concatenate([small_batch.read_limits(q_idx[q_ptr[r]:q_ptr[r + 1]].astype(np.int64),

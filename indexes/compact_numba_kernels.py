@@ -24,9 +24,94 @@ def _doc(ids, ids_hi, ids32, t):
     return np.int64(ids[t])
 
 
+#: ``allocation`` codes of the kernels (``AnnIndex.read_allocation``)
+UNIFORM, WEIGHTED, THRESHOLD = 0, 1, 2
+#: the threshold allocation's halvings of its search interval at most, and when it stops early:
+#: once a threshold's reads are within 1/32 of the budget (below it)
+THRESHOLD_STEPS = 40
+THRESHOLD_SLACK = 32
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _above(codes, start, n, a, f, s, tau, lo, hi):
+    """The number of the first ``n`` entries of a list (at ``start``) whose contribution
+    ``a * (f + code * s)`` is at least ``tau``, given that it lies in [lo, hi] (codes are
+    non-increasing along a list; a file where they are not still gets a count in [lo, hi])."""
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if a * (f + np.float64(codes[start + mid - 1]) * s) >= tau:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def threshold_reads(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, out, at_lo, at_hi):
+    """Postings each term of query r reads under ``read_allocation="threshold"``: every list down
+    to one contribution threshold tau, |q_i| * (decoded score) >= tau, with tau the smallest the
+    bisection below finds whose reads stay within the budget of ``limit`` x (the query's terms).
+
+    A list's entries are read in order of what they add to a document's partial score, across
+    the query's lists: a list whose scores fall off slowly is read deeper than one with the same
+    head that falls off fast (the weighted share reads both alike). Each list is capped at
+    min(its length, the budget). tau is bisected between 0 and the largest contribution, at
+    most ``THRESHOLD_STEPS`` times, stopping once the reads are within 1/``THRESHOLD_SLACK`` of
+    the budget; each list's count is searched between its counts at the two ends of the
+    interval (``at_lo``, ``at_hi``: scratch of the query's width).
+    :func:`sparsesim.indexes.small_batch.threshold_reads` is the same procedure in numpy.
+    """
+    lo, hi = q_ptr[r], q_ptr[r + 1]
+    m = hi - lo
+    budget = limit * m
+    total = 0
+    top = 0.0
+    for p in range(lo, hi):
+        i = q_idx[p]
+        cap = min(p_ptr[i + 1] - p_ptr[i], budget)
+        at_lo[p - lo] = cap
+        total += cap
+        if cap > 0:
+            top = max(top, abs(q_val[p]) * (np.float64(floor[i]) + np.float64(codes[p_ptr[i]]) * np.float64(step[i])))
+    if total <= budget:
+        for j in range(m):
+            out[j] = at_lo[j]
+        return
+    t_lo, t_hi = 0.0, top
+    count = 0
+    for p in range(lo, hi):
+        i = q_idx[p]
+        c = _above(codes, p_ptr[i], at_lo[p - lo], abs(q_val[p]), np.float64(floor[i]), np.float64(step[i]),
+                   t_hi, 0, at_lo[p - lo])
+        at_hi[p - lo] = c
+        count += c
+    if count < budget:
+        for _ in range(THRESHOLD_STEPS):
+            mid = 0.5 * (t_lo + t_hi)
+            count = 0
+            for p in range(lo, hi):
+                i = q_idx[p]
+                out[p - lo] = _above(codes, p_ptr[i], at_lo[p - lo], abs(q_val[p]), np.float64(floor[i]),
+                                     np.float64(step[i]), mid, at_hi[p - lo], at_lo[p - lo])
+                count += out[p - lo]
+            if count > budget:
+                t_lo = mid
+                for j in range(m):
+                    at_lo[j] = out[j]
+            else:
+                t_hi = mid
+                for j in range(m):
+                    at_hi[j] = out[j]
+                if count * THRESHOLD_SLACK >= budget * (THRESHOLD_SLACK - 1):
+                    break
+    for j in range(m):
+        out[j] = at_hi[j]
+
+
 @numba.njit(cache=True, nogil=True)
 def compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, out):
-    """:func:`.numba_kernels.read_limits` over compact postings (heads decoded)."""
+    """:func:`.numba_kernels.read_limits` over compact postings (heads decoded); ``weighted``:
+    ``UNIFORM`` (or False), ``WEIGHTED`` (or True); ``THRESHOLD`` is :func:`threshold_reads`."""
     lo, hi = q_ptr[r], q_ptr[r + 1]
     if not weighted:
         for p in range(lo, hi):
@@ -68,6 +153,8 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
     for r in range(q_ptr.size - 1):
         width = max(width, q_ptr[r + 1] - q_ptr[r])
     reads = np.empty(width, np.int64)
+    at_lo = np.empty(width if weighted == THRESHOLD else 0, np.int64)
+    at_hi = np.empty(width if weighted == THRESHOLD else 0, np.int64)
     run_docs = np.empty(0, np.int64)
     run_vals = np.empty(0, np.float64)
     bad = 0
@@ -87,7 +174,10 @@ def compact_sparse_candidates(q_ptr, q_idx, q_val, p_ptr, ids, ids_hi, ids32, co
                 prefetch(ids, start)
                 if ids_hi.size:
                     prefetch(ids_hi, start)
-        compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, reads)
+        if weighted == THRESHOLD:
+            threshold_reads(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, reads, at_lo, at_hi)
+        else:
+            compact_read_limits(q_ptr, q_idx, q_val, p_ptr, codes, floor, step, r, limit, weighted, reads)
         run_docs, run_vals = run_buffers(reads, hi - lo, run_docs, run_vals)
         u = 0
         for p in range(lo, hi):

@@ -66,9 +66,49 @@ def _best(docs: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((docs, -vals))[:k]
 
 
-def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted: bool) -> np.ndarray:
+THRESHOLD = 2  # (the compact kernels' code for read_allocation="threshold")
+_THRESHOLD_STEPS, _THRESHOLD_SLACK = 40, 32  # as compact_numba_kernels.THRESHOLD_STEPS / _SLACK
+
+
+def threshold_reads(terms: np.ndarray, q: np.ndarray, P, limit: int) -> np.ndarray:
+    """:func:`.compact_numba_kernels.threshold_reads` for one query over compact postings ``P``: the
+    same bisection of the contribution threshold, the same products, so the same reads."""
+    starts = np.asarray(P.indptr[terms], dtype=np.int64)
+    budget = int(limit) * terms.size
+    caps = np.minimum(np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts, budget)
+    if int(caps.sum()) <= budget:
+        return caps
+    a = np.abs(np.asarray(q, dtype=np.float64))
+    contrib = np.repeat(a, caps) * P.values_at(_ranges(starts, caps), np.repeat(terms, caps))
+    owner = np.repeat(np.arange(terms.size), caps)
+
+    def counts(tau):
+        return np.bincount(owner[contrib >= tau], minlength=terms.size).astype(np.int64)
+
+    heads = contrib[np.cumsum(caps)[caps > 0] - caps[caps > 0]]
+    t_lo, t_hi = 0.0, float(heads.max())
+    at_hi = counts(t_hi)
+    if int(at_hi.sum()) < budget:
+        for _ in range(_THRESHOLD_STEPS):
+            mid = 0.5 * (t_lo + t_hi)
+            c = counts(mid)
+            total = int(c.sum())
+            if total > budget:
+                t_lo = mid
+            else:
+                t_hi, at_hi = mid, c
+                if total * _THRESHOLD_SLACK >= budget * (_THRESHOLD_SLACK - 1):
+                    break
+    return at_hi
+
+
+def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted) -> np.ndarray:
     """:func:`.numba_kernels.read_limits` for one query (``terms``, values ``q``): postings read per term
-    (``P``: CSR postings or :class:`~sparsesim.indexes.ann_postings.CompactPostings`)."""
+    (``P``: CSR postings or :class:`~sparsesim.indexes.ann_postings.CompactPostings`; ``weighted``:
+    False / True for the uniform / weighted share, ``THRESHOLD`` for :func:`threshold_reads`,
+    compact postings only)."""
+    if weighted is not True and weighted == THRESHOLD:
+        return threshold_reads(terms, q, P, limit)
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts
     if not weighted:

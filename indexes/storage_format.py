@@ -81,7 +81,7 @@ STATE_SCHEMA = {
     "postings": ("choice?", ("expanded",)),
     "postings_length": ("int?", 1, MAX_DOCUMENTS),
     "postings_model": ("str?",),
-    "read_allocation": ("choice?", ("weighted", "uniform")),
+    "read_allocation": ("choice?", ("threshold", "weighted", "uniform")),
     "rerank_memory_": ("int?", 0, 2**50),
     "calibration": ("dict?",),  # checked by AnnIndex against calibration.CALIBRATION_SCHEMA
 }

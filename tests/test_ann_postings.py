@@ -62,7 +62,7 @@ def test_kernel_and_numpy_reader_agree_and_refuse_outside_ids():
     rng = np.random.default_rng(2)
     Q = sp.random(20, 300, density=0.05, random_state=3, format="csr")
     Q.data = rng.standard_normal(Q.nnz)
-    for weighted in (True, False):
+    for weighted in (True, False, compact_numba_kernels.THRESHOLD):
         out = np.empty((20, 15), np.int64)
         bad = compact_numba_kernels.compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *C.kernel_args(), n, 8, weighted,
                                                          15, out, *query_scratch.sparse(n))
@@ -76,6 +76,56 @@ def test_kernel_and_numpy_reader_agree_and_refuse_outside_ids():
                                                       out, *query_scratch.sparse(n)) > 0
     with pytest.raises(FileFormatError, match="outside"):
         small_batch.sparse_candidates(Q, C, n, 8, 15, True)
+
+
+def test_threshold_reads_are_each_querys_largest_contributions_within_its_budget():
+    """read_allocation="threshold": the entries a query reads are, across its lists, those with the
+    largest |q_i| x (decoded score) -- no unread entry of a list prefix contributes more than a read
+    one -- and they fill the budget of ``limit`` x (its terms) to within 1/32 without passing it;
+    the kernel and its numpy twin read the same counts; a file whose codes are not impact-ordered
+    still gets counts within each list's length."""
+    from sparsesim.indexes import compact_numba_kernels as CK
+
+    n = 500
+    C = CompactPostings.from_csr(_impact_lists(200, n, 300, seed=5))
+    rng = np.random.default_rng(6)
+    Q = sp.random(40, 200, density=0.06, random_state=7, format="csr")
+    Q.data = rng.standard_normal(Q.nnz)
+    lengths = np.diff(C.indptr)
+    width = int(np.diff(Q.indptr).max())
+    for limit in (3, 20, 80):
+        for r in range(Q.shape[0]):
+            terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+            q = Q.data[Q.indptr[r]:Q.indptr[r + 1]]
+            if not terms.size:
+                continue
+            got = np.empty(width, np.int64)
+            CK.threshold_reads(Q.indptr, Q.indices, Q.data, C.indptr, C.codes, C.floor_, C.step_, r, limit,
+                               got, np.empty(width, np.int64), np.empty(width, np.int64))
+            got = got[:terms.size]
+            np.testing.assert_array_equal(got, small_batch.threshold_reads(terms, q, C, limit))
+            budget = limit * terms.size
+            caps = np.minimum(lengths[terms], budget)
+            assert (got >= 0).all() and (got <= caps).all()
+            if caps.sum() <= budget:
+                np.testing.assert_array_equal(got, caps)
+                continue
+            assert budget * 31 / 32 <= got.sum() <= budget
+            read, unread = [], []
+            for i, a, k, cap in zip(terms, np.abs(q), got, caps):  # the definition, list by list
+                start = C.indptr[i]
+                contrib = a * (np.float64(C.floor_[i]) + C.codes[start:start + cap].astype(np.float64) * np.float64(C.step_[i]))
+                read.append(contrib[:k])
+                unread.append(contrib[k:])
+            read, unread = np.concatenate(read), np.concatenate(unread)
+            assert not read.size or not unread.size or read.min() >= unread.max()
+    C.codes[:] = rng.integers(0, 256, C.codes.size)  # not impact-ordered: still within each list
+    for r in range(Q.shape[0]):
+        terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+        got = np.empty(width, np.int64)
+        CK.threshold_reads(Q.indptr, Q.indices, Q.data, C.indptr, C.codes, C.floor_, C.step_, r, 20, got,
+                           np.empty(width, np.int64), np.empty(width, np.int64))
+        assert (got[:terms.size] >= 0).all() and (got[:terms.size] <= lengths[terms]).all()
 
 
 @pytest.fixture(scope="module")

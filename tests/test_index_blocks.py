@@ -38,6 +38,7 @@ def saved(tmp_path_factory, corpus, model):
     common = dict(kind="ann", target_recall=None, n_postings=512, sparse_pool=50)
     build_index(model, corpus, rerank_memory=0, **common).save(root / "light")
     build_index(model, corpus, rerank_memory=16 << 20, heavy_min_nnz=1, **common).save(root / "heavy")
+    build_index(model, corpus, rerank_memory=0, read_allocation="threshold", **common).save(root / "threshold")
     return root
 
 
@@ -80,7 +81,7 @@ def test_mmap_load_reads_no_large_array_and_checks_on_use(saved, corpus, tmp_pat
 @pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "model.W.indices"),
                                          ("light", "corpus.data"), ("light", "corpus.indices"),
                                          ("light", "postings.codes"), ("light", "postings.ids"),
-                                         ("heavy", "heavy.Z")])
+                                         ("threshold", "postings.codes"), ("heavy", "heavy.Z")])
 def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, victim):
     path, data = _copy(saved, tmp_path, name)
     raw = bytearray((data / f"{victim}.npy").read_bytes())
@@ -95,7 +96,8 @@ def test_corrupt_block_refused_before_an_answer(saved, corpus, tmp_path, name, v
 
 
 @pytest.mark.parametrize("name,victim", [("light", "model.W.data"), ("light", "corpus.indices"),
-                                         ("light", "postings.codes"), ("heavy", "heavy.Z")])
+                                         ("light", "postings.codes"), ("threshold", "postings.codes"),
+                                         ("heavy", "heavy.Z")])
 def test_corrupt_block_refused_on_the_numpy_path(saved, corpus, tmp_path, monkeypatch, name, victim):
     """The first queries of a process (numpy, indexes/small_batch.py) check the same blocks first."""
     from sparsesim.indexes import small_batch

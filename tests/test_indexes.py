@@ -548,10 +548,13 @@ def test_reads_shared_by_weight_find_more_neighbours_than_uniform_reads(learned_
     rows = np.arange(0, X.shape[0], 15)
     settings = [{"n_postings": r, "sparse_pool": 20} for r in (8, 16, 32)]
     got = {}
-    for alloc in ("uniform", "weighted"):
+    for alloc in ("uniform", "weighted", "threshold"):
         index = build_index(model, X, kind="ann", target_recall=None, read_allocation=alloc)
         got[alloc] = np.array([float(r.mean()) for r, _ in measure_recall(index, rows, 10, settings)])
     assert (got["weighted"] >= got["uniform"]).all() and got["weighted"].mean() > got["uniform"].mean() + 0.01
+    # on this recipe (not on news20, docs/retrieval.md) reading down to one contribution threshold
+    # holds more still (measured 0.952 / 0.966 / 0.977 against 0.930 / 0.957 / 0.971)
+    assert (got["threshold"] >= got["weighted"]).all() and got["threshold"].mean() > got["weighted"].mean() + 0.005
 
 
 def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, tmp_path):
@@ -576,6 +579,18 @@ def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, t
     assert not np.array_equal(weighted.query_rows(Q, 10)[0], uniform.query_rows(Q, 10)[0])
     with pytest.raises(InvalidInputError, match="read_allocation"):
         build_index(model, X[:50], kind="ann", read_allocation="by-magic")
+    # a recorded allocation is kept by a saved and loaded index
+    threshold = build_index(model, X, kind="ann", target_recall=None, read_allocation="threshold", n_postings=16,
+                            sparse_pool=20)
+    threshold.save(tmp_path / "thr")
+    again = load_index(tmp_path / "thr")
+    assert again.read_allocation == "threshold" and again.search_metadata()["read_allocation"] == "threshold"
+    np.testing.assert_array_equal(again.query_rows(Q, 10)[0], threshold.query_rows(Q, 10)[0])
+    __import__("shutil").copytree(tmp_path / "thr", tmp_path / "copy")  # files this process did not write
+    mapped = load_index(tmp_path / "copy", mmap=True, warm_up=False)  # blocks checked as the threshold reads them
+    assert any(g.pending for g in mapped._guards.values())
+    np.testing.assert_array_equal(mapped.query_rows(Q, 10)[0], threshold.query_rows(Q, 10)[0])
+    assert not np.array_equal(threshold.query_rows(Q, 10)[0], weighted.query_rows(Q, 10)[0])
 
 
 # -- faiss-style search ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def _answers(index, Q, numpy_path: bool, monkeypatch, batch: int, **options):
     (True, False, {}, {"sparse_pool": 3, "n_postings": 4}),              # fewer candidates than k: fillers
     (False, False, {"dim": 16}, {"n_postings": 0, "dense_pool": 5}),     # dense stage alone
     (True, False, {"read_allocation": "uniform"}, {"n_postings": 16}),   # the same reads from every list
+    (True, False, {"read_allocation": "threshold"}, {"n_postings": 16}),  # reads down to one contribution
 ])
 def test_numpy_path_equals_kernels(corpus, monkeypatch, identity, normalize, params, options):
     X, Q = corpus[:N], corpus[N:]
