@@ -54,7 +54,7 @@ from .expansion import (embed, expanded_postings, fit_projection, heaps_from_pos
 __all__ = ["AnnIndex", "impact_postings", "expanded_postings", "fit_projection"]
 
 _FAISS_KINDS = ("ivf", "hnsw")
-_READ_ALLOCATIONS = ("threshold", "weighted", "uniform")
+_READ_ALLOCATIONS = ("weighted", "threshold", "auto", "uniform")
 
 
 class AnnIndex(CorpusIndex):
@@ -115,7 +115,7 @@ class AnnIndex(CorpusIndex):
     n_jobs : int, default 1
     random_state : int, default 0
         Seeds the calibration sample, the SVD sample, the randomized SVD and the IVF training.
-    read_allocation : {"weighted", "threshold", "uniform"}, default "weighted"
+    read_allocation : {"weighted", "threshold", "auto", "uniform"}, default "weighted"
         How a query's ``n_postings`` x (its features) reads are shared among its features'
         lists: ``"weighted"`` in proportion to |q_i| times the head (largest value) of list i;
         ``"threshold"`` reads every list down to one contribution threshold (the entries with
@@ -124,7 +124,10 @@ class AnnIndex(CorpusIndex):
         from every list; each list at most its length. Which holds more of the exact top 10 at
         equal reads depends on the corpus (docs/retrieval.md): weighted on news20 (pool 50, 32
         reads per term: 0.950 against 0.895), threshold on the synthetic RCV1-like corpus (0.985
-        against 0.979; it reaches 0.99 with half the reads). Index files written before an
+        against 0.979; it reaches 0.99 with half the reads). ``"auto"``: the calibration measures
+        its grid under both weighted and threshold on its selection sample and keeps the allocation
+        of the fastest setting meeting the target (weighted when not calibrated);
+        ``read_allocation_`` and the calibration record say which. Index files written before an
         allocation was recorded search uniformly; recorded ones keep theirs.
     refit_growth : float or None, default 2.0
         :meth:`add` re-learns everything (:meth:`refit`) once the corpus holds ``refit_growth``
@@ -290,6 +293,21 @@ class AnnIndex(CorpusIndex):
             out["n_postings"] = min(out["n_postings"], self.postings_length_)
         return out
 
+    def allocation_in_use(self) -> str:
+        """The read allocation queries use: the one recorded at build or load (``read_allocation_``;
+        under ``"auto"`` the calibration's choice), else the parameter ("auto": weighted)."""
+        chosen = getattr(self, "read_allocation_", None)
+        if chosen:
+            return chosen
+        return "weighted" if self.read_allocation == "auto" else self.read_allocation
+
+    def calibration_allocations(self) -> tuple:
+        """The read allocations a calibration compares: weighted and threshold under ``"auto"``
+        (when the postings stage is on), else the one in use."""
+        if self.read_allocation == "auto" and self.n_postings != 0 and self.sparse_pool != 0:
+            return ("weighted", "threshold")
+        return (self.allocation_in_use(),)
+
     def default_n_postings(self) -> int:
         """``n_postings`` in use (see :meth:`search_setting`)."""
         return self.search_setting()["n_postings"]
@@ -394,8 +412,9 @@ class AnnIndex(CorpusIndex):
         ``query --json`` prints it)."""
         cal = self.calibration_ or {}
         setting = ann_query.resolved_setting(self, options)  # the query's own setting, checked as it checks it
-        return {"kind": self.kind, "setting": setting, "read_allocation": self.read_allocation, "overridden": sorted(k for k, v in options.items() if v is not None),
+        return {"kind": self.kind, "setting": setting, "read_allocation": self.allocation_in_use(), "overridden": sorted(k for k, v in options.items() if v is not None),
                 "calibrated": bool(cal), "target_recall": cal.get("target_recall"),
+                "read_allocations_compared": cal.get("allocations"),
                 "calibrated_recall": cal.get("recall"), "calibrated_recall_lower_bound": cal.get("recall_lower_bound"),
                 "calibration_queries": cal.get("n_queries"),
                 "calibrated_recall_by_stratum": (cal.get("strata") or {}).get("recall"),

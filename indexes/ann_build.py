@@ -98,6 +98,7 @@ def fit(index, X, ids=None, calibration_queries=None):
         del D
     index.n_fit_documents_ = Xp.shape[0]
     index.calibration_ = None
+    index.read_allocation_ = None  # ("auto": until the calibration chooses)
     phases["dense_stage"] = time.perf_counter() - start - sum(phases.values())
     if index.target_recall is not None and Xp.shape[0] > 11:
         index.calibrate(calibration_queries)

@@ -97,7 +97,7 @@ def query_rows(index, Qp, k, n_jobs, options):
     # the first few queries of a process: numpy, the same answers without loading numba
     few = small_batch.take(nq)
     P = index._postings
-    weighted = allocation_code(index.read_allocation)
+    weighted = allocation_code(index.allocation_in_use())
     dense_cands = parts[0] if parts else None  # FAISS answers the whole batch at once
     model = index._model
     W, X, Z = index.rerank_w(), index._X, index._Z  # W itself: I + W is never formed at query time

@@ -43,7 +43,7 @@ def manifest_state(index) -> dict:
     return {"nlist_": index.nlist_, "build_seconds": index.build_seconds_, "n_heavy_rows": int(index.heavy_rows_.size),
             "n_fit_documents": int(index.n_fit_documents_), "postings": "expanded",
             "postings_length": int(index.postings_length_), "postings_model": index.postings_model_,
-            "read_allocation": index.read_allocation,
+            "read_allocation": index.allocation_in_use(),
             "rerank_memory_": int(index.rerank_memory_),
             "calibration": index.calibration_}
 
@@ -69,7 +69,7 @@ def restore(index, arrays: dict, extra_files: dict, meta: dict, mmap: bool):
         raise FileFormatError("the index manifest's state lacks postings_length; rebuild the index")
     index.postings_length_ = int(state["postings_length"])
     # files written before reads were shared out by weight searched every list uniformly
-    index.read_allocation = state.get("read_allocation") or "uniform"
+    index.read_allocation_ = state.get("read_allocation") or "uniform"
     index.rerank_memory_ = state.get("rerank_memory_")
     index.postings_model_ = state.get("postings_model")
     cal = state.get("calibration")

@@ -101,6 +101,9 @@ CALIBRATION_SCHEMA = {
     "qps_certification": ("float?", 0.0, None),  # the chosen setting, timed on the certification sample
     "fastest": ("dict?",),  # the fastest setting measured on the selection sample, whatever its recall
     "proportional_share": ("float?", 0.0, 1.0),  # of the corpus samples drawn in proportion to the strata
+    "read_allocation": ("str?",),  # an ann index's read allocation the setting was chosen under
+    # read_allocation="auto": per allocation compared, its choice on the selection sample
+    "allocations": ("dict?",),  # {allocation: {"setting", "qps", "recall", "qualified"}}
 }
 _SETTING_KEYS = ("n_postings", "sparse_pool", "dense_pool", "nprobe")
 
@@ -358,18 +361,31 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
     if corpus:
         balanced = balanced_shares(strata, m)
     weighting = (lambda rows: (strata[rows], strata, balanced)) if corpus else (lambda rows: None)
-    measured = _measure_grid(index, Q_select, kk, select_rows, truth_select, top_k, target, weighting(select_rows))
-    qualifying = [e for e in measured if e["select_bound"] >= target]
-    # re-time the five fastest candidates (best of three) before choosing, and the fastest setting
-    # measured (what the target costs: recorded as "fastest")
-    for entry in sorted(qualifying, key=lambda e: -e["qps"])[:5] + [max(measured, key=lambda e: e["qps"])]:
-        if not entry.get("retimed"):
-            _, cpu = _time_setting(index, Q_select, kk, entry["setting"], 3)
-            entry["qps"], entry["retimed"] = Q_select.shape[0] / cpu, True
-    if qualifying:
-        chosen = max(qualifying, key=lambda e: e["qps"])
-    else:
-        chosen = max(measured, key=lambda e: (e["recall"], e["qps"]))
+    # (an ann index under read_allocation="auto" offers two allocations: the grid is measured under
+    # each, and the allocation of the better choice is kept -- still on the selection sample only)
+    allocations = index.calibration_allocations() if hasattr(index, "calibration_allocations") else (None,)
+    per_allocation = {}
+    for allocation in allocations:
+        if allocation is not None:
+            index.read_allocation_ = allocation
+        measured = _measure_grid(index, Q_select, kk, select_rows, truth_select, top_k, target, weighting(select_rows))
+        qualifying = [e for e in measured if e["select_bound"] >= target]
+        # re-time the five fastest candidates (best of three) before choosing, and the fastest setting
+        # measured (what the target costs: recorded as "fastest")
+        for entry in sorted(qualifying, key=lambda e: -e["qps"])[:5] + [max(measured, key=lambda e: e["qps"])]:
+            if not entry.get("retimed"):
+                _, cpu = _time_setting(index, Q_select, kk, entry["setting"], 3)
+                entry["qps"], entry["retimed"] = Q_select.shape[0] / cpu, True
+        if qualifying:
+            chosen = max(qualifying, key=lambda e: e["qps"])
+        else:
+            chosen = max(measured, key=lambda e: (e["recall"], e["qps"]))
+        rank = (1, chosen["qps"], 0.0) if qualifying else (0, chosen["recall"], chosen["qps"])
+        per_allocation[allocation] = (rank, measured, chosen, bool(qualifying))
+    allocation = max(per_allocation, key=lambda a: per_allocation[a][0])
+    _, measured, chosen, _ = per_allocation[allocation]
+    if allocation is not None:
+        index.read_allocation_ = allocation
     fastest = max(measured, key=lambda e: e["qps"])
 
     # 2. certify, on the certification sample only
@@ -407,8 +423,11 @@ def calibrate(index, queries=None, target_recall: float = 0.95, top_k: int = 10,
                           "balanced": _as_entry(selected["balanced"]) if corpus else None,
                           "rows": [int(r) for r in select_rows] if corpus else None},
             "model_checksum": index.model.checksum(), "n_documents": int(n),
-            "n_settings": len(measured), "seconds": time.perf_counter() - start,
-            "exact_seconds": exact_seconds}
+            "n_settings": sum(len(entry[1]) for entry in per_allocation.values()),
+            "seconds": time.perf_counter() - start, "exact_seconds": exact_seconds,
+            "read_allocation": allocation,
+            "allocations": {a: {"setting": c["setting"], "qps": c["qps"], "recall": c["recall"], "qualified": q}
+                            for a, (_, _, c, q) in per_allocation.items()} if len(per_allocation) > 1 else None}
 
 
 def remeasure(index, record: dict, n_queries: int, random_state=0, n_jobs: int = 1) -> dict:

@@ -72,7 +72,7 @@ _THRESHOLD_STEPS, _THRESHOLD_SLACK = 40, 32  # as compact_numba_kernels.THRESHOL
 
 def threshold_reads(terms: np.ndarray, q: np.ndarray, P, limit: int) -> np.ndarray:
     """:func:`.compact_numba_kernels.threshold_reads` for one query over compact postings ``P``: the
-    same bisection of the contribution threshold, the same products, so the same reads."""
+    same search of the contribution threshold, the same products, so the same reads."""
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     budget = int(limit) * terms.size
     caps = np.minimum(np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts, budget)
@@ -88,17 +88,28 @@ def threshold_reads(terms: np.ndarray, q: np.ndarray, P, limit: int) -> np.ndarr
     heads = contrib[np.cumsum(caps)[caps > 0] - caps[caps > 0]]
     t_lo, t_hi = 0.0, float(heads.max())
     at_hi = counts(t_hi)
-    if int(at_hi.sum()) < budget:
+    count = int(at_hi.sum())
+    if count < budget:
+        f_lo, f_hi = float(int(caps.sum()) - budget), float(count - budget)
+        side = 0
         for _ in range(_THRESHOLD_STEPS):
-            mid = 0.5 * (t_lo + t_hi)
+            mid = t_lo + (t_hi - t_lo) * (f_lo / (f_lo - f_hi)) if f_lo - f_hi > 0.0 else 0.5 * (t_lo + t_hi)
+            if not (t_lo < mid < t_hi):
+                mid = 0.5 * (t_lo + t_hi)
             c = counts(mid)
-            total = int(c.sum())
-            if total > budget:
-                t_lo = mid
+            count = int(c.sum())
+            if count > budget:
+                t_lo, f_lo = mid, float(count - budget)
+                if side == -1:
+                    f_hi *= 0.5
+                side = -1
             else:
-                t_hi, at_hi = mid, c
-                if total * _THRESHOLD_SLACK >= budget * (_THRESHOLD_SLACK - 1):
+                t_hi, f_hi, at_hi = mid, float(count - budget), c
+                if count * _THRESHOLD_SLACK >= budget * (_THRESHOLD_SLACK - 1):
                     break
+                if side == 1:
+                    f_lo *= 0.5
+                side = 1
     return at_hi
 
 

@@ -557,6 +557,36 @@ def test_reads_shared_by_weight_find_more_neighbours_than_uniform_reads(learned_
     assert (got["threshold"] >= got["weighted"]).all() and got["threshold"].mean() > got["weighted"].mean() + 0.005
 
 
+def test_auto_read_allocation_keeps_the_faster_qualifying_choice_of_the_selection_sample(learned_case, tmp_path):
+    """read_allocation="auto": the calibration measures its grid under weighted and threshold reads
+    (selection sample), keeps the allocation whose choice meets the target faster (or, when neither
+    does, reaches the higher recall), records both, and queries, saves and loads with it."""
+    model, X = learned_case
+    index = build_index(model, X, kind="ann", read_allocation="auto")
+    cal = index.calibration_
+    compared = cal["allocations"]
+    assert set(compared) == {"weighted", "threshold"} and cal["read_allocation"] in compared
+    chosen, other = compared[cal["read_allocation"]], compared[({"weighted", "threshold"} - {cal["read_allocation"]}).pop()]
+    assert chosen["setting"] == cal["setting"]
+    if other["qualified"]:
+        assert chosen["qualified"] and chosen["qps"] >= other["qps"]
+    elif not chosen["qualified"]:
+        assert chosen["recall"] >= other["recall"]
+    assert index.read_allocation == "auto"
+    assert index.allocation_in_use() == cal["read_allocation"] == index.search_metadata()["read_allocation"]
+    Q = X[::40]
+    fixed = build_index(model, X, kind="ann", target_recall=None, read_allocation=cal["read_allocation"],
+                        **cal["setting"])
+    np.testing.assert_array_equal(index.query_rows(Q, 10)[0], fixed.query_rows(Q, 10)[0])
+    index.save(tmp_path / "auto")
+    again = load_index(tmp_path / "auto")
+    assert again.allocation_in_use() == cal["read_allocation"] and again.calibration_["allocations"] == compared
+    np.testing.assert_array_equal(again.query_rows(Q, 10)[0], index.query_rows(Q, 10)[0])
+    # not calibrated: the weighted share
+    assert build_index(model, X[:300], kind="ann", target_recall=None, read_allocation="auto").allocation_in_use() \
+        == "weighted"
+
+
 def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, tmp_path):
     """A file without the read_allocation state key (written before it existed) answers as it did."""
     from indextools import rehash_index
@@ -573,7 +603,7 @@ def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, t
 
     rehash_index(tmp_path / "idx", as_older)
     old = load_index(tmp_path / "idx")
-    assert old.read_allocation == "uniform" and old.search_metadata()["read_allocation"] == "uniform"
+    assert old.allocation_in_use() == "uniform" and old.search_metadata()["read_allocation"] == "uniform"
     Q = X[::40]
     np.testing.assert_array_equal(old.query_rows(Q, 10)[1], uniform.query_rows(Q, 10)[1])
     assert not np.array_equal(weighted.query_rows(Q, 10)[0], uniform.query_rows(Q, 10)[0])
@@ -584,7 +614,7 @@ def test_index_files_from_before_weighted_reads_search_uniformly(learned_case, t
                             sparse_pool=20)
     threshold.save(tmp_path / "thr")
     again = load_index(tmp_path / "thr")
-    assert again.read_allocation == "threshold" and again.search_metadata()["read_allocation"] == "threshold"
+    assert again.allocation_in_use() == "threshold" and again.search_metadata()["read_allocation"] == "threshold"
     np.testing.assert_array_equal(again.query_rows(Q, 10)[0], threshold.query_rows(Q, 10)[0])
     __import__("shutil").copytree(tmp_path / "thr", tmp_path / "copy")  # files this process did not write
     mapped = load_index(tmp_path / "copy", mmap=True, warm_up=False)  # blocks checked as the threshold reads them
