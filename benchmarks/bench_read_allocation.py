@@ -41,7 +41,8 @@ def run_case(case: str, args) -> dict:
     model, _ = get_model(corpus, algorithm, X, y, int(triplets), args.seed, pathlib.Path(args.model_cache))
     X = prepare_rows(model, X, "corpus")
     settings = [{"n_postings": r, "sparse_pool": p} for r in READS for p in POOLS]
-    out = {"case": case, "source": source, "n_documents": int(X.shape[0]), "n_queries": int(qrows.size),
+    out = {"case": case, "command": "python benchmarks/bench_read_allocation.py " + " ".join(sys.argv[1:]),
+           "source": source, "n_documents": int(X.shape[0]), "n_queries": int(qrows.size),
            "loadavg_start": os.getloadavg(), "allocations": {}}
     for alloc in ALLOCATIONS:
         start = time.perf_counter()

@@ -47,7 +47,7 @@ FAMILIES = {
         "index's two strategies (`benchmarks/bench_exact_strategy.py`). "
         "How to read them: [Retrieval indexes](../guide/indexes.md).",
         ("bench_indexes", "bench_index_load", "bench_recall_check", "bench_embedding_index", "bench_first_batch",
-         "bench_calibration", "bench_exact_strategy"),
+         "bench_calibration", "bench_exact_strategy", "bench_read_allocation"),
         "python benchmarks/bench_indexes.py --help",
     ),
     "distributed": (
