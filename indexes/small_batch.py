@@ -118,7 +118,7 @@ def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted) -> np
     (``P``: CSR postings or :class:`~sparsesim.indexes.ann_postings.CompactPostings`; ``weighted``:
     False / True for the uniform / weighted share, ``THRESHOLD`` for :func:`threshold_reads`,
     compact postings only)."""
-    if weighted is not True and weighted == THRESHOLD:
+    if weighted == THRESHOLD:  # (True / False compare as 1 / 0)
         return threshold_reads(terms, q, P, limit)
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     lengths = np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts

@@ -86,6 +86,9 @@ def test_threshold_reads_are_each_querys_largest_contributions_within_its_budget
     still gets counts within each list's length."""
     from sparsesim.indexes import compact_numba_kernels as CK
 
+    # the numpy twin keeps its own copy of the search's constants (it must not import numba)
+    assert (small_batch.THRESHOLD, small_batch._THRESHOLD_STEPS, small_batch._THRESHOLD_SLACK) == \
+        (CK.THRESHOLD, CK.THRESHOLD_STEPS, CK.THRESHOLD_SLACK)
     n = 500
     C = CompactPostings.from_csr(_impact_lists(200, n, 300, seed=5))
     rng = np.random.default_rng(6)
