@@ -1,0 +1,71 @@
+"""Time per query of the ann index's weighted and threshold read allocations, each at a given
+setting, on one index, interleaved (best of ``--repeats`` passes over ``--queries`` corpus rows,
+one thread): what the threshold's search for its contribution threshold costs against the reads
+it saves. The index is built once (``target_recall=None``) or read from ``--index``.
+
+    python benchmarks/profile_read_allocation.py --case 1e5:oasis:3000 --model-cache /tmp/sparsesim-bench-models \\
+        --setting weighted:96:30 --setting threshold:24:50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_indexes import get_model, load_corpus  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="1e5:oasis:3000")
+    parser.add_argument("--setting", action="append", default=[], metavar="ALLOCATION:READS:POOL")
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2, help="times the list of settings is timed, interleaved")
+    parser.add_argument("--index", help="a saved ann index of the case's corpus and model (built when absent)")
+    parser.add_argument("--model-cache", default="/tmp/sparsesim-bench-models")
+    args = parser.parse_args(argv)
+    from sparsesim.indexes import build_index, load_index
+    from sparsesim.indexes.base import prepare_rows
+
+    corpus, algorithm, triplets = args.case.split(":")
+    X, y, _, _, _ = load_corpus(corpus, 300, 0)
+    model, _ = get_model(corpus, algorithm, X, y, int(triplets), 0, pathlib.Path(args.model_cache))
+    X = prepare_rows(model, X, "corpus")
+    if args.index and pathlib.Path(args.index).exists():
+        ann = load_index(args.index)
+    else:
+        ann = build_index(model, X, kind="ann", n_jobs=2, target_recall=None)
+        if args.index:
+            ann.save(args.index)
+    Q = X[np.random.default_rng(5).choice(X.shape[0], min(args.queries, X.shape[0]), replace=False)]
+    settings = [s.split(":") for s in (args.setting or ["weighted:96:30", "threshold:24:50"])]
+    out = {"case": args.case, "command": "python benchmarks/profile_read_allocation.py " + " ".join(argv or sys.argv[1:]),
+           "n_queries": int(Q.shape[0]), "rows": []}
+    for _ in range(args.rounds):
+        for alloc, reads, pool in settings:
+            ann.read_allocation_ = alloc
+            options = {"n_postings": int(reads), "sparse_pool": int(pool)}
+            ann.query_rows(Q[:200], 10, n_jobs=1, **options)  # warm
+            best = min(_timed(ann, Q, options) for _ in range(args.repeats))
+            row = {"allocation": alloc, **options, "us_per_query": 1e6 * best / Q.shape[0]}
+            out["rows"].append(row)
+            print(json.dumps(row), flush=True)
+    print(json.dumps(out))
+    return 0
+
+
+def _timed(ann, Q, options):
+    start = time.perf_counter()
+    ann.query_rows(Q, 10, n_jobs=1, **options)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    sys.exit(main())
