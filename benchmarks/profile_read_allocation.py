@@ -2,6 +2,8 @@
 setting, on one index, interleaved (best of ``--repeats`` passes over ``--queries`` corpus rows,
 one thread): what the threshold's search for its contribution threshold costs against the reads
 it saves. The index is built once (``target_recall=None``) or read from ``--index``.
+``--stage candidates`` times the candidate kernel alone (reads and pool, no re-ranking), where the
+threshold's search is a larger share of the time.
 
     python benchmarks/profile_read_allocation.py --case 1e5:oasis:3000 --model-cache /tmp/sparsesim-bench-models \\
         --setting weighted:96:30 --setting threshold:24:50
@@ -30,6 +32,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="times the list of settings is timed, interleaved")
     parser.add_argument("--index", help="a saved ann index of the case's corpus and model (built when absent)")
     parser.add_argument("--model-cache", default="/tmp/sparsesim-bench-models")
+    parser.add_argument("--stage", choices=("query", "candidates"), default="query",
+                        help="time whole queries, or the candidate kernel alone")
     args = parser.parse_args(argv)
     from sparsesim.indexes import build_index, load_index
     from sparsesim.indexes.base import prepare_rows
@@ -52,9 +56,10 @@ def main(argv=None):
         for alloc, reads, pool in settings:
             ann.read_allocation_ = alloc
             options = {"n_postings": int(reads), "sparse_pool": int(pool)}
-            ann.query_rows(Q[:200], 10, n_jobs=1, **options)  # warm
-            best = min(_timed(ann, Q, options) for _ in range(args.repeats))
-            row = {"allocation": alloc, **options, "us_per_query": 1e6 * best / Q.shape[0]}
+            timed = _timed if args.stage == "query" else _timed_candidates
+            timed(ann, Q[:200], options)  # warm
+            best = min(timed(ann, Q, options) for _ in range(args.repeats))
+            row = {"allocation": alloc, **options, "stage": args.stage, "us_per_query": 1e6 * best / Q.shape[0]}
             out["rows"].append(row)
             print(json.dumps(row), flush=True)
     print(json.dumps(out))
@@ -64,6 +69,20 @@ def main(argv=None):
 def _timed(ann, Q, options):
     start = time.perf_counter()
     ann.query_rows(Q, 10, n_jobs=1, **options)
+    return time.perf_counter() - start
+
+
+def _timed_candidates(ann, Q, options):
+    from sparsesim.indexes.ann_query import allocation_code, compact_kernels
+    from sparsesim.indexes.execution import query_scratch
+
+    n = ann.n_documents
+    out = np.empty((Q.shape[0], options["sparse_pool"]), dtype=np.int64)
+    code = allocation_code(ann.read_allocation_)
+    start = time.perf_counter()
+    compact_kernels().compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *ann._postings.kernel_args(), n,
+                                                options["n_postings"], code, options["sparse_pool"], out,
+                                                *query_scratch.sparse(n))
     return time.perf_counter() - start
 
 

@@ -23,6 +23,7 @@ without Z, the dense stage and filler documents; exact with both strategies).
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -76,41 +77,51 @@ def threshold_reads(terms: np.ndarray, q: np.ndarray, P, limit: int) -> np.ndarr
     starts = np.asarray(P.indptr[terms], dtype=np.int64)
     budget = int(limit) * terms.size
     caps = np.minimum(np.asarray(P.indptr[terms + 1], dtype=np.int64) - starts, budget)
-    if int(caps.sum()) <= budget:
+    total = int(caps.sum())
+    if total <= budget:
         return caps
     a = np.abs(np.asarray(q, dtype=np.float64))
     contrib = np.repeat(a, caps) * P.values_at(_ranges(starts, caps), np.repeat(terms, caps))
     owner = np.repeat(np.arange(terms.size), caps)
+    ends = np.cumsum(caps)[caps > 0]
+    top = float(contrib[ends - caps[caps > 0]].max())
+    if not top > 0.0:
+        return np.zeros(terms.size, dtype=np.int64)
+    tail = float(contrib[ends - 1].min())
+    guesses = contrib[ends - caps[caps > 0] + np.minimum(caps[caps > 0], int(limit)) - 1]
 
     def counts(tau):
         return np.bincount(owner[contrib >= tau], minlength=terms.size).astype(np.int64)
 
-    heads = contrib[np.cumsum(caps)[caps > 0] - caps[caps > 0]]
-    t_lo, t_hi = 0.0, float(heads.max())
-    at_hi = counts(t_hi)
-    count = int(at_hi.sum())
-    if count < budget:
-        f_lo, f_hi = float(int(caps.sum()) - budget), float(count - budget)
-        side = 0
-        for _ in range(_THRESHOLD_STEPS):
-            mid = t_lo + (t_hi - t_lo) * (f_lo / (f_lo - f_hi)) if f_lo - f_hi > 0.0 else 0.5 * (t_lo + t_hi)
-            if not (t_lo < mid < t_hi):
-                mid = 0.5 * (t_lo + t_hi)
-            c = counts(mid)
-            count = int(c.sum())
-            if count > budget:
-                t_lo, f_lo = mid, float(count - budget)
-                if side == -1:
-                    f_hi *= 0.5
-                side = -1
-            else:
-                t_hi, f_hi, at_hi = mid, float(count - budget), c
-                if count * _THRESHOLD_SLACK >= budget * (_THRESHOLD_SLACK - 1):
-                    break
-                if side == 1:
-                    f_lo *= 0.5
-                side = 1
-    return at_hi
+    center = math.log(float(budget) * (1.0 - 0.5 / _THRESHOLD_SLACK))
+    x_lo = math.log(tail) if tail > 0.0 else math.log(top) - 64.0
+    x_hi = math.log(top) + 1e-9
+    g_lo, g_hi = math.log(float(total)) - center, math.log(0.5) - center
+    first = float(np.sort(guesses)[(guesses.size - 1) // 2])
+    x = math.log(first) if first > 0.0 else 0.5 * (x_lo + x_hi)
+    side, found, at_hi = 0, 0, np.zeros(terms.size, dtype=np.int64)
+    for attempt in range(_THRESHOLD_STEPS):
+        if attempt > 0 or not x_lo < x < x_hi:
+            x = x_lo + (x_hi - x_lo) * (g_lo / (g_lo - g_hi)) if g_lo - g_hi > 0.0 else 0.5 * (x_lo + x_hi)
+            if not (x_lo < x < x_hi):
+                x = 0.5 * (x_lo + x_hi)
+        c = counts(math.exp(x))
+        count = int(c.sum())
+        g = math.log(max(float(count), 0.5)) - center
+        if count > budget:
+            x_lo, g_lo = x, g
+            if side == -1:
+                g_hi *= 0.5
+            side = -1
+        else:
+            x_hi, g_hi, at_hi = x, g, c
+            found += count
+            if count * _THRESHOLD_SLACK >= budget * (_THRESHOLD_SLACK - 1):
+                break
+            if side == 1:
+                g_lo *= 0.5
+            side = 1
+    return at_hi if found else counts(top)
 
 
 def read_limits(terms: np.ndarray, q: np.ndarray, P, limit: int, weighted) -> np.ndarray:

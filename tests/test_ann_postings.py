@@ -129,6 +129,23 @@ def test_threshold_reads_are_each_querys_largest_contributions_within_its_budget
         CK.threshold_reads(Q.indptr, Q.indices, Q.data, C.indptr, C.codes, C.floor_, C.step_, r, 20, got,
                            np.empty(width, np.int64), np.empty(width, np.int64))
         assert (got[:terms.size] >= 0).all() and (got[:terms.size] <= lengths[terms]).all()
+    # ties at the top above the budget: every entry contributes the same, no threshold reads
+    # within the budget, so each list reads its entries equal to the largest contribution
+    C.codes[:] = 200
+    C.floor_[:] = 0.0
+    C.step_[:] = 0.5
+    Q.data[:] = 1.0
+    for r in range(Q.shape[0]):
+        terms = Q.indices[Q.indptr[r]:Q.indptr[r + 1]].astype(np.int64)
+        if not terms.size:
+            continue
+        got = np.empty(width, np.int64)
+        CK.threshold_reads(Q.indptr, Q.indices, Q.data, C.indptr, C.codes, C.floor_, C.step_, r, 3, got,
+                           np.empty(width, np.int64), np.empty(width, np.int64))
+        caps = np.minimum(lengths[terms], 3 * terms.size)
+        np.testing.assert_array_equal(got[:terms.size], caps)
+        np.testing.assert_array_equal(small_batch.threshold_reads(terms, Q.data[Q.indptr[r]:Q.indptr[r + 1]], C, 3),
+                                      caps)
 
 
 @pytest.fixture(scope="module")
