@@ -383,6 +383,35 @@ def test_protocol_runs_end_to_end(tmp_path, monkeypatch):
     assert f"omtrsl - ogrsl: wins {wins}/3" in text
 
 
+def test_protocol_leaves_out_a_learner_that_refuses_the_data_and_says_why(monkeypatch):
+    """mtLMNN above its ``max_features`` is asked before anything runs: the other learners run, the
+    report records why mtLMNN did not, and the reproduction report's rows and orderings with it say
+    "not attempted" with that reason; when every learner refuses, the run is one error."""
+    from sparsesim.exceptions import ResourceLimitError
+    from sparsesim.experiments import ExperimentConfig, ijcai17, paper_verdicts, run_experiment
+
+    monkeypatch.setattr(ijcai17, "load_multitask_data", lambda name, **o: _tiny_data())
+    make = lambda algorithms: ExperimentConfig(  # noqa: E731
+        dataset="tiny", algorithms=algorithms, triplets=200, params={"mtlmnn": {"max_features": 5}},
+        options={"folds": 3})
+    report = run_experiment("ijcai17", make(["omtrsl", "mtlmnn"]))
+    assert "max_features = 5" in report["refused"]["mtlmnn"]
+    assert {r["algorithm"] for r in report["results"]} == {"omtrsl"} and len(report["results"]) == 3
+    with pytest.raises(ResourceLimitError, match="max_features = 5"):
+        run_experiment("ijcai17", make(["mtlmnn"]))
+    item = {"metrics": [{"key": "ap@10", "name": "AP@10"}], "claims": ["omtrsl > mtlmnn"]}
+    run = {"rows": [{"name": "mtLMNN", "algorithm": "mtlmnn", "ap@10": [0.5, 0.0]},
+                    {"name": "OMTRSL", "algorithm": "omtrsl", "ap@10": [0.6, 0.0]}]}
+    entry = {"column": "tiny", "dataset": "tiny", "substitution": "", "not_registered": [],
+             "refused": report["refused"]}
+    board = {"omtrsl": {"ap@10": report["summary"]["omtrsl"]["ap@10"]}}
+    rows = {r["algorithm"]: r["verdict"] for r in paper_verdicts.judge_rows(item, run, entry, board)}
+    assert rows["mtlmnn"] == "not attempted: the learner refuses the data's size"
+    assert rows["omtrsl"] == "reproduces" or rows["omtrsl"] == "does not"
+    claims = paper_verdicts.judge_claims(item, run, entry, board)
+    assert claims[0]["verdict"] == "not attempted: the learner refuses the data's size"
+
+
 def test_protocol_search_only(monkeypatch):
     """``search_only`` runs the parameter search alone: the same search results as a full run, no CV."""
     from sparsesim.experiments import ExperimentConfig, run_experiment

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..data import load_dataset
 from ..evaluation import evaluate_retrieval
-from ..exceptions import InvalidInputError, UnknownNameError
+from ..exceptions import InvalidInputError, ResourceLimitError, UnknownNameError
 from ..parallel import run_parallel
 from ..registry import get_algorithm, make_estimator
 from ..triplets import stratified_kfold, stratified_split
@@ -303,6 +303,8 @@ def run(config) -> dict:
     checked = _check_options(config, options, algorithms)
     factors = checked["factors"]
     data = load_multitask_data(config.dataset, **options["dataset_options"])
+    refused = _refused(config, algorithms, data)
+    algorithms = [a for a in algorithms if a not in refused]
     n_triplets = int(config.triplets or options["triplets"])
     n_folds = int(options["folds"])
     backend = options["backend"]
@@ -315,6 +317,8 @@ def run(config) -> dict:
     report = {"protocol": PROTOCOL, "dataset": config.dataset, "n_triplets": n_triplets, "n_folds": n_folds,
               "representation": data.info.get("representation", ""), "tasks": list(data.task_names or []),
               "n_documents": int(data.n_documents), "n_features": int(data.n_features)}
+    if refused:
+        report["refused"] = refused
     if factors:
         report["factors"] = factors
     if options["only_folds"] is not None:
@@ -388,6 +392,22 @@ def run(config) -> dict:
         report["plots"] = write_plots(report, Path(config.out_dir))
         write_report(report, config.out_dir, f"ijcai17_{str(config.dataset).replace('/', '_')}.json")
     return report
+
+
+def _refused(config, algorithms, data) -> dict:
+    """``{algorithm: why}`` for the learners that refuse the data's size (mtLMNN above its
+    ``max_features``), asked before anything runs; when every learner refuses, the first's error."""
+    refused = {}
+    for alg in algorithms:
+        est = make_estimator(alg, **config.params_for(alg))
+        if hasattr(est, "check_n_features"):
+            try:
+                est.check_n_features(data.n_features, np.unique(np.asarray(data.tasks)).size)
+            except ResourceLimitError as exc:
+                refused[alg] = str(exc)
+    if refused and len(refused) == len(algorithms):
+        raise ResourceLimitError(next(iter(refused.values())))
+    return refused
 
 
 def _resolved_summary(results) -> dict:

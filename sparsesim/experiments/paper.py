@@ -379,6 +379,7 @@ def _run_checked_item(item: dict, spec: dict, name: str, out_dir, quick: bool, n
                 entry["left_out"] = [a for a in known if a not in settings["algorithms"]]
             report = _run_protocol(settings, out, n_jobs, cache)
             board = scoreboard(entry["protocol"], report)
+            entry["refused"] = dict(report.get("refused") or {})
             entry["seconds"] = report.get("seconds")
             entry["reused"] = bool(report.get("reused"))
             entry["plots"] = [str(p) for p in (report.get("plots") or ([report["plot"]] if report.get("plot") else []))]
@@ -396,7 +397,8 @@ def _run_checked_item(item: dict, spec: dict, name: str, out_dir, quick: bool, n
         mine = [(run, e) for run, e in zip(item["runs"], runs) if e["column"] == column]
         merged = {"column": column, "dataset": next((e["dataset"] for _, e in mine if e["dataset"]), None),
                   "skipped": all(e.get("skipped") for _, e in mine),
-                  "not_registered": [a for _, e in mine for a in e["not_registered"]]}
+                  "not_registered": [a for _, e in mine for a in e["not_registered"]],
+                  "refused": {a: why for _, e in mine for a, why in e.get("refused", {}).items()}}
         board = {a: s for _, e in mine for a, s in e["board"].items()}
         claims += verdicts.judge_claims(item, {"rows": [r for run, _ in mine for r in run.get("rows", [])]},
                                         merged, board)

@@ -8,8 +8,9 @@ The rule (:data:`RULE`):
 * it is **not comparable** when the paper's data set is unavailable and another stands in (the
   numbers are shown; the orderings are still judged);
 * times are shown and never judged (other machines, other languages);
-* **not attempted**: the learner is not registered, no data set is available, or (``--quick``) the
-  run has no quick form;
+* **not attempted**: the learner is not registered, refuses the data's size (mtLMNN above its
+  ``max_features``, asked before the run), no data set is available, or (``--quick``) the run has
+  no quick form;
 * a stated ordering (``"a > b"``) **holds** when our means are in that order;
 * the **ordering** of a column: the share of row pairs (the first judged metric) that our numbers
   order as the paper's do; it reproduces at 80% of the pairs or more.
@@ -26,7 +27,8 @@ RULE = ("a number reproduces when |ours - paper| <= max(tolerance, 2 x paper std
 ORDER_SHARE = 0.8
 VERDICTS = ("reproduces", "does not", "not comparable: data substituted", "shown, not judged",
             "paper: not reported", "not attempted: not registered", "not attempted: data unavailable",
-            "not attempted: not measured", "not attempted: not run at quick sizes")
+            "not attempted: not measured", "not attempted: not run at quick sizes",
+            "not attempted: the learner refuses the data's size")
 
 
 def _metric(item: dict, key: str) -> dict:
@@ -65,6 +67,8 @@ def judge_rows(item: dict, run: dict, entry: dict, board: dict) -> list[dict]:
                 rec["ours"], rec["ours_std"] = scale * float(ours[0]), scale * float(ours[1] if ours[1] == ours[1] else 0)
             if alg in entry["not_registered"]:
                 verdict = "not attempted: not registered"
+            elif alg in entry.get("refused", {}):
+                verdict = "not attempted: the learner refuses the data's size"
             elif entry.get("skipped") or alg in entry.get("left_out", ()):
                 verdict = "not attempted: not run at quick sizes"
             elif not entry["dataset"]:
@@ -110,6 +114,8 @@ def judge_claims(item: dict, run: dict, entry: dict, board: dict) -> list[dict]:
         rec = {"column": entry["column"], "claim": claim, "metric": metric}
         if a in entry["not_registered"] or b in entry["not_registered"]:
             rec["verdict"] = "not attempted: not registered"
+        elif a in entry.get("refused", {}) or b in entry.get("refused", {}):
+            rec["verdict"] = "not attempted: the learner refuses the data's size"
         elif metric not in board.get(a, {}) or metric not in board.get(b, {}):
             continue  # the claim is about learners this run does not have
         else:
@@ -220,6 +226,7 @@ def item_markdown(result: dict, level: int = 2) -> str:
         sub = f" — substitution: {run['substitution']}" if run["substitution"] else ""
         lines.append(f"* **{run['column']}**: {what}{sub}; selection: {run.get('selection', '—')}"
                      + (f"; not registered: {', '.join(run['not_registered'])}" if run["not_registered"] else "")
+                     + "".join(f"; `{a}` not run: {why}" for a, why in (run.get("refused") or {}).items())
                      + (f"; {run['seconds']:.1f} s" if run.get("seconds") is not None else "")
                      + (" (the same run as an earlier item's, reused)" if run.get("reused") else ""))
     if result["rows"]:

@@ -191,13 +191,17 @@ class MTLMNN(SparsesimEstimator):
             parts.append((Xt, yt, target_neighbors(Xt, yt, k)))
         return labels, parts
 
-    def _check_size(self, d, parts):
+    def check_n_features(self, d: int, n_tasks: int) -> None:
+        """Raise :class:`~sparsesim.exceptions.ResourceLimitError` when ``d`` features are more than
+        ``max_features`` (``n_tasks + 1`` dense d x d metrics); a protocol asks before it runs anything."""
         limit = self.max_features
-        if d > int(limit):
+        if int(d) > int(limit):
             raise ResourceLimitError(
-                f"mtLMNN learns {len(parts) + 1} dense d x d metrics ({8 * d * d * (len(parts) + 1) / 2**30:.1f} GiB "
+                f"mtLMNN learns {n_tasks + 1} dense d x d metrics ({8 * d * d * (n_tasks + 1) / 2**30:.1f} GiB "
                 f"at d = {d}) and allows at most max_features = {limit} features; reduce the features first "
                 "(e.g. isolet-tasks with representation='pca'), or use omtrsl for high-dimensional data")
+
+    def _check_size(self, d, parts):
         n_max = max(p[0].shape[0] for p in parts)
         budget = MemoryBudget(parse_memory(self.max_memory), self.max_memory, owner="mtLMNN")
         check_allocation(budget, 8 * (4 * d * d * (len(parts) + 2) + 4 * n_max * n_max),
@@ -228,8 +232,9 @@ class MTLMNN(SparsesimEstimator):
         if tasks.shape != (X.shape[0],):
             raise InvalidInputError(f"tasks needs one entry per document ({X.shape[0]}), got shape {tasks.shape}")
         _, y = np.unique(y, return_inverse=True)
-        labels, parts = self._parts(X, y, tasks)
         d = X.shape[1]
+        self.check_n_features(d, np.unique(tasks).size)  # before the tasks' rows are made dense
+        labels, parts = self._parts(X, y, tasks)
         self._check_size(d, parts)
         if progress is not None:
             progress(0)
