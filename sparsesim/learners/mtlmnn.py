@@ -197,9 +197,10 @@ class MTLMNN(SparsesimEstimator):
         limit = self.max_features
         if int(d) > int(limit):
             raise ResourceLimitError(
-                f"mtLMNN learns {n_tasks + 1} dense d x d metrics ({8 * d * d * (n_tasks + 1) / 2**30:.1f} GiB "
-                f"at d = {d}) and allows at most max_features = {limit} features; reduce the features first "
-                "(e.g. isolet-tasks with representation='pca'), or use omtrsl for high-dimensional data")
+                f"mtLMNN learns {n_tasks + 1} dense d x d metrics ({8 * d * d * (n_tasks + 1) / 2**30:.2g} GiB "
+                f"at d = {d}) and eigendecomposes each at every step; it allows at most max_features = {limit} "
+                "features (raise max_features to run it anyway): reduce the features first (e.g. isolet-tasks "
+                "with representation='pca'), or use omtrsl for high-dimensional data")
 
     def _check_size(self, d, parts):
         n_max = max(p[0].shape[0] for p in parts)
