@@ -73,3 +73,33 @@ def test_sors_scale_multiplies_the_resolved_auto_values():
     with pytest.raises(InvalidInputError, match="resolves no 'auto' value of C"):
         run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["sors-l1"], triplets=50,
                                                 options={"scale": {"C": [2.0]}}))
+
+
+def test_sors_leaves_out_a_learner_that_refuses_the_data_and_says_why():
+    """Learners that refuse a seed's training split (a dense metric above ``max_features``, the full
+    covariance above d = 64) are asked before anything runs: the others run, the report and its
+    table say why those did not; when every learner refuses, the run is that one error."""
+    from sparsesim.exceptions import ResourceLimitError
+    from sparsesim.experiments import ExperimentConfig, run_experiment
+    from sparsesim.experiments.sors import format_table
+
+    config = ExperimentConfig(dataset="news20-sample", algorithms=["cosine", "lego", "aroma", "lmnn"], seeds=[0],
+                              triplets=50)
+    report = run_experiment("sors", config)
+    assert [r["algorithm"] for r in report["results"]] == ["cosine"]
+    assert set(report["refused"]) == {"lego", "aroma", "lmnn"}
+    assert "max_features = 4096" in report["refused"]["lego"] and "d <= 64" in report["refused"]["aroma"]
+    assert "not run: lego: " in format_table(report)
+    with pytest.raises(ResourceLimitError, match="max_features"):
+        run_experiment("sors", ExperimentConfig(dataset="news20-sample", algorithms=["lego", "rdml"], triplets=50))
+
+
+def test_lmnn_refuses_classes_no_larger_than_its_neighbours_before_any_work():
+    from sparsesim.exceptions import InvalidInputError, ResourceLimitError
+    from sparsesim.learners.metric_learn_peers import LMNN
+
+    LMNN(n_neighbors=3).check_fit_data(10, [5, 4])
+    with pytest.raises(InvalidInputError, match="smallest class has 3"):
+        LMNN(n_neighbors=3).check_fit_data(10, [5, 3])
+    with pytest.raises(ResourceLimitError, match="max_features = 8"):
+        LMNN(max_features=8).check_fit_data(10, [5, 5])

@@ -35,6 +35,11 @@ Every registered similarity learner runs in this protocol, the SORS paper's Tabl
 ``lego`` and ``rdml`` (dense d x d metric, refused above 4,096 features), ``aroma`` (full
 covariance, d <= 64) and ``aroma-d``; the shipped experiment files ``sors-usps-baselines`` and
 ``sors-satimage-baselines`` run them beside OASIS and the SORS learners with ``tune``.
+
+A learner that refuses a seed's training split (its ``check_fit_data``: a dense metric above
+``max_features``, the full covariance above d = 64, LMNN's classes no larger than its neighbours)
+is asked before anything runs and left out of the run with its reason (the report's ``refused``);
+when every learner refuses, the run is that one error.
 """
 
 from __future__ import annotations
@@ -100,13 +105,7 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     any, validates on classes held out from its training part).
     """
     data = dataset if isinstance(dataset, LabelledData) else _dataset(dataset, _representation(algorithm))
-    train, test = stratified_split(data.y, train_fraction, seed=seed)
-    open_set = None
-    if unseen_classes:
-        seen, unseen = class_split(data.y, unseen_classes, seed=seed)
-        train, test = train[np.isin(data.y[train], seen)], test[np.isin(data.y[test], unseen)]
-        open_set = {"unseen_fraction": float(unseen_classes), "seen_classes": [_label(c) for c in seen],
-                    "unseen_classes": [_label(c) for c in unseen]}
+    train, test, open_set = _split(data.y, seed, train_fraction, unseen_classes)
     spec = get_algorithm(algorithm)
     kwargs = dict(params)
     if spec.kind == "similarity":
@@ -177,6 +176,41 @@ def run_one(dataset: str, algorithm: str, seed: int, n_triplets: int, params: di
     return row
 
 
+def _split(y, seed: int, train_fraction: float, unseen_classes: float | None):
+    """One seed's ``(train, test, open_set)``: the 70/30 split per class, and with
+    ``unseen_classes`` the seen classes' training rows and the unseen classes' test rows."""
+    train, test = stratified_split(y, train_fraction, seed=seed)
+    open_set = None
+    if unseen_classes:
+        seen, unseen = class_split(y, unseen_classes, seed=seed)
+        train, test = train[np.isin(y[train], seen)], test[np.isin(y[test], unseen)]
+        open_set = {"unseen_fraction": float(unseen_classes), "seen_classes": [_label(c) for c in seen],
+                    "unseen_classes": [_label(c) for c in unseen]}
+    return train, test, open_set
+
+
+def _refused(config: ExperimentConfig, data: LabelledData, train_fraction: float, unseen) -> dict:
+    """``{algorithm: why}`` for the learners that refuse a seed's training split (a dense d x d
+    metric above ``max_features``, LMNN's classes smaller than its neighbours, ...), asked through
+    ``check_fit_data`` before anything runs; when every learner refuses, the first one's error."""
+    counts = {}
+    for seed in config.seeds:
+        train, _, _ = _split(data.y, seed, train_fraction, unseen)
+        counts[seed] = np.unique(data.y[train], return_counts=True)[1]
+    errors = {}
+    for name in config.algorithms:
+        est = get_algorithm(name).make(**config.params_for(name))
+        for seed in config.seeds:
+            try:
+                est.check_fit_data(data.n_features, counts[seed])
+            except InvalidInputError as exc:
+                errors[name] = exc
+                break
+    if errors and len(errors) == len(config.algorithms):
+        raise next(iter(errors.values()))
+    return {name: str(exc) for name, exc in errors.items()}
+
+
 def _label(value):
     return value.item() if isinstance(value, np.generic) else value
 
@@ -215,8 +249,9 @@ def run(config: ExperimentConfig) -> dict:
         class_split(data.y, unseen, seed=0)  # refuses a fraction that leaves fewer than two classes a side
     if tune is not None and scales != [{}]:
         raise InvalidInputError("options 'tune' and 'scale' exclude each other")
+    refused = _refused(config, data, train_fraction, unseen)
     jobs = []
-    for name in config.algorithms:
+    for name in (a for a in config.algorithms if a not in refused):
         kind = get_algorithm(name).kind
         for point in (points if kind == "similarity" else [{}]):
             params = {**config.params_for(name), **point}
@@ -232,6 +267,8 @@ def run(config: ExperimentConfig) -> dict:
         results = session.call(run_parallel, run_one, jobs, n_jobs=session.n_jobs, progress=progress)
     report = {"protocol": "sors", "dataset": config.dataset, "triplets": n_triplets,
               "train_fraction": train_fraction, "unseen_classes": unseen, "results": results}
+    if refused:
+        report["refused"] = refused
     if tune is not None:
         report["selection"] = "tune on a validation part of each seed's training split"
     elif len(points) * len(scales) > 1:
@@ -276,6 +313,7 @@ def format_table(report: dict) -> str:
 
     if report.get("selection") == SWEEP_NOTE:
         lines.insert(1, f"parameter selection: {SWEEP_NOTE}")
+    lines[1:1] = [f"not run: {name}: {why}" for name, why in (report.get("refused") or {}).items()]
     for row in rows:
         params = ",".join(f"{k}={v}" for k, v in row["params"].items() if k not in ("n_triplets", "random_state"))
         ups = "-" if row["updates_per_second"] is None else f"{row['updates_per_second'][0]:.0f}"

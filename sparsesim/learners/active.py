@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from ..engine.second_order import FULL_MAX_D, FullCovarianceEngine, SparseSecondOrderEngine
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, ResourceLimitError
 from .bilinear import BaseBilinear
 
 __all__ = ["SelectiveBilinear", "PAAS", "PARS"]
@@ -117,15 +117,20 @@ class SelectiveBilinear(BaseBilinear):
         kwargs.update(self._rule_params())
         kwargs.update(self._policy_params())
         if self.covariance == "full" and self._rule != "pa":
-            if d > FULL_MAX_D:
-                diag_name = self._diag_name()
-                raise InvalidInputError(
-                    f"{type(self).__name__} with the full covariance keeps a d^2 x d^2 matrix and allows "
-                    f"d <= {FULL_MAX_D} only (got d = {d}); use the diagonal variant {diag_name} "
-                    f"(covariance='diag') for high-dimensional data"
-                )
+            self.check_fit_data(d)
             return FullCovarianceEngine(d, **kwargs)
         return SparseSecondOrderEngine(d, initial_capacity=self.initial_capacity, **kwargs)
+
+    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+        """Refuse more than ``FULL_MAX_D`` features with the full covariance (a d^2 x d^2 matrix)
+        before any work; see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
+        d = int(n_features)
+        if self.covariance == "full" and self._rule != "pa" and d > FULL_MAX_D:
+            raise ResourceLimitError(
+                f"{type(self).__name__} with the full covariance keeps a d^2 x d^2 matrix and allows "
+                f"d <= {FULL_MAX_D} only (got d = {d}); use the diagonal variant {self._diag_name()} "
+                f"(covariance='diag') for high-dimensional data"
+            )
 
     def _diag_name(self) -> str:
         return type(self).__name__.lower() + "-d"

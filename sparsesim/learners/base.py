@@ -117,6 +117,18 @@ class SparsesimEstimator(BaseEstimator):
         """Bytes the learner's working store holds now (0 for a learner without one)."""
         return 0
 
+    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+        """Raise the error ``fit`` would raise, before any work, when this learner refuses data of
+        ``n_features`` features whose classes hold ``class_counts`` documents (e.g. a dense d x d
+        metric above ``max_features``, or classes smaller than LMNN's neighbours); a protocol asks
+        every learner before it runs anything. Accepts everything by default.
+
+        Raises
+        ------
+        ResourceLimitError, InvalidInputError
+            The learner's reason, as ``fit`` would give it.
+        """
+
     def model_bytes_bound(self, X) -> tuple[int, bool] | None:
         """What the model this learner would save from corpus ``X`` may take, known before training:
         ``(bytes, bounded)``, or ``None`` when the learner cannot tell ahead (the default)."""

@@ -103,6 +103,11 @@ class _DenseMahalanobis(TripletLearner):
     def _step_pairs(self, X, a, b, labels, losses) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+        """Refuse more than ``max_features`` features (or a metric beyond the memory budget)
+        before any work; see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
+        self._check_width(int(n_features))
+
     def _check_width(self, d: int) -> None:
         limit = self.max_features
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:

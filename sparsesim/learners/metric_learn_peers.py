@@ -110,8 +110,10 @@ class _MetricLearnPeer(BatchSimilarity):
     def _extra_bytes(self, n: int, d: int) -> int:
         return 0
 
-    def _dense(self, X) -> np.ndarray:
-        n, d = X.shape
+    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+        """Refuse more than ``max_features`` features before any work (``M`` and the rows are
+        dense); see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
+        d = int(n_features)
         limit = self.max_features
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
             raise InvalidInputError(f"max_features must be a positive integer, got {limit!r}")
@@ -121,6 +123,10 @@ class _MetricLearnPeer(BatchSimilarity):
                 f"dense rows and allows at most max_features = {limit} features; reduce the features first "
                 "(e.g. TruncatedSVD), raise max_features if that fits in memory, or use a sparse similarity "
                 "learner (oasis, sors-l1) for high-dimensional data")
+
+    def _dense(self, X) -> np.ndarray:
+        n, d = X.shape
+        self.check_fit_data(d)
         budget = MemoryBudget(parse_memory(self.max_memory), self.max_memory, owner=type(self).__name__)
         check_allocation(budget, 8 * (2 * n * d + 4 * d * d) + self._extra_bytes(n, d),
                          f"{type(self).__name__}'s dense copy of {n} x {d} rows and its metric",
@@ -223,10 +229,16 @@ class LMNN(_MetricLearnPeer):
             X, y = X[keep], y[keep]
             self.resolved_params_["n_samples"] = int(keep.size)
         _, counts = np.unique(y, return_counts=True)
-        if counts.min() <= int(self.n_neighbors):
-            raise InvalidInputError(f"LMNN needs more than n_neighbors = {self.n_neighbors} documents in every class "
-                                    f"(the smallest class has {counts.min()}); lower n_neighbors")
+        self.check_fit_data(X.shape[1], counts)
         return super()._fit_model(X, y)
+
+    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+        """Refuse more than ``max_features`` features, and a class of no more than ``n_neighbors``
+        documents (it has too few target neighbours), before any work."""
+        super().check_fit_data(n_features)
+        if class_counts is not None and len(class_counts) and int(np.min(class_counts)) <= int(self.n_neighbors):
+            raise InvalidInputError(f"LMNN needs more than n_neighbors = {self.n_neighbors} documents in every class "
+                                    f"(the smallest class has {int(np.min(class_counts))}); lower n_neighbors")
 
 
 class ITML(_MetricLearnPeer):
