@@ -321,6 +321,18 @@ def check_fit_checks_changed_params(estimator):
     est.fit(*problem.fit_args, **problem.fit_kwargs)
 
 
+def check_fit_data_accepts_what_fit_accepts(estimator):
+    """``check_fit_data`` (asked by the protocols before a run) does not refuse data that ``fit``
+    learns from: the feature count and class sizes of the check problem."""
+    problem = make_problem(learner_kind(estimator))
+    y = problem.fit_args[1] if len(problem.fit_args) > 1 else None
+    counts = None
+    if y is not None and not isinstance(y, list) and np.ndim(y) == 1:
+        counts = np.unique(np.asarray(y), return_counts=True)[1]
+    _fresh(estimator).check_fit_data(problem.n_features, counts)
+    _fresh(estimator).fit(*problem.fit_args, **problem.fit_kwargs)
+
+
 CHECKS = (
     check_clone_params,
     check_fit_returns_self_and_defines_state,
@@ -330,6 +342,7 @@ CHECKS = (
     check_save_load_round_trip,
     check_bad_input_errors,
     check_fit_checks_changed_params,
+    check_fit_data_accepts_what_fit_accepts,
 )
 
 
