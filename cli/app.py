@@ -81,8 +81,8 @@ def _on_interrupt(signum, frame) -> None:
 def main() -> None:
     """Console entry point: user errors become one ``error:`` line on stderr and exit status 2.
 
-    Usage errors (unknown command or option, missing option, a value of the wrong type) are shown
-    by typer's own display, also with exit status 2. ``--debug`` or ``SPARSESIM_DEBUG=1`` shows the
+    Usage errors (unknown command or option, missing option, a value of the wrong type) are one
+    such line too, naming the command's ``--help``. ``--debug`` or ``SPARSESIM_DEBUG=1`` shows the
     traceback instead. Ctrl-C prints one ``interrupted`` line and exits with status 130.
     """
     previous = signal.getsignal(signal.SIGINT)
@@ -99,30 +99,57 @@ def main() -> None:
             signal.signal(signal.SIGINT, previous)
 
 
+def _click_errors():
+    """click's ``(UsageError, ClickException, Abort)`` as the installed typer raises them (typer
+    0.2x vendors click; before, they are click's own): found from ``typer.BadParameter``, public in
+    both, whose bases are the usage error and the click exception."""
+    import typer
+
+    bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    abort = typer.Abort if isinstance(typer.Abort, type) and issubclass(typer.Abort, BaseException) else ()
+    return bases["UsageError"], bases["ClickException"], abort
+
+
 def _run() -> None:
     from .checks import PortInUseError
     from .common import DEBUG, debugging, echo_line, one_line, one_line_warning, os_error_text, stop_loading
 
     app = _application()
+    usage_error, click_exception, abort = _click_errors()
     DEBUG["on"] = "--debug" in sys.argv[1:]
     warnings.showwarning = one_line_warning
     try:
         try:
             try:
-                app(standalone_mode=True)
+                # not standalone: click's usage errors reach us (standalone, typer prints a
+                # four-line panel); a typer.Exit (--help, --version) comes back as its status
+                status = app(standalone_mode=False, prog_name="sparsesim")
             finally:
                 stop_loading()
             sys.stdout.flush()
         except SystemExit as exc:
-            if exc.code == 130:  # typer turns Ctrl-C into a silent exit 130
-                raise KeyboardInterrupt from None
             # click turns a broken pipe into exit 1 after wrapping stdout; a closed reader is not an error
             if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 raise BrokenPipeError from None
-            if exc.code in (0, None):
-                sys.stdout.flush()
-                return
             raise
+        if status == 130:  # typer turns Ctrl-C into typer.Exit(130)
+            raise KeyboardInterrupt
+        if isinstance(status, int) and status != 0:
+            raise SystemExit(status)
+        return
+    except usage_error as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `sparsesim` or `sparsesim index` alone: the help
+            echo_line(exc.format_message(), err=True)
+            raise SystemExit(2)
+        where = exc.ctx.command_path if exc.ctx is not None else "sparsesim"
+        echo_line(f"error: {one_line(exc.format_message()).rstrip('.')} (see '{where} --help')", err=True)
+        raise SystemExit(2)
+    except click_exception as exc:
+        echo_line(f"error: {one_line(exc.format_message())}", err=True)
+        raise SystemExit(2)
+    except abort:  # end of input at a prompt
+        echo_line("error: the input ended", err=True)
+        raise SystemExit(2)
     except BrokenPipeError:
         # the reader went away (e.g. `sparsesim query ... | head`): stop quietly, as `cat` would
         devnull = os.open(os.devnull, os.O_WRONLY)

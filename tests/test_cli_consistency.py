@@ -67,6 +67,29 @@ def test_typos_get_did_you_mean_on_the_command_line(monkeypatch, capsys):
     assert_one_error_line(code, out, err, "did you mean 'sors'")
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["nosuchcmd"], "No such command 'nosuchcmd' (see 'sparsesim --help')"),
+    (["train"], "Missing option '--algorithm' / '-a' (see 'sparsesim train --help')"),
+    (["index", "build"], "Missing option '--model' / '-m' (see 'sparsesim index build --help')"),
+    (["train", "--bogus"], "No such option: --bogus"),
+    (["query", "-m", "m.npz", "-c", "news20-sample", "--top-k", "ten", "-t", "x"], "Invalid value for '--top-k'"),
+    (["train", "-a", "oasis", "-d", "news20-sample", "-o", "x.npz", "--triplets"], "'--triplets' requires an argument"),
+])
+def test_usage_errors_are_one_error_line(args, fragment, monkeypatch, capsys):
+    code, out, err = run_cli(args, monkeypatch, capsys)
+    assert_one_error_line(code, out, err, fragment)
+    assert out == ""
+
+
+def test_help_and_version_still_exit_zero_and_bare_groups_show_their_help(monkeypatch, capsys):
+    code, out, err = run_cli(["train", "--help"], monkeypatch, capsys)
+    assert code == 0 and out.startswith("Usage: sparsesim train") and err == ""
+    code, out, err = run_cli(["--version"], monkeypatch, capsys)
+    assert code == 0 and out.startswith("sparsesim ")
+    code, out, err = run_cli(["index"], monkeypatch, capsys)
+    assert code == 2 and "Commands:" in err and "build" in err
+
+
 def test_names_are_case_insensitive_on_the_command_line(monkeypatch, capsys):
     code, out, err = run_cli(["datasets", "info", "News20-Sample", "--json"], monkeypatch, capsys)
     assert code == 0, err
