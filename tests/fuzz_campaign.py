@@ -45,8 +45,8 @@ Families (all generated fresh from ``--seed``; everything is written under ``--w
 * ``concurrent``: two ``index add`` runs on one index at once; both must succeed and keep both
   additions (or one must fail with an error), never a lost update.
 
-Outcome classes: ``ok`` (valid result), ``clean-error`` (one ``error:`` line and exit 2, typer's
-usage display with exit 2, or a project exception), and the failures ``traceback``, ``dead``
+Outcome classes: ``ok`` (valid result), ``clean-error`` (one ``error:`` line and exit 2, usage
+errors included, or a project exception), and the failures ``traceback``, ``dead``
 (killed by a signal), ``hang`` (timeout), ``unexpected`` (a non-project exception), ``partial``
 (a temporary or incomplete file left), ``wrong`` (an answer that differs from the exact answer
 over the accepted data, or non-JSON output).
@@ -641,7 +641,7 @@ def classify_cli(proc_result, args, root: Path, timed_out: bool) -> str:
         return "partial"
     if code == 2:
         lines = err.strip().splitlines()
-        if err.startswith("error:") and (len(lines) != 1 or len(err) > 1000):
+        if not err.startswith("error:") or len(lines) != 1 or len(err) > 1000:
             return "unexpected"
         return "clean-error"
     if "--json" in args:
