@@ -104,3 +104,8 @@ def test_wide_data_is_refused_with_the_reason():
     y = np.tile(np.repeat([0, 1], 10), 2)
     with pytest.raises(ResourceLimitError, match="dense d x d metrics"):
         make_estimator("mtlmnn", max_features=20).fit(X, y, np.repeat([0, 1], 20))
+    # the same refusal, asked before any work (as the protocols do), names the tasks' metrics
+    est = make_estimator("mtlmnn", max_features=20)
+    with pytest.raises(ResourceLimitError, match=r"learns 3 dense d x d metrics"):
+        est.check_fit_data(30, n_tasks=2)
+    est.check_fit_data(20, n_tasks=2)  # at the limit: accepted

@@ -396,15 +396,16 @@ def run(config) -> dict:
 
 def _refused(config, algorithms, data) -> dict:
     """``{algorithm: why}`` for the learners that refuse the data's size (mtLMNN above its
-    ``max_features``), asked before anything runs; when every learner refuses, the first's error."""
+    ``max_features``), asked through ``check_fit_data`` before anything runs; when every learner
+    refuses, the first's error."""
     refused = {}
+    n_tasks = np.unique(np.asarray(data.tasks)).size
     for alg in algorithms:
         est = make_estimator(alg, **config.params_for(alg))
-        if hasattr(est, "check_n_features"):
-            try:
-                est.check_n_features(data.n_features, np.unique(np.asarray(data.tasks)).size)
-            except ResourceLimitError as exc:
-                refused[alg] = str(exc)
+        try:
+            est.check_fit_data(data.n_features, n_tasks=n_tasks)
+        except ResourceLimitError as exc:
+            refused[alg] = str(exc)
     if refused and len(refused) == len(algorithms):
         raise ResourceLimitError(next(iter(refused.values())))
     return refused

@@ -121,7 +121,7 @@ class SelectiveBilinear(BaseBilinear):
             return FullCovarianceEngine(d, **kwargs)
         return SparseSecondOrderEngine(d, initial_capacity=self.initial_capacity, **kwargs)
 
-    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
         """Refuse more than ``FULL_MAX_D`` features with the full covariance (a d^2 x d^2 matrix)
         before any work; see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
         d = int(n_features)

@@ -117,11 +117,12 @@ class SparsesimEstimator(BaseEstimator):
         """Bytes the learner's working store holds now (0 for a learner without one)."""
         return 0
 
-    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
         """Raise the error ``fit`` would raise, before any work, when this learner refuses data of
-        ``n_features`` features whose classes hold ``class_counts`` documents (e.g. a dense d x d
-        metric above ``max_features``, or classes smaller than LMNN's neighbours); a protocol asks
-        every learner before it runs anything. Accepts everything by default.
+        ``n_features`` features whose classes hold ``class_counts`` documents, in ``n_tasks``
+        tasks for a multitask learner (e.g. a dense d x d metric above ``max_features``, or
+        classes smaller than LMNN's neighbours); a protocol asks every learner before it runs
+        anything. Accepts everything by default.
 
         Raises
         ------

@@ -103,7 +103,7 @@ class _DenseMahalanobis(TripletLearner):
     def _step_pairs(self, X, a, b, labels, losses) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
         """Refuse more than ``max_features`` features (or a metric beyond the memory budget)
         before any work; see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
         self._check_width(int(n_features))

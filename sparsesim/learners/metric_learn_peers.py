@@ -110,7 +110,7 @@ class _MetricLearnPeer(BatchSimilarity):
     def _extra_bytes(self, n: int, d: int) -> int:
         return 0
 
-    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
         """Refuse more than ``max_features`` features before any work (``M`` and the rows are
         dense); see :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`."""
         d = int(n_features)
@@ -232,7 +232,7 @@ class LMNN(_MetricLearnPeer):
         self.check_fit_data(X.shape[1], counts)
         return super()._fit_model(X, y)
 
-    def check_fit_data(self, n_features: int, class_counts=None) -> None:
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
         """Refuse more than ``max_features`` features, and a class of no more than ``n_neighbors``
         documents (it has too few target neighbours), before any work."""
         super().check_fit_data(n_features)

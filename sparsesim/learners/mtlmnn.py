@@ -191,11 +191,15 @@ class MTLMNN(SparsesimEstimator):
             parts.append((Xt, yt, target_neighbors(Xt, yt, k)))
         return labels, parts
 
-    def check_n_features(self, d: int, n_tasks: int) -> None:
-        """Raise :class:`~sparsesim.exceptions.ResourceLimitError` when ``d`` features are more than
-        ``max_features`` (``n_tasks + 1`` dense d x d metrics); a protocol asks before it runs anything."""
+    def check_fit_data(self, n_features: int, class_counts=None, n_tasks=None) -> None:
+        """Raise :class:`~sparsesim.exceptions.ResourceLimitError` when ``n_features`` are more than
+        ``max_features`` (``n_tasks + 1`` dense d x d metrics) before any work; see
+        :meth:`~sparsesim.learners.base.SparsesimEstimator.check_fit_data`. (Class sizes are
+        checked per task by ``fit``.)"""
+        d = int(n_features)
+        n_tasks = 1 if n_tasks is None else int(n_tasks)
         limit = self.max_features
-        if int(d) > int(limit):
+        if d > int(limit):
             raise ResourceLimitError(
                 f"mtLMNN learns {n_tasks + 1} dense d x d metrics ({8 * d * d * (n_tasks + 1) / 2**30:.2g} GiB "
                 f"at d = {d}) and eigendecomposes each at every step; it allows at most max_features = {limit} "
@@ -234,7 +238,7 @@ class MTLMNN(SparsesimEstimator):
             raise InvalidInputError(f"tasks needs one entry per document ({X.shape[0]}), got shape {tasks.shape}")
         _, y = np.unique(y, return_inverse=True)
         d = X.shape[1]
-        self.check_n_features(d, np.unique(tasks).size)  # before the tasks' rows are made dense
+        self.check_fit_data(d, n_tasks=np.unique(tasks).size)  # before the tasks' rows are made dense
         labels, parts = self._parts(X, y, tasks)
         self._check_size(d, parts)
         if progress is not None:
