@@ -641,7 +641,9 @@ def classify_cli(proc_result, args, root: Path, timed_out: bool) -> str:
         return "partial"
     if code == 2:
         lines = err.strip().splitlines()
-        if not err.startswith("error:") or len(lines) != 1 or len(err) > 1000:
+        # one error line, after the warnings (one line each) the command printed first
+        if not lines or not lines[-1].startswith("error:") or len(lines[-1]) > 1000 \
+                or not all(line.startswith("warning: ") for line in lines[:-1]):
             return "unexpected"
         return "clean-error"
     if "--json" in args:
