@@ -110,6 +110,21 @@ def _click_errors():
     return bases["UsageError"], bases["ClickException"], abort
 
 
+def _command_path(app, args) -> str:
+    """``sparsesim`` and the (sub)command names that lead ``args`` (for a usage error raised
+    without its command's context, e.g. an option missing its value)."""
+    import typer
+
+    command, path = typer.main.get_command(app), ["sparsesim"]
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+        path.append(arg)
+    return " ".join(path)
+
+
 def _run() -> None:
     from .checks import PortInUseError
     from .common import DEBUG, debugging, echo_line, one_line, one_line_warning, os_error_text, stop_loading
@@ -141,7 +156,7 @@ def _run() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `sparsesim` or `sparsesim index` alone: the help
             echo_line(exc.format_message(), err=True)
             raise SystemExit(2)
-        where = exc.ctx.command_path if exc.ctx is not None else "sparsesim"
+        where = exc.ctx.command_path if exc.ctx is not None else _command_path(app, sys.argv[1:])
         echo_line(f"error: {one_line(exc.format_message()).rstrip('.')} (see '{where} --help')", err=True)
         raise SystemExit(2)
     except click_exception as exc:

@@ -73,7 +73,9 @@ def test_typos_get_did_you_mean_on_the_command_line(monkeypatch, capsys):
     (["index", "build"], "Missing option '--model' / '-m' (see 'sparsesim index build --help')"),
     (["train", "--bogus"], "No such option: --bogus"),
     (["query", "-m", "m.npz", "-c", "news20-sample", "--top-k", "ten", "-t", "x"], "Invalid value for '--top-k'"),
-    (["train", "-a", "oasis", "-d", "news20-sample", "-o", "x.npz", "--triplets"], "'--triplets' requires an argument"),
+    (["train", "-a", "oasis", "-d", "news20-sample", "-o", "x.npz", "--triplets"],
+     "'--triplets' requires an argument (see 'sparsesim train --help')"),
+    (["index", "build", "-m", "m.npz", "--kind"], "'--kind' requires an argument (see 'sparsesim index build --help')"),
 ])
 def test_usage_errors_are_one_error_line(args, fragment, monkeypatch, capsys):
     code, out, err = run_cli(args, monkeypatch, capsys)
