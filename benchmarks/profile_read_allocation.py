@@ -3,7 +3,10 @@ setting, on one index, interleaved (best of ``--repeats`` passes over ``--querie
 one thread): what the threshold's search for its contribution threshold costs against the reads
 it saves. The index is built once (``target_recall=None``) or read from ``--index``.
 ``--stage candidates`` times the candidate kernel alone (reads and pool, no re-ranking), where the
-threshold's search is a larger share of the time.
+threshold's search is a larger share of the time; ``--stage rerank`` the exact re-ranking kernel
+alone on the setting's candidates (forming each query's row of M from the light rows of W, then
+one row of X and the heavy entries of Z per candidate): a pool of 1 against a pool of P gives
+the cost of the row of M and of each re-ranked candidate apart.
 
     python benchmarks/profile_read_allocation.py --case 1e5:oasis:3000 --model-cache /tmp/sparsesim-bench-models \\
         --setting weighted:96:30 --setting threshold:24:50
@@ -32,8 +35,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="times the list of settings is timed, interleaved")
     parser.add_argument("--index", help="a saved ann index of the case's corpus and model (built when absent)")
     parser.add_argument("--model-cache", default="/tmp/sparsesim-bench-models")
-    parser.add_argument("--stage", choices=("query", "candidates"), default="query",
-                        help="time whole queries, or the candidate kernel alone")
+    parser.add_argument("--stage", choices=("query", "candidates", "rerank"), default="query",
+                        help="time whole queries, the candidate kernel alone, or the re-ranking kernel alone")
     args = parser.parse_args(argv)
     from sparsesim.indexes import build_index, load_index
     from sparsesim.indexes.base import prepare_rows
@@ -51,12 +54,12 @@ def main(argv=None):
     Q = X[np.random.default_rng(5).choice(X.shape[0], min(args.queries, X.shape[0]), replace=False)]
     settings = [s.split(":") for s in (args.setting or ["weighted:96:30", "threshold:24:50"])]
     out = {"case": args.case, "command": "python benchmarks/profile_read_allocation.py " + " ".join(argv or sys.argv[1:]),
-           "n_queries": int(Q.shape[0]), "rows": []}
+           "n_queries": int(Q.shape[0]), "light_w_entries_per_query": _light_entries(ann, Q), "rows": []}
     for _ in range(args.rounds):
         for alloc, reads, pool in settings:
             ann.read_allocation_ = alloc
             options = {"n_postings": int(reads), "sparse_pool": int(pool)}
-            timed = _timed if args.stage == "query" else _timed_candidates
+            timed = {"query": _timed, "candidates": _timed_candidates, "rerank": _timed_rerank}[args.stage]
             timed(ann, Q[:200], options)  # warm
             best = min(timed(ann, Q, options) for _ in range(args.repeats))
             row = {"allocation": alloc, **options, "stage": args.stage, "us_per_query": 1e6 * best / Q.shape[0]}
@@ -84,6 +87,40 @@ def _timed_candidates(ann, Q, options):
                                                 options["n_postings"], code, options["sparse_pool"], out,
                                                 *query_scratch.sparse(n))
     return time.perf_counter() - start
+
+
+def _candidates(ann, Q, options):
+    from sparsesim.indexes.ann_query import allocation_code, compact_kernels
+    from sparsesim.indexes.execution import query_scratch
+
+    n = ann.n_documents
+    out = np.empty((Q.shape[0], options["sparse_pool"]), dtype=np.int64)
+    compact_kernels().compact_sparse_candidates(Q.indptr, Q.indices, Q.data, *ann._postings.kernel_args(), n,
+                                                options["n_postings"], allocation_code(ann.read_allocation_),
+                                                options["sparse_pool"], out, *query_scratch.sparse(n))
+    return out
+
+
+def _timed_rerank(ann, Q, options, k=10):
+    from sparsesim.indexes.base import kernels
+    from sparsesim.indexes.execution import query_scratch
+
+    cands = _candidates(ann, Q, options)
+    docs = np.full((Q.shape[0], k), -1, dtype=np.int64)
+    scores = np.full((Q.shape[0], k), -np.inf)
+    W, X = ann.rerank_w(), ann._X
+    qm, stamp = query_scratch.rerank(ann.n_documents, ann.n_features)
+    start = time.perf_counter()
+    kernels().rerank(Q.indptr, Q.indices, Q.data, *W.kernel_args(), bool(ann._model.identity), ann._heavy_pos,
+                     ann._Z, X.indptr, X.indices, X.data, cands, k, docs, scores, qm, stamp,
+                     query_scratch.generations(Q.shape[0]))
+    return time.perf_counter() - start
+
+
+def _light_entries(ann, Q) -> float:
+    """Mean entries of W a query scatters: the rows of its terms that are not heavy."""
+    terms = Q.indices[ann._heavy_pos[Q.indices] < 0]
+    return float(np.diff(ann.rerank_w().indptr)[terms].sum() / Q.shape[0])
 
 
 if __name__ == "__main__":
