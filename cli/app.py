@@ -149,7 +149,7 @@ def _run() -> None:
             raise
         if status == 130:  # typer turns Ctrl-C into typer.Exit(130)
             raise KeyboardInterrupt
-        if isinstance(status, int) and status != 0:
+        if type(status) is int and status != 0:  # a typer.Exit(code); commands return None
             raise SystemExit(status)
         return
     except usage_error as exc:
