@@ -106,8 +106,7 @@ def _click_errors():
     import typer
 
     bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
-    abort = typer.Abort if isinstance(typer.Abort, type) and issubclass(typer.Abort, BaseException) else ()
-    return bases["UsageError"], bases["ClickException"], abort
+    return bases["UsageError"], bases["ClickException"], typer.Abort
 
 
 def _command_path(app, args) -> str:
