@@ -112,11 +112,12 @@ def _click_errors():
 def _command_path(app, args) -> str:
     """``sparsesim`` and the (sub)command names that lead ``args`` (for a usage error raised
     without its command's context, e.g. an option missing its value)."""
-    import typer
+    import typer.core
+    import typer.main
 
     command, path = typer.main.get_command(app), ["sparsesim"]
     for arg in args:
-        sub = getattr(command, "commands", {}).get(arg)
+        sub = command.commands.get(arg) if isinstance(command, typer.core.TyperGroup) else None
         if sub is None:
             break
         command = sub
