@@ -88,8 +88,10 @@ def test_help_and_version_still_exit_zero_and_bare_groups_show_their_help(monkey
     assert code == 0 and out.startswith("Usage: sparsesim train") and err == ""
     code, out, err = run_cli(["--version"], monkeypatch, capsys)
     assert code == 0 and out.startswith("sparsesim ")
+    # click >= 8.2 shows a bare group's help on stderr with status 2, click 8.1 on stdout with 0
     code, out, err = run_cli(["index"], monkeypatch, capsys)
-    assert code == 2 and "Commands:" in err and "build" in err
+    shown = out + err
+    assert code in (0, 2) and "Commands:" in shown and "build" in shown and "error:" not in shown
 
 
 def test_names_are_case_insensitive_on_the_command_line(monkeypatch, capsys):
