@@ -93,8 +93,10 @@ def main(argv=None) -> None:
                 run.pop(key, None)
     if args.merge:
         data = merge(json.loads((DOCS / "reproduction.json").read_text()), data)
-    (DOCS / "reproduction.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    (DOCS / "reproduction.md").write_text(report_markdown(data))
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    (DOCS / "reproduction.json").write_text(text)
+    # the page is the markdown of the file as read back (its keys sorted), so that it is reproducible from it
+    (DOCS / "reproduction.md").write_text(report_markdown(json.loads(text)))
     print(f"wrote {DOCS / 'reproduction.json'} and {DOCS / 'reproduction.md'} ({report['seconds']:.0f} s)")
 
 
