@@ -78,6 +78,15 @@ def _on_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _on_unraisable(unraisable) -> None:
+    """``sys.unraisablehook`` while the CLI runs: the interruption raised inside a C callback (numba's
+    compiler calls Python through ctypes) is dropped there and printed as "Exception ignored"; after a
+    Ctrl-C that is the interruption itself, so the command ends now with its one line."""
+    if _INTERRUPTED and isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _exit_interrupted()
+    sys.__unraisablehook__(unraisable)
+
+
 def main() -> None:
     """Console entry point: user errors become one ``error:`` line on stderr and exit status 2.
 
@@ -90,13 +99,19 @@ def main() -> None:
     ours = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
     if ours:
         signal.signal(signal.SIGINT, _on_interrupt)
+        sys.unraisablehook = _on_unraisable
     try:
         _run()
     except KeyboardInterrupt:  # while the command modules load, or a command's own
         _exit_interrupted()
+    except Exception:
+        if _INTERRUPTED:  # a failure after Ctrl-C is the interruption's doing (e.g. a compiler left half-done)
+            _exit_interrupted()
+        raise
     finally:
         if ours:
             signal.signal(signal.SIGINT, previous)
+            sys.unraisablehook = sys.__unraisablehook__
 
 
 def _click_errors():
@@ -139,6 +154,10 @@ def _run() -> None:
                 # not standalone: click's usage errors reach us (standalone, typer prints a
                 # four-line panel); a typer.Exit (--help, --version) comes back as its status
                 status = app(standalone_mode=False, prog_name="sparsesim")
+            except Exception:
+                if _INTERRUPTED:  # after Ctrl-C, whatever failed failed because of it: one "interrupted" line
+                    raise KeyboardInterrupt from None
+                raise
             finally:
                 stop_loading()
             sys.stdout.flush()

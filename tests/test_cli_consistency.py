@@ -222,6 +222,39 @@ def test_an_interrupt_that_is_dropped_still_ends_the_command():
     assert time.perf_counter() - start >= 0.5  # the grace period, not the dropped exception, ended it
 
 
+DROPPED_IN_A_C_CALLBACK = """
+import ctypes, sys
+from sparsesim.cli import app
+
+
+def command(**kwargs):
+    try:
+        app._on_interrupt(2, None)  # Ctrl-C ...
+    except KeyboardInterrupt:
+        pass  # ... dropped where it landed
+    if sys.argv[1] == "callback":  # numba's compiler calls Python through ctypes: the exception is unraisable there
+        def raising():
+            raise KeyboardInterrupt
+        ctypes.CFUNCTYPE(None)(raising)()
+        print("went on", flush=True)
+    raise RuntimeError("the compiler was left half-done")
+
+
+app._application = lambda: command
+app.main()
+"""
+
+
+@pytest.mark.parametrize("where", ["callback", "failure"])
+def test_an_interrupt_lost_in_a_c_callback_or_followed_by_a_failure_is_one_line_and_130(where):
+    """Ctrl-C during numba's compilation: the KeyboardInterrupt raised inside a ctypes callback is
+    printed as "Exception ignored" and dropped, and the half-done compiler then fails; both are the
+    interruption (the CLI said "error: unexpected ..." with status 1)."""
+    res = subprocess.run([sys.executable, "-c", DROPPED_IN_A_C_CALLBACK, where], capture_output=True, text=True,
+                         timeout=120)
+    assert (res.returncode, res.stdout, res.stderr) == (130, "", "interrupted\n")
+
+
 COMMANDS = [["train"], ["tune"], ["evaluate"], ["query"], ["experiment"], ["serve"], ["learn"], ["demo"],
             ["index", "build"], ["index", "add"], ["index", "calibrate"], ["datasets", "fetch"]]
 
