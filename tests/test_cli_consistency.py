@@ -251,7 +251,7 @@ def test_an_interrupt_lost_in_a_c_callback_or_followed_by_a_failure_is_one_line_
     printed as "Exception ignored" and dropped, and the half-done compiler then fails; both are the
     interruption (the CLI said "error: unexpected ..." with status 1)."""
     res = subprocess.run([sys.executable, "-c", DROPPED_IN_A_C_CALLBACK, where], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, preexec_fn=terminal_sigint)  # as from a terminal (see the test above)
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "interrupted\n")
 
 
