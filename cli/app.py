@@ -43,6 +43,7 @@ def __getattr__(name):
 INTERRUPT_GRACE_SECONDS = 10.0
 _EXIT_LOCK = threading.Lock()
 _INTERRUPTED = []
+_PREVIOUS_UNRAISABLEHOOK = []  # the hook main() replaced, restored when it returns
 
 
 def _exit_interrupted() -> None:
@@ -84,7 +85,7 @@ def _on_unraisable(unraisable) -> None:
     Ctrl-C that is the interruption itself, so the command ends now with its one line."""
     if _INTERRUPTED and isinstance(unraisable.exc_value, KeyboardInterrupt):
         _exit_interrupted()
-    sys.__unraisablehook__(unraisable)
+    _PREVIOUS_UNRAISABLEHOOK[-1](unraisable)
 
 
 def main() -> None:
@@ -99,6 +100,7 @@ def main() -> None:
     ours = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
     if ours:
         signal.signal(signal.SIGINT, _on_interrupt)
+        _PREVIOUS_UNRAISABLEHOOK.append(sys.unraisablehook)
         sys.unraisablehook = _on_unraisable
     try:
         _run()
@@ -111,7 +113,7 @@ def main() -> None:
     finally:
         if ours:
             signal.signal(signal.SIGINT, previous)
-            sys.unraisablehook = sys.__unraisablehook__
+            sys.unraisablehook = _PREVIOUS_UNRAISABLEHOOK.pop()
 
 
 def _click_errors():
